@@ -1,0 +1,64 @@
+"""Tensor-level RL algorithms: advantage estimators, losses, KL, registries.
+
+Shapes follow one convention: token tensors [B, T] float32, masks 0/1 float
+[B, T] (1 on policy-generated *action* tokens), per-trajectory scores [B].
+"""
+
+from agent_r1.algos.advantages import (
+    compute_gae,
+    compute_grpo,
+    compute_reinforce_pp,
+    compute_reinforce_pp_baseline,
+    compute_rloo,
+)
+from agent_r1.algos.kl import KL_PENALTIES, get_kl_penalty, kl_penalty
+from agent_r1.algos.losses import (
+    AGG_MODES,
+    POLICY_LOSSES,
+    aggregate_loss,
+    entropy_bonus,
+    entropy_from_logits,
+    get_policy_loss,
+    ppo_policy_loss,
+    vanilla_policy_loss,
+    value_loss,
+)
+from agent_r1.algos.masked import masked_mean, masked_sum, masked_var, masked_whiten
+from agent_r1.algos.registry import (
+    ADV_ESTIMATORS,
+    AdvantageInputs,
+    AdvantageOutputs,
+    get_adv_estimator,
+    needs_critic,
+    register_adv_estimator,
+)
+
+__all__ = [
+    "compute_gae",
+    "compute_grpo",
+    "compute_rloo",
+    "compute_reinforce_pp",
+    "compute_reinforce_pp_baseline",
+    "masked_sum",
+    "masked_mean",
+    "masked_var",
+    "masked_whiten",
+    "AGG_MODES",
+    "aggregate_loss",
+    "ppo_policy_loss",
+    "vanilla_policy_loss",
+    "value_loss",
+    "entropy_from_logits",
+    "entropy_bonus",
+    "POLICY_LOSSES",
+    "get_policy_loss",
+    "KL_PENALTIES",
+    "kl_penalty",
+    "get_kl_penalty",
+    "ADV_ESTIMATORS",
+    "AdvantageInputs",
+    "AdvantageOutputs",
+    "register_adv_estimator",
+    "get_adv_estimator",
+    "needs_critic",
+]

@@ -1,0 +1,263 @@
+"""Loaders for multi-hop QA datasets into the shared `QASample` schema.
+
+Each dataset has a row converter; one driver (`_load`) handles the file format (JSONL or a
+JSON array), bad rows (`skip_bad`), and duplicate ids, so every loader behaves the same way
+on bad input. Accepted formats:
+
+- HotpotQA (official): `_id`, `question`, `answer`, `type`, `level`, `supporting_facts`,
+  `context`.
+- 2WikiMultihopQA: official (`_id`, `question`, `answer`, `type`, `supporting_facts`,
+  `context`) or questions-only (`question`, `answer` as a string or a list of aliases).
+- MuSiQue: official (`id`, `question`, `answer`, `answer_aliases`, `paragraphs` with
+  `is_supporting`) or questions-only (`question`, `answer` string or list).
+- Our own `questions.jsonl`: one `QASample.to_dict()` per line (`load_questions_jsonl`).
+
+Rows without an id get a content-derived one (`<source>-<sha1(question)[:12]>`): stable
+across runs and across re-orderings of the file, so cached rollouts keyed by id stay valid.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent_r1.data.io import RowError, iter_records
+from agent_r1.data.schema import QASample
+
+log = logging.getLogger(__name__)
+
+PathLike = str | os.PathLike[str]
+
+
+@dataclass
+class LoadReport:
+    """What a load did: pass one to a loader to learn how many rows `skip_bad` dropped."""
+
+    path: Path | None = None
+    n_loaded: int = 0
+    skipped: list[RowError] = field(default_factory=list)
+
+    @property
+    def n_skipped(self) -> int:
+        return len(self.skipped)
+
+
+class _FieldError(ValueError):
+    """A row-level problem; the driver adds file and line."""
+
+    def __init__(self, reason: str, fix: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.fix = fix
+
+
+# ---------------------------------------------------------------------------- field helpers
+
+def _field(row: dict[str, Any], *names: str) -> Any:
+    for name in names:
+        if name in row and row[name] is not None:
+            return row[name]
+    alts = " or ".join(repr(n) for n in names)
+    raise _FieldError(f"missing field {alts}", f"add {names[0]!r} to every row")
+
+
+def _text(row: dict[str, Any], *names: str) -> str:
+    value = _field(row, *names)
+    if not isinstance(value, str) or not value.strip():
+        raise _FieldError(f"field {names[0]!r} must be a non-empty string, got {value!r:.60}",
+                          f"give {names[0]!r} a non-empty string")
+    return value.strip()
+
+
+def _answers(value: Any, name: str = "answer") -> list[str]:
+    """An answer given as a string or a list of aliases -> non-empty list of strings."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
+        raise _FieldError(f"field {name!r} must be a string or a list of strings",
+                          f"write {name!r} as \"text\" or [\"alias\", ...]")
+    out = _dedup(a.strip() for a in value if a.strip())
+    if not out:
+        raise _FieldError(f"field {name!r} is empty", f"give at least one non-empty {name!r}")
+    return out
+
+
+def _dedup(items: Any) -> list[str]:
+    seen: set[str] = set()
+    out: list[str] = []
+    for item in items:
+        if item not in seen:
+            seen.add(item)
+            out.append(item)
+    return out
+
+
+def _supporting_titles(row: dict[str, Any]) -> list[str]:
+    """Titles from `supporting_facts` [[title, sent_id], ...], deduplicated in order."""
+    facts = row.get("supporting_facts") or []
+    if not isinstance(facts, list):
+        raise _FieldError("field 'supporting_facts' must be a list of [title, sent_id]",
+                          "write supporting_facts as [[\"Title\", 0], ...]")
+    titles = []
+    for fact in facts:
+        if not isinstance(fact, (list, tuple)) or not fact or not isinstance(fact[0], str):
+            raise _FieldError(f"bad supporting fact {fact!r:.60}", "each fact is [\"Title\", sent_id]")
+        titles.append(fact[0])
+    return _dedup(titles)
+
+
+def _derived_id(source: str, question: str) -> str:
+    return f"{source}-{hashlib.sha1(question.encode('utf-8')).hexdigest()[:12]}"
+
+
+def _id(row: dict[str, Any], source: str, question: str) -> str:
+    for name in ("_id", "id"):
+        value = row.get(name)
+        if value is not None and str(value).strip():
+            return str(value).strip()
+    return _derived_id(source, question)
+
+
+# ---------------------------------------------------------------------------- converters
+
+def _hotpotqa_row(row: dict[str, Any]) -> QASample:
+    question = _text(row, "question")
+    qid = _text(row, "_id", "id")  # the official release always has one
+    meta: dict[str, Any] = {}
+    if "level" in row:
+        meta["level"] = row["level"]
+    return QASample(
+        id=qid, question=question, answers=_answers(_field(row, "answer", "answers")),
+        supporting_titles=_supporting_titles(row), type=str(row.get("type") or ""),
+        source="hotpotqa", meta=meta,
+    )
+
+
+def _2wiki_row(row: dict[str, Any]) -> QASample:
+    question = _text(row, "question")
+    return QASample(
+        id=_id(row, "2wiki", question), question=question,
+        answers=_answers(_field(row, "answer", "answers")),
+        supporting_titles=_supporting_titles(row), type=str(row.get("type") or ""),
+        source="2wiki",
+    )
+
+
+def _musique_row(row: dict[str, Any]) -> QASample:
+    question = _text(row, "question")
+    answers = _answers(_field(row, "answer", "answers"))
+    if row.get("answer_aliases"):
+        answers = _dedup(answers + _answers(row["answer_aliases"], "answer_aliases"))
+    qid = _id(row, "musique", question)
+    paragraphs = row.get("paragraphs") or []
+    titles = _dedup(p.get("title", "") for p in paragraphs
+                    if isinstance(p, dict) and p.get("is_supporting") and p.get("title"))
+    meta = {"answerable": row["answerable"]} if "answerable" in row else {}
+    # Official ids look like "2hop__13548_13529": the prefix is the hop structure.
+    qtype = qid.split("__", 1)[0] if "__" in qid else ""
+    return QASample(id=qid, question=question, answers=answers, supporting_titles=titles,
+                    type=qtype, source="musique", meta=meta)
+
+
+def _bamboogle_row(row: dict[str, Any]) -> QASample:
+    question = _text(row, "question")
+    return QASample(id=_id(row, "bamboogle", question), question=question,
+                    answers=_answers(_field(row, "answer", "answers")), source="bamboogle")
+
+
+def _own_row(row: dict[str, Any]) -> QASample:
+    for name in ("id", "question", "answers"):
+        _field(row, name)
+    sample = QASample.from_dict(row)
+    sample.answers = _answers(sample.answers, "answers")
+    return sample
+
+
+# ---------------------------------------------------------------------------- driver
+
+def _load(path: PathLike, convert: Callable[[dict[str, Any]], QASample], *, skip_bad: bool,
+          report: LoadReport | None) -> list[QASample]:
+    path = Path(path)
+    report = report if report is not None else LoadReport()
+    report.path = path
+    samples: list[QASample] = []
+    first_line: dict[str, int] = {}
+    for rec in iter_records(path, skip_bad=skip_bad, bad=report.skipped):
+        try:
+            if not isinstance(rec.value, dict):
+                raise _FieldError(f"expected a JSON object, got {type(rec.value).__name__}",
+                                  "each row must be a {...} object")
+            sample = convert(rec.value)
+            if sample.id in first_line:
+                raise _FieldError(f"duplicate id {sample.id!r} (first on line {first_line[sample.id]})",
+                                  "ids must be unique: remove or rename the duplicate row")
+        except _FieldError as err:
+            row_err = RowError(path, rec.line, err.reason, err.fix)
+            if not skip_bad:
+                raise row_err from None
+            report.skipped.append(row_err)
+            continue
+        first_line[sample.id] = rec.line
+        samples.append(sample)
+    if report.skipped:
+        log.warning("%s: skipped %d bad row(s); first: %s", path, report.n_skipped, report.skipped[0])
+    if not samples:
+        raise ValueError(f"{path}: no valid rows (skipped {report.n_skipped}); check the file format")
+    report.n_loaded = len(samples)
+    return samples
+
+
+def load_hotpotqa(path: PathLike, skip_bad: bool = False,
+                  report: LoadReport | None = None) -> list[QASample]:
+    """HotpotQA (official fields); supporting_titles from supporting_facts, level in meta."""
+    return _load(path, _hotpotqa_row, skip_bad=skip_bad, report=report)
+
+
+def load_2wiki(path: PathLike, skip_bad: bool = False,
+               report: LoadReport | None = None) -> list[QASample]:
+    """2WikiMultihopQA, official or questions-only (answer string or alias list)."""
+    return _load(path, _2wiki_row, skip_bad=skip_bad, report=report)
+
+
+def load_musique(path: PathLike, skip_bad: bool = False,
+                 report: LoadReport | None = None) -> list[QASample]:
+    """MuSiQue, official (answer + answer_aliases, paragraphs) or questions-only."""
+    return _load(path, _musique_row, skip_bad=skip_bad, report=report)
+
+
+def load_bamboogle(path: PathLike, skip_bad: bool = False,
+                   report: LoadReport | None = None) -> list[QASample]:
+    """Bamboogle questions (question + answer string or list)."""
+    return _load(path, _bamboogle_row, skip_bad=skip_bad, report=report)
+
+
+def load_questions_jsonl(path: PathLike, skip_bad: bool = False,
+                         report: LoadReport | None = None) -> list[QASample]:
+    """Our own questions.jsonl (`QASample.to_dict()` rows), as written by `agent-r1 prepare`."""
+    return _load(path, _own_row, skip_bad=skip_bad, report=report)
+
+
+Loader = Callable[..., list[QASample]]
+
+#: Dataset name -> loader; `agent-r1 prepare <name>` and evaluation look names up here.
+LOADERS: dict[str, Loader] = {
+    "hotpotqa": load_hotpotqa,
+    "2wiki": load_2wiki,
+    "musique": load_musique,
+    "bamboogle": load_bamboogle,
+}
+
+
+def load_dataset(name: str, path: PathLike, skip_bad: bool = False,
+                 report: LoadReport | None = None) -> list[QASample]:
+    """Load by dataset name (see LOADERS)."""
+    try:
+        loader = LOADERS[name]
+    except KeyError:
+        raise ValueError(f"unknown dataset {name!r}; choose one of {sorted(LOADERS)}") from None
+    return loader(path, skip_bad=skip_bad, report=report)

@@ -1,0 +1,101 @@
+"""ToolEnv: a question-answering episode where the model may call tools before answering.
+
+Stepping is split in two so the rollout can batch tool calls of all trajectories in a turn:
+`plan(action)` parses, the shared `ToolRunner` executes, `finish(...)` builds the observation.
+`step(action)` does all three for one env.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_r1.envs.base import StepOutput
+from agent_r1.envs.formats import ParsedAction, ToolCallFormat
+from agent_r1.rewards.scoring import RewardConfig, step_process_reward
+from agent_r1.tools.base import ToolResult, tool_schema
+from agent_r1.tools.runner import ToolRunner
+
+
+@dataclass
+class EnvConfig:
+    format: str = "tag"  # tag | hermes
+    max_calls_per_turn: int = 4
+    system_prompt: str = ""  # extra instructions prepended to the format's own
+
+
+@dataclass
+class PendingStep:
+    parsed: ParsedAction
+    valid: list[int] = field(default_factory=list)  # indices of calls that will run
+
+
+class ToolEnv:
+    def __init__(self, runner: ToolRunner, fmt: ToolCallFormat, config: EnvConfig, reward: RewardConfig):
+        self.runner = runner
+        self.fmt = fmt
+        self.config = config
+        self.reward_config = reward
+        self.sample: dict[str, Any] = {}
+        self._supports: set[str] = set()
+        self._found: set[str] = set()
+
+    @property
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        return [tool_schema(t) for t in self.runner.tools.values()]
+
+    def reset(self, sample: dict[str, Any]) -> list[dict[str, Any]]:
+        self.sample = sample
+        self._supports = set(sample.get("supporting_titles") or [])
+        self._found = set()
+        system = " ".join(filter(None, [self.config.system_prompt, self.fmt.instructions(list(self.runner.tools))]))
+        return [{"role": "system", "content": system}, {"role": "user", "content": sample["question"]}]
+
+    def plan(self, action_text: str) -> PendingStep:
+        parsed = self.fmt.parse(action_text, self.config.max_calls_per_turn)
+        valid = [i for i, c in enumerate(parsed.calls) if self.runner.validate(c) is None]
+        return PendingStep(parsed=parsed, valid=valid)
+
+    def finish(self, pending: PendingStep, results: list[ToolResult]) -> StepOutput:
+        """`results` has one entry per call in `pending.parsed.calls` (invalid ones included)."""
+        parsed = pending.parsed
+        if parsed.answer is not None:
+            return StepOutput(observation=None, reward=0.0, done=True, answer=parsed.answer,
+                              info={"tool_calls": 0, "valid_tool_calls": 0})
+        texts = [r.text for r in results]
+        if parsed.error:
+            texts.append(f"Error: {parsed.error}")
+        succeeded = [r for r in results if r.success]
+        titles = [t for r in succeeded for t in r.metadata.get("titles", [])]
+        reward = step_process_reward(len(succeeded), titles, self._supports, self._found, self.reward_config)
+        info = {
+            "tool_calls": len(parsed.calls),
+            "valid_tool_calls": len(succeeded),
+            "errors": [r.metadata.get("error", "tool") for r in results if not r.success]
+            + (["parse"] if parsed.error else []),
+            "retrieved_titles": titles,
+        }
+        return StepOutput(observation=self.fmt.wrap_observation(texts), reward=reward, done=False, info=info)
+
+    def step(self, action_text: str) -> StepOutput:
+        pending = self.plan(action_text)
+        return self.finish(pending, self.runner.run(pending.parsed.calls))
+
+    def close(self) -> None:
+        pass
+
+
+def step_many(envs: list[ToolEnv], actions: list[str]) -> list[StepOutput]:
+    """Steps several envs, running all their tool calls through each shared runner at once."""
+    pendings = [env.plan(a) for env, a in zip(envs, actions)]
+    by_runner: dict[int, list[int]] = {}
+    for i, env in enumerate(envs):
+        by_runner.setdefault(id(env.runner), []).append(i)
+    results: list[list[ToolResult]] = [[] for _ in envs]
+    for idxs in by_runner.values():
+        runner = envs[idxs[0]].runner
+        flat = [(i, c) for i in idxs for c in pendings[i].parsed.calls]
+        outs = runner.run([c for _, c in flat]) if flat else []
+        for (i, _), res in zip(flat, outs):
+            results[i].append(res)
+    return [env.finish(p, r) for env, p, r in zip(envs, pendings, results)]

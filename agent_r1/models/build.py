@@ -1,0 +1,79 @@
+"""Build, save and load causal LMs without a hub: a small Llama/Qwen2-style model from a
+config, or any local folder / hub id through the same `load_model` call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class ModelConfig:
+    name_or_path: str = ""  # a local folder or hub id; empty = build a small model locally
+    arch: str = "llama"  # llama | qwen2 (for locally built models)
+    hidden_size: int = 128
+    num_layers: int = 4
+    num_heads: int = 4
+    intermediate_size: int = 512
+    max_position_embeddings: int = 1024
+    vocab_size: int = 1000  # tokenizer vocabulary to train when building locally
+    tie_word_embeddings: bool = True
+    dtype: str = "float32"
+
+
+ARCHS: dict[str, tuple[str, str]] = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM"),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
+}
+
+
+def build_model(config: ModelConfig, tokenizer: Any, seed: int = 0):
+    """A randomly initialised causal LM sized by `config`, with vocab = len(tokenizer)."""
+    import torch
+    import transformers
+
+    if config.arch not in ARCHS:
+        raise ValueError(f"model.arch={config.arch!r}; choose one of {sorted(ARCHS)}")
+    cfg_cls, model_cls = (getattr(transformers, n) for n in ARCHS[config.arch])
+    hf_config = cfg_cls(
+        vocab_size=len(tokenizer),
+        hidden_size=config.hidden_size,
+        num_hidden_layers=config.num_layers,
+        num_attention_heads=config.num_heads,
+        num_key_value_heads=config.num_heads,
+        intermediate_size=config.intermediate_size,
+        max_position_embeddings=config.max_position_embeddings,
+        tie_word_embeddings=config.tie_word_embeddings,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+    )
+    torch.manual_seed(seed)
+    return model_cls(hf_config)
+
+
+def load_model(name_or_path: str | Path, dtype: str = "float32"):
+    """Loads (model, tokenizer) from a local folder or hub id; a missing folder is a clear error."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = Path(name_or_path)
+    if not path.exists() and (str(name_or_path).startswith((".", "/")) or path.suffix):
+        raise FileNotFoundError(
+            f"model folder {str(name_or_path)!r} does not exist; build one with `agent-r1 build-model` "
+            "or set model.name_or_path to a hub id"
+        )
+    tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
+    model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=getattr(torch, dtype))
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+
+
+def save_model(model: Any, tokenizer: Any, out_dir: str | Path) -> Path:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out

@@ -1,0 +1,59 @@
+"""A byte-level BPE tokenizer trained locally with `tokenizers`, with the tool-format tags as
+single special tokens (so generation can stop on a token id) and a ChatML chat template."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from agent_r1.models.chat_template import CHATML_TEMPLATE
+
+PAD_TOKEN = "<|endoftext|>"
+BOS_TOKEN = "<|im_start|>"
+EOS_TOKEN = "<|im_end|>"
+TAG_TOKENS = (
+    "<search>", "</search>", "<information>", "</information>", "<answer>", "</answer>",
+    "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>",
+)
+SPECIAL_TOKENS = (PAD_TOKEN, BOS_TOKEN, EOS_TOKEN, *TAG_TOKENS)
+
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int = 1000, min_frequency: int = 2):
+    """Trains a byte-level BPE on `texts`; returns a `PreTrainedTokenizerFast`.
+
+    Special tokens are given to the trainer only (not added afterwards), so their ids are
+    0..len(SPECIAL_TOKENS)-1 and the vocabulary is contiguous; `check_contiguous` asserts it.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token=PAD_TOKEN,
+        eos_token=EOS_TOKEN,
+        bos_token=BOS_TOKEN,
+        additional_special_tokens=list(TAG_TOKENS),
+    )
+    fast.chat_template = CHATML_TEMPLATE
+    check_contiguous(fast)
+    return fast
+
+
+def check_contiguous(tokenizer) -> None:
+    """The model's embedding size comes from len(tokenizer); a gap in ids would overflow it."""
+    ids = sorted(tokenizer.get_vocab().values())
+    if ids != list(range(len(ids))) or len(tokenizer) != len(ids):
+        raise ValueError(
+            f"tokenizer ids are not contiguous (len={len(tokenizer)}, max id={ids[-1]}); "
+            "special tokens must be passed to the trainer, not added twice"
+        )

@@ -1,0 +1,185 @@
+"""The retriever contract, the backend registry, and opening an index directory.
+
+An index directory (written by `agent-r1 index --out DIR`) always holds `retriever.json`
+naming the backend and how to reach it, so callers (the rollout search tool, evaluation)
+open any backend the same way: `open_index(DIR)`. Backends register themselves with
+`@register_retriever(name)`; built-in backends are imported only when first asked for, so
+using tantivy never imports the Elasticsearch client and vice versa.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from agent_r1.data.schema import Document
+
+MANIFEST = "retriever.json"
+INDEX_FIX = "build it with `agent-r1 index --corpus CORPUS.jsonl --out DIR`"
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved document. Scores are backend-specific: compare rankings, not scores."""
+
+    id: str
+    title: str
+    text: str
+    score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class RetrievalConfig:
+    """How to open a retriever.
+
+    `index_dir` is the directory holding retriever.json (tantivy keeps its files in
+    `index_dir/tantivy`); `url`/`index_name` address an Elasticsearch index. Credentials are
+    never part of the config (they come from AGENT_R1_ES_* environment variables), so a
+    config can be written to disk and logged safely.
+    """
+
+    backend: str = "tantivy"
+    index_dir: Path | None = None
+    url: str = "http://127.0.0.1:9200"
+    index_name: str = "agent-r1-corpus"
+    k: int = 5
+    retry_attempts: int = 5        # total tries for Elasticsearch calls
+    retry_backoff_s: float = 0.5   # first backoff; doubles each retry
+    request_timeout_s: float = 60.0
+    bulk_chunk_size: int = 500
+    msearch_batch_size: int = 100
+
+    def to_manifest(self) -> dict[str, Any]:
+        """The retriever.json content: what is needed to reopen this index, nothing secret."""
+        data: dict[str, Any] = {"backend": self.backend}
+        if self.backend != "tantivy":
+            data.update(url=self.url, index_name=self.index_name)
+        return data
+
+    @classmethod
+    def from_manifest(cls, data: dict[str, Any], index_dir: Path) -> "RetrievalConfig":
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known and k != "index_dir"}
+        return cls(index_dir=index_dir, **kwargs)
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """A document index searched in batches (one round-trip per rollout turn)."""
+
+    def index(self, docs: Iterable[Document]) -> int:
+        """(Re)build the index from `docs`; returns the number indexed."""
+        ...
+
+    def search(self, queries: list[str], k: int) -> list[list[Hit]]:
+        """Top-`k` hits for each query, in query order. Never raises on odd query text;
+        an empty query gets no hits."""
+        ...
+
+    def count(self) -> int:
+        """Number of indexed documents (raises a clear error if the index is missing)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+R = TypeVar("R", bound=type)
+
+#: backend name -> retriever class (constructed as cls(config)).
+RETRIEVERS: dict[str, type] = {}
+
+#: built-in backends, imported lazily on first use.
+_BUILTIN_MODULES = {
+    "tantivy": "agent_r1.retrieval.tantivy_backend",
+    "elasticsearch": "agent_r1.retrieval.es_backend",
+}
+
+
+def register_retriever(name: str) -> Callable[[R], R]:
+    """Class decorator adding a backend to RETRIEVERS under `name`."""
+
+    def deco(cls: R) -> R:
+        RETRIEVERS[name] = cls
+        return cls
+
+    return deco
+
+
+def backend_names() -> list[str]:
+    return sorted(set(RETRIEVERS) | set(_BUILTIN_MODULES))
+
+
+def open_retriever(config: RetrievalConfig) -> Retriever:
+    """Construct the configured backend (does not require the index to exist yet)."""
+    if config.backend not in RETRIEVERS and config.backend in _BUILTIN_MODULES:
+        importlib.import_module(_BUILTIN_MODULES[config.backend])
+    try:
+        cls = RETRIEVERS[config.backend]
+    except KeyError:
+        raise ValueError(f"unknown retrieval backend {config.backend!r}; choose one of {backend_names()}") from None
+    return cls(config)
+
+
+def write_manifest(config: RetrievalConfig, extra: dict[str, Any] | None = None) -> Path:
+    """Write index_dir/retriever.json for `config` (plus informational `extra` fields)."""
+    if config.index_dir is None:
+        raise ValueError("RetrievalConfig.index_dir is required to write retriever.json")
+    index_dir = Path(config.index_dir)
+    index_dir.mkdir(parents=True, exist_ok=True)
+    data = {**config.to_manifest(), **(extra or {})}
+    path = index_dir / MANIFEST
+    tmp = path.with_name(f".{MANIFEST}.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def read_manifest(index_dir: str | os.PathLike[str]) -> RetrievalConfig:
+    index_dir = Path(index_dir)
+    path = index_dir / MANIFEST
+    if not path.is_file():
+        what = "does not exist" if not index_dir.exists() else f"has no {MANIFEST}"
+        raise FileNotFoundError(f"index directory {index_dir} {what}; {INDEX_FIX}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is corrupt ({err}); rebuild it: {INDEX_FIX}") from None
+    if not isinstance(data, dict) or "backend" not in data:
+        raise ValueError(f"{path} names no backend; rebuild it: {INDEX_FIX}")
+    return RetrievalConfig.from_manifest(data, index_dir)
+
+
+def open_index(index_dir: str | os.PathLike[str], check: bool = True, **overrides: Any) -> Retriever:
+    """Open the retriever described by index_dir/retriever.json.
+
+    With `check` (default) the index is probed once (`count()`), so a missing/corrupt index
+    or an unreachable server fails here, at startup, rather than mid-rollout. `overrides`
+    replace config fields (e.g. retry_attempts=1).
+    """
+    config = read_manifest(index_dir)
+    for key, value in overrides.items():
+        if not hasattr(config, key):
+            raise ValueError(f"unknown retrieval option {key!r}")
+        setattr(config, key, value)
+    retriever = open_retriever(config)
+    if check:
+        try:
+            retriever.count()
+        except BaseException:
+            retriever.close()
+            raise
+    return retriever
+
+
+__all__ = [
+    "Hit", "RetrievalConfig", "Retriever", "RETRIEVERS", "register_retriever", "open_retriever",
+    "open_index", "read_manifest", "write_manifest", "backend_names", "MANIFEST", "INDEX_FIX",
+]

@@ -1,0 +1,57 @@
+"""Outcome, format and process rewards.
+
+The outcome reward is a function of the answer text the model itself generated and the gold
+answers; it never receives tool output. Process rewards are computed by the env per step and
+placed by the trajectory at the token that closed that action.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from agent_r1.rewards.qa import exact_match, f1_score, substring_match
+
+ANSWER_METRICS: dict[str, Callable[[str, Sequence[str]], float]] = {
+    "em": exact_match,
+    "f1": f1_score,
+    "substring": substring_match,
+}
+
+
+@dataclass
+class RewardConfig:
+    metric: str = "em"  # one of ANSWER_METRICS
+    format_penalty: float = 0.0  # added (use a negative value) when no <answer> was given
+    process_reward: bool = True  # ablation switch: off drops every process reward
+    valid_call_reward: float = 0.0  # per well-formed, successfully executed tool call
+    retrieval_hit_reward: float = 0.0  # first retrieval of each supporting document
+    max_process_reward: float = 1.0  # cap per trajectory, so tool spam cannot farm reward
+
+    def __post_init__(self) -> None:
+        if self.metric not in ANSWER_METRICS:
+            raise ValueError(f"reward.metric={self.metric!r}; choose one of {sorted(ANSWER_METRICS)}")
+
+
+def outcome_reward(answer: str | None, golds: Sequence[str], config: RewardConfig) -> float:
+    """Score of the model's own final answer; `format_penalty` when it gave none."""
+    if answer is None:
+        return config.format_penalty
+    return ANSWER_METRICS[config.metric](answer, golds)
+
+
+def step_process_reward(
+    valid_calls: int,
+    retrieved_titles: Sequence[str],
+    supporting_titles: set[str],
+    already_found: set[str],
+    config: RewardConfig,
+) -> float:
+    """Process reward of one step. Updates `already_found` with newly retrieved supports."""
+    if not config.process_reward:
+        return 0.0
+    reward = config.valid_call_reward * valid_calls
+    new_hits = (set(retrieved_titles) & supporting_titles) - already_found
+    already_found.update(new_hits)
+    reward += config.retrieval_hit_reward * len(new_hits)
+    return reward

@@ -1,0 +1,129 @@
+"""The multi-turn rollout, token-in/token-out.
+
+Each turn, all active trajectories are generated in one batch; the sampled ids are appended as
+they are; the env parses the decoded action, tool calls of all trajectories run in one batch,
+and the observation (with its template glue) is tokenised and appended with action mask 0.
+Budgets are in tokens; every budget hit is recorded in the trajectory, never silent.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agent_r1.envs.tool_env import ToolEnv, step_many
+from agent_r1.rewards.scoring import RewardConfig, outcome_reward
+from agent_r1.rollout.chat import ChatCodec
+from agent_r1.rollout.engine import GenerationEngine, SamplingParams
+from agent_r1.trajectory import Trajectory, Turn
+
+
+@dataclass
+class RolloutConfig:
+    max_turns: int = 4
+    max_tokens_per_turn: int = 48
+    max_observation_tokens: int = 96
+    max_total_tokens: int = 768  # prompt + every action and observation
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    n_samples: int = 1  # trajectories per prompt (the GRPO/RLOO group size)
+
+    def __post_init__(self) -> None:
+        for key in ("max_turns", "max_tokens_per_turn", "max_observation_tokens", "max_total_tokens", "n_samples"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"rollout.{key} must be >= 1, got {getattr(self, key)}")
+
+
+def run_rollout(
+    engine: GenerationEngine,
+    codec: ChatCodec,
+    make_env: Callable[[dict[str, Any]], ToolEnv],
+    samples: list[dict[str, Any]],
+    config: RolloutConfig,
+    reward: RewardConfig,
+    seed: int | None = None,
+    greedy: bool = False,
+) -> list[Trajectory]:
+    """Rolls out `config.n_samples` trajectories per sample; returns them grouped by sample."""
+    start = time.perf_counter()
+    envs, trajs = [], []
+    for sample in samples:
+        for _ in range(config.n_samples):
+            env = make_env(sample)
+            messages = env.reset(sample)
+            prompt = codec.prompt_ids(messages, tools=env.tool_schemas if not env.fmt.inline_observations else None)
+            envs.append(env)
+            trajs.append(Trajectory(sample_id=str(sample["id"]), prompt_ids=prompt, sample=sample))
+    fmt = envs[0].fmt if envs else None
+    stop_ids = tuple(i for i in [codec.eos_token_id] + [_single_id(codec, s) for s in (fmt.stop_strings if fmt else ())]
+                     if i is not None)
+    active = list(range(len(trajs)))
+    for turn_idx in range(config.max_turns):
+        contexts, budgets, runnable = [], [], []
+        for i in active:
+            room = config.max_total_tokens - len(trajs[i].token_ids)
+            if room <= 0:
+                trajs[i].stop_reason = "max_total_tokens"
+                continue
+            runnable.append(i)
+            contexts.append(trajs[i].token_ids)
+            budgets.append(min(config.max_tokens_per_turn, room))
+        active = runnable
+        if not active:
+            break
+        params = SamplingParams(
+            max_new_tokens=budgets, temperature=0.0 if greedy else config.temperature, top_k=config.top_k,
+            top_p=config.top_p, stop_token_ids=stop_ids, stop_strings=fmt.stop_strings,
+            seed=None if seed is None else seed * 1000 + turn_idx,
+        )
+        outputs = engine.generate(contexts, params)
+        texts = [codec.decode(o.token_ids) for o in outputs]
+        steps = step_many([envs[i] for i in active], texts)
+        still = []
+        for i, out, text, step in zip(active, outputs, texts, steps):
+            traj = trajs[i]
+            turn = Turn(action_ids=list(out.token_ids), action_logprobs=list(out.logprobs), action_text=text,
+                        truncated=out.finish_reason == "length", process_reward=step.reward,
+                        tool_calls=step.info.get("tool_calls", 0),
+                        valid_tool_calls=step.info.get("valid_tool_calls", 0), info=step.info)
+            traj.turns.append(turn)
+            if step.done:
+                traj.answer = step.answer
+                traj.stop_reason = "answer"
+                continue
+            if turn_idx + 1 == config.max_turns:
+                traj.stop_reason = "max_turns"
+                turn.observation_text = step.observation or ""
+                continue
+            room = config.max_total_tokens - len(traj.token_ids)
+            obs_ids, obs_trunc = codec.observation_ids(
+                step.observation or "", fmt.inline_observations, turn.action_ids,
+                min(config.max_observation_tokens, max(room, 0)))
+            turn.observation_text, turn.observation_truncated = step.observation or "", obs_trunc
+            if len(obs_ids) >= room:  # no room left to act after this observation
+                traj.stop_reason = "max_total_tokens"
+                continue
+            turn.observation_ids = obs_ids
+            still.append(i)
+        active = still
+    for traj in trajs:
+        if not traj.stop_reason:
+            traj.stop_reason = "max_total_tokens"
+        golds = traj.sample.get("answers") or []
+        # the outcome reward sees only the answer the model wrote, never an observation
+        traj.outcome_reward = outcome_reward(traj.answer, golds, reward)
+    elapsed = time.perf_counter() - start
+    for traj in trajs:
+        traj.metrics["rollout_seconds"] = elapsed
+    for env in envs:
+        env.close()
+    return trajs
+
+
+def _single_id(codec: ChatCodec, text: str) -> int | None:
+    """The id of a stop string that the tokenizer holds as one token (a cheap id check)."""
+    ids = codec.encode(text)
+    return ids[0] if len(ids) == 1 else None

@@ -1,0 +1,174 @@
+"""Turn / Trajectory / collate: one agent interaction as one token sequence with an action mask.
+
+Token-in/token-out: `Turn.action_ids` are exactly the ids the engine sampled; they are stored as
+they came and never decoded and re-tokenised. Everything else (prompt, observations and the
+template glue around them) carries action mask 0.
+
+Tensor convention of `collate`: every per-token tensor is aligned with `input_ids`; position t
+describes token t (its log-probability is computed from the logits at t-1), so one `action_mask`
+serves the policy loss, entropy, KL, value loss and advantage whitening alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+@dataclass
+class Turn:
+    """One agent step: the sampled action and what the environment answered."""
+
+    action_ids: list[int]
+    action_logprobs: list[float]
+    action_text: str
+    observation_ids: list[int] = field(default_factory=list)
+    observation_text: str = ""
+    process_reward: float = 0.0  # placed at the last action token of this turn
+    tool_calls: int = 0
+    valid_tool_calls: int = 0
+    truncated: bool = False  # the action hit the per-turn token budget
+    observation_truncated: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Trajectory:
+    """A whole episode. `stop_reason` says why it ended (answer, max_turns, budget, ...)."""
+
+    sample_id: str
+    prompt_ids: list[int]
+    turns: list[Turn] = field(default_factory=list)
+    answer: str | None = None
+    outcome_reward: float = 0.0
+    stop_reason: str = ""
+    metrics: dict[str, float] = field(default_factory=dict)
+    sample: dict[str, Any] = field(default_factory=dict)
+
+    # --- flat views -------------------------------------------------------------------
+    @property
+    def token_ids(self) -> list[int]:
+        ids = list(self.prompt_ids)
+        for turn in self.turns:
+            ids += turn.action_ids
+            ids += turn.observation_ids
+        return ids
+
+    @property
+    def action_mask(self) -> list[int]:
+        mask = [0] * len(self.prompt_ids)
+        for turn in self.turns:
+            mask += [1] * len(turn.action_ids)
+            mask += [0] * len(turn.observation_ids)
+        return mask
+
+    @property
+    def sampled_logprobs(self) -> list[float]:
+        """Engine log-probabilities aligned with token_ids (0.0 where nothing was sampled)."""
+        out = [0.0] * len(self.prompt_ids)
+        for turn in self.turns:
+            out += list(turn.action_logprobs)
+            out += [0.0] * len(turn.observation_ids)
+        return out
+
+    @property
+    def token_rewards(self) -> list[float]:
+        """Process rewards at the token that closed each action; outcome at the last action token."""
+        rewards = [0.0] * len(self.prompt_ids)
+        last_action_pos = -1
+        for turn in self.turns:
+            start = len(rewards)
+            rewards += [0.0] * len(turn.action_ids)
+            if turn.action_ids:
+                last_action_pos = start + len(turn.action_ids) - 1
+                rewards[last_action_pos] += turn.process_reward
+            rewards += [0.0] * len(turn.observation_ids)
+        if last_action_pos >= 0:
+            rewards[last_action_pos] += self.outcome_reward
+        return rewards
+
+    @property
+    def response_ids(self) -> list[int]:
+        return self.token_ids[len(self.prompt_ids):]
+
+    @property
+    def score(self) -> float:
+        """Sequence-level score for GRPO/RLOO: outcome plus all process rewards."""
+        return self.outcome_reward + sum(t.process_reward for t in self.turns)
+
+    @property
+    def num_action_tokens(self) -> int:
+        return sum(len(t.action_ids) for t in self.turns)
+
+    def to_dict(self, tokenizer: Any | None = None) -> dict[str, Any]:
+        """A JSON-friendly record (ids, mask, per-turn texts) for logs and `--json` output."""
+        record: dict[str, Any] = {
+            "sample_id": self.sample_id,
+            "answer": self.answer,
+            "outcome_reward": self.outcome_reward,
+            "score": self.score,
+            "stop_reason": self.stop_reason,
+            "num_turns": len(self.turns),
+            "turns": [
+                {
+                    "action": t.action_text,
+                    "observation": t.observation_text,
+                    "process_reward": t.process_reward,
+                    "tool_calls": t.tool_calls,
+                    "valid_tool_calls": t.valid_tool_calls,
+                    "truncated": t.truncated,
+                    "info": t.info,
+                }
+                for t in self.turns
+            ],
+            "token_ids": self.token_ids,
+            "action_mask": self.action_mask,
+        }
+        if tokenizer is not None:
+            record["prompt"] = tokenizer.decode(self.prompt_ids)
+        return record
+
+
+def collate(
+    trajectories: list[Trajectory], pad_token_id: int, *, loss_mask: str = "action"
+) -> dict[str, Any]:
+    """Right-pad trajectories into `[batch, seq]` tensors.
+
+    Returns input_ids (long), attention_mask, action_mask, token_rewards, sampled_logprobs
+    (float32), scores `[batch]` and group_ids (list of sample ids). With loss_mask="response"
+    (the paper's loss-mask-off ablation) `action_mask` covers every response token, observations
+    included; padding is always 0.
+    """
+    if not trajectories:
+        raise ValueError("collate() got no trajectories")
+    seqs = [t.token_ids for t in trajectories]
+    width = max(len(s) for s in seqs)
+    batch = len(seqs)
+    input_ids = torch.full((batch, width), pad_token_id, dtype=torch.long)
+    attention = torch.zeros((batch, width), dtype=torch.float32)
+    action = torch.zeros((batch, width), dtype=torch.float32)
+    rewards = torch.zeros((batch, width), dtype=torch.float32)
+    logprobs = torch.zeros((batch, width), dtype=torch.float32)
+    for i, traj in enumerate(trajectories):
+        n = len(seqs[i])
+        input_ids[i, :n] = torch.tensor(seqs[i], dtype=torch.long)
+        attention[i, :n] = 1.0
+        if loss_mask == "action":
+            action[i, :n] = torch.tensor(traj.action_mask, dtype=torch.float32)
+        elif loss_mask == "response":
+            action[i, len(traj.prompt_ids):n] = 1.0
+        else:
+            raise ValueError(f"loss_mask must be 'action' or 'response', got {loss_mask!r}")
+        rewards[i, :n] = torch.tensor(traj.token_rewards, dtype=torch.float32)
+        logprobs[i, :n] = torch.tensor(traj.sampled_logprobs, dtype=torch.float32)
+    return {
+        "input_ids": input_ids,
+        "attention_mask": attention,
+        "action_mask": action,
+        "token_rewards": rewards,
+        "sampled_logprobs": logprobs,
+        "scores": torch.tensor([t.score for t in trajectories], dtype=torch.float32),
+        "group_ids": [t.sample_id for t in trajectories],
+    }
