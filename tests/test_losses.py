@@ -134,8 +134,10 @@ def test_masked_tokens_get_exactly_zero_gradient(loss_fn):
     tokens = torch.randint(0, V, (B, Tn))
     log_probs = torch.log_softmax(logits, dim=-1).gather(-1, tokens[..., None]).squeeze(-1)
     old = log_probs.detach() + 0.05 * torch.randn(B, Tn)
-    old[0, 2] = float("nan")  # garbage at a masked position must not leak
+    old[0, 2] = float("nan")  # garbage at masked positions must not leak
+    old[1, 3] = float("inf")
     adv = torch.randn(B, Tn)
+    adv[0, 3] = float("nan")
     mask = T([[1.0, 1.0, 0.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0, 0.0]])
     loss, _ = loss_fn(log_probs, old, adv, mask)
     loss.backward()
@@ -178,6 +180,12 @@ def test_value_loss_clipping_hand_values():
     close(m["vf_clipfrac"], 0.5)
     loss.backward()
     close(v.grad, [[0.0, 0.5 * 2 * 0.5 / 2, 0.0]])  # clipped token: no grad; d 0.5(v-R)^2 / 2 tokens
+    # garbage at the masked position neither leaks into the loss nor the gradient
+    v2 = T([[1.5, 1.5, float("nan")]], requires_grad=True)
+    loss2, _ = value_loss(v2, T([[1.0, 1.0, float("inf")]]), T([[2.0, 1.0, float("nan")]]), mask, clip=0.2)
+    loss2.backward()
+    close(loss2, loss)
+    close(v2.grad, v.grad)
     unclipped, _ = value_loss(v.detach(), old, ret, mask, clip=None)
     close(unclipped, 0.5 * (0.25 + 0.25) / 2)
     close(value_loss(v.detach(), old, ret, mask, agg="seq-mean-token-sum")[0], 0.5 * (0.64 + 0.25))

@@ -132,8 +132,15 @@ def _group_stats(
     return count[idx], mean[idx], ssd[idx]
 
 
-def _as_float(scores: torch.Tensor) -> torch.Tensor:
-    return scores if scores.is_floating_point() else scores.float()
+def _prep(scores: torch.Tensor, action_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.dtype]:
+    """-> (scores as float64, valid-row bool [B], output dtype).
+
+    Group statistics run in float64 so that a group of identical float32 scores
+    has a mean exactly equal to its members (advantage exactly 0, not noise / eps).
+    """
+    out_dtype = scores.dtype if scores.is_floating_point() else torch.float32
+    valid = (action_mask > 0).any(dim=-1)
+    return scores.to(torch.float64), valid, out_dtype
 
 
 def _broadcast(adv: torch.Tensor, action_mask: torch.Tensor) -> torch.Tensor:
@@ -156,15 +163,14 @@ def compute_grpo(
     ``normalize_std=False`` gives A_i = s_i - mean_g (Dr. GRPO).
     A group with a single (valid) member gets A = 0.  Broadcast to action tokens.
     """
-    scores = _as_float(scores)
-    valid = (action_mask > 0).any(dim=-1)
+    scores, valid, out_dtype = _prep(scores, action_mask)
     count, mean, ssd = _group_stats(scores, group_ids, valid)
     adv = scores - mean
     if normalize_std:
         std = torch.sqrt(ssd / (count - 1).clamp(min=1.0))
         adv = adv / (std + eps)
     adv = torch.where(valid & (count > 1), adv, torch.zeros_like(adv))
-    return _broadcast(adv, action_mask)
+    return _broadcast(adv.to(out_dtype), action_mask)
 
 
 @torch.no_grad()
@@ -177,12 +183,11 @@ def compute_rloo(
     A_i = s_i - mean_{j != i, j in group} s_j = n / (n - 1) * (s_i - mean_g).
     A group with a single (valid) member gets A = 0.  Broadcast to action tokens.
     """
-    scores = _as_float(scores)
-    valid = (action_mask > 0).any(dim=-1)
+    scores, valid, out_dtype = _prep(scores, action_mask)
     count, mean, _ = _group_stats(scores, group_ids, valid)
     adv = (scores - mean) * count / (count - 1).clamp(min=1.0)
     adv = torch.where(valid & (count > 1), adv, torch.zeros_like(adv))
-    return _broadcast(adv, action_mask)
+    return _broadcast(adv.to(out_dtype), action_mask)
 
 
 @torch.no_grad()
@@ -195,8 +200,7 @@ def compute_reinforce_pp_baseline(
     a_i = s_i - mean_g (0 for a group of one), broadcast to action tokens, then
     whitened over all action tokens of the batch (token-weighted mean / std).
     """
-    scores = _as_float(scores)
-    valid = (action_mask > 0).any(dim=-1)
+    scores, valid, out_dtype = _prep(scores, action_mask)
     _, mean, _ = _group_stats(scores, group_ids, valid)
     adv = torch.where(valid, scores - mean, torch.zeros_like(scores))
-    return masked_whiten(_broadcast(adv, action_mask), action_mask)
+    return masked_whiten(_broadcast(adv.to(out_dtype), action_mask), action_mask)

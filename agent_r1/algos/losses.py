@@ -32,6 +32,11 @@ __all__ = [
 AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")
 
 
+def _zero_masked(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """x on masked-in tokens, exact 0 elsewhere: garbage (NaN/inf) there can't reach forward or backward."""
+    return torch.where(mask > 0, x, torch.zeros_like(x))
+
+
 def aggregate_loss(loss_mat: torch.Tensor, mask: torch.Tensor, mode: str = "token-mean") -> torch.Tensor:
     """Reduce a per-token loss [B, T] to a scalar.
 
@@ -69,7 +74,8 @@ def ppo_policy_loss(
     dual_clip = c > 1: for A < 0 the loss is further capped at -A * c.
     Metrics: clipfrac, clipfrac_lower (dual-clip hits), approx_kl (mean old - new logp), ratio_mean.
     """
-    log_ratio = (log_probs - old_log_probs).clamp(min=-20.0, max=20.0)
+    log_ratio = _zero_masked(log_probs - old_log_probs, action_mask).clamp(min=-20.0, max=20.0)
+    advantages = _zero_masked(advantages, action_mask)
     ratio = torch.exp(log_ratio)
     loss1 = -advantages * ratio
     loss2 = -advantages * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
@@ -110,7 +116,8 @@ def vanilla_policy_loss(
     Same signature as ``ppo_policy_loss``.  On-policy (old = logp.detach()) the
     ratio is 1 and the gradient is the REINFORCE gradient -A * grad(logp).
     """
-    log_ratio = (log_probs - old_log_probs).clamp(min=-20.0, max=20.0)
+    log_ratio = _zero_masked(log_probs - old_log_probs, action_mask).clamp(min=-20.0, max=20.0)
+    advantages = _zero_masked(advantages, action_mask)
     ratio = torch.exp(log_ratio)
     loss = aggregate_loss(-advantages * ratio, action_mask, agg)
     zero = torch.zeros((), dtype=ratio.dtype, device=ratio.device)
@@ -149,6 +156,8 @@ def value_loss(
     v_clip = old_v + clamp(v - old_v, -clip, clip).
     Metrics: vf_clipfrac (fraction where the clipped term is the larger), vpred_mean.
     """
+    returns = _zero_masked(returns, action_mask)
+    values, old_values = _zero_masked(values, action_mask), _zero_masked(old_values, action_mask)
     loss1 = (values - returns).square()
     if clip is None:
         loss_mat = loss1

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -71,27 +71,39 @@ def _musique_paragraphs(path: Path, line: int, row: Any) -> Iterator[Document]:
         yield make_document(str(p["title"]), str(p["paragraph_text"]).strip())
 
 
-def build_corpus_from_hotpotqa(path: PathLike) -> list[Document]:
+def _build(path: Path, paragraphs: Callable[[Path, int, Any], Iterable[Document]],
+           skip_bad: bool) -> list[Document]:
+    docs: list[Document] = []
+    for rec in iter_records(path, skip_bad=skip_bad):
+        try:
+            docs.extend(paragraphs(path, rec.line, rec.value))
+        except RowError:
+            if not skip_bad:
+                raise
+    if not docs:
+        raise ValueError(f"{path}: no paragraphs found; is this a release with context paragraphs?")
+    return dedup_documents(docs)
+
+
+def build_corpus_from_hotpotqa(path: PathLike, skip_bad: bool = False) -> list[Document]:
     """Union of all context paragraphs of a HotpotQA (or official 2Wiki) file, deduplicated.
 
-    On the shared 400 dev-distractor examples this gives 3,952 paragraphs.
+    On the shared 400 dev-distractor examples this gives 3,952 paragraphs. With `skip_bad`,
+    rows the question loader would skip are skipped here too.
     """
-    path = Path(path)
-    docs = (d for rec in iter_records(path) for d in _context_paragraphs(path, rec.line, rec.value))
-    return dedup_documents(docs)
+    return _build(Path(path), _context_paragraphs, skip_bad)
 
 
-def build_corpus_from_musique(path: PathLike) -> list[Document]:
+def build_corpus_from_musique(path: PathLike, skip_bad: bool = False) -> list[Document]:
     """Union of all `paragraphs` of an official MuSiQue file, deduplicated."""
-    path = Path(path)
-    docs = (d for rec in iter_records(path) for d in _musique_paragraphs(path, rec.line, rec.value))
-    return dedup_documents(docs)
+    return _build(Path(path), _musique_paragraphs, skip_bad)
 
 
-def has_paragraphs(path: PathLike) -> bool:
-    """Whether the first row of a QA file carries paragraphs (questions-only files do not)."""
-    for rec in iter_records(path):
-        return isinstance(rec.value, dict) and ("context" in rec.value or "paragraphs" in rec.value)
+def has_paragraphs(path: PathLike, skip_bad: bool = False) -> bool:
+    """Whether the first readable row of a QA file carries paragraphs (questions-only files do not)."""
+    for rec in iter_records(path, skip_bad=skip_bad):
+        if isinstance(rec.value, dict):
+            return "context" in rec.value or "paragraphs" in rec.value
     return False
 
 

@@ -77,3 +77,17 @@ def save_model(model: Any, tokenizer: Any, out_dir: str | Path) -> Path:
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
+
+
+def build_local_model(texts: list[str], config: ModelConfig, seed: int = 0):
+    """Trains a tokenizer on `texts` (plus the chat and tool-format glue) and builds a model."""
+    from agent_r1.models.tokenizer import train_tokenizer
+
+    glue = [
+        "<|im_start|>system\n<|im_end|>\n<|im_start|>user\n<|im_end|>\n<|im_start|>assistant\n",
+        "Answer the question. To search, write <search>query</search> and read the <information> "
+        "that follows. Give the final answer as <answer>answer</answer>. Doc 1 (Title): No results. Error:",
+        '<tool_call>{"name": "search", "arguments": {"query": "q"}}</tool_call><tool_response>\n</tool_response>',
+    ]
+    tokenizer = train_tokenizer(list(texts) + glue * 20, vocab_size=config.vocab_size)
+    return build_model(config, tokenizer, seed=seed), tokenizer

@@ -66,7 +66,7 @@ def run_rollout(
         for i in active:
             room = config.max_total_tokens - len(trajs[i].token_ids)
             if room <= 0:
-                trajs[i].stop_reason = "max_total_tokens"
+                trajs[i].stop_reason = "prompt_too_long" if not trajs[i].turns else "max_total_tokens"
                 continue
             runnable.append(i)
             contexts.append(trajs[i].token_ids)

@@ -1,0 +1,116 @@
+"""`agent-r1 index`, `agent-r1 search`, `agent-r1 retrieval-eval`.
+
+`index` writes DIR/retriever.json for every backend, so `--index DIR` (and the library
+call `open_index(DIR)`) reopens tantivy and Elasticsearch indexes alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+from agent_r1.retrieval.base import (
+    RetrievalConfig,
+    backend_names,
+    open_index,
+    open_retriever,
+    write_manifest,
+)
+
+DEFAULT_ES_URL = "http://127.0.0.1:9200"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("index", help="build a retrieval index from a corpus JSONL")
+    p.add_argument("--corpus", required=True, type=Path, help="corpus.jsonl with {id?, title, text} rows")
+    p.add_argument("--backend", default="tantivy", choices=backend_names())
+    p.add_argument("--out", required=True, type=Path, help="index directory (gets retriever.json)")
+    p.add_argument("--url", default=os.environ.get("AGENT_R1_ES_URL", DEFAULT_ES_URL),
+                   help="Elasticsearch URL (default: $AGENT_R1_ES_URL or %(default)s)")
+    p.add_argument("--index-name", default="agent-r1-corpus", help="Elasticsearch index name")
+    p.set_defaults(func=cmd_index)
+
+    p = subparsers.add_parser("search", help="search an index built by `agent-r1 index`")
+    p.add_argument("--index", required=True, type=Path, dest="index_dir")
+    p.add_argument("query", nargs="+", help="one or more queries (searched as one batch)")
+    p.add_argument("-k", type=int, default=5)
+    p.add_argument("--json", action="store_true", help="print hits as JSON")
+    p.set_defaults(func=cmd_search)
+
+    p = subparsers.add_parser("retrieval-eval", help="recall@k of supporting titles for a questions.jsonl")
+    p.add_argument("--index", required=True, type=Path, dest="index_dir")
+    p.add_argument("--questions", required=True, type=Path, help="questions.jsonl from `agent-r1 prepare`")
+    p.add_argument("-k", type=int, default=5)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_retrieval_eval)
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from agent_r1.data.corpus import load_corpus_jsonl
+
+    docs = load_corpus_jsonl(args.corpus)
+    config = RetrievalConfig(backend=args.backend, index_dir=args.out, url=args.url, index_name=args.index_name)
+    retriever = open_retriever(config)
+    start = time.perf_counter()
+    try:
+        n = retriever.index(docs)
+    finally:
+        retriever.close()
+    seconds = time.perf_counter() - start
+    write_manifest(config, {"num_docs": n, "corpus": str(args.corpus)})
+    print(f"indexed {n} documents with {args.backend} into {args.out} in {seconds:.2f}s")
+    return 0
+
+
+def _check_k(k: int) -> None:
+    if k < 1:
+        raise ValueError(f"-k must be >= 1, got {k}")
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    _check_k(args.k)
+    retriever = open_index(args.index_dir)
+    try:
+        results = retriever.search(list(args.query), args.k)
+    finally:
+        retriever.close()
+    if args.json:
+        payload = [h.to_dict() for h in results[0]] if len(results) == 1 else \
+            [[h.to_dict() for h in hits] for hits in results]
+        print(json.dumps(payload, ensure_ascii=False, indent=2))
+        return 0
+    for query, hits in zip(args.query, results):
+        print(f"# {query}")
+        for rank, h in enumerate(hits, 1):
+            print(f"{rank}. [{h.score:.2f}] {h.title}: {h.text[:160]}")
+        if not hits:
+            print("(no hits)")
+    return 0
+
+
+def cmd_retrieval_eval(args: argparse.Namespace) -> int:
+    from agent_r1.data.loaders import load_questions_jsonl
+    from agent_r1.retrieval.metrics import recall_at_k
+
+    _check_k(args.k)
+    samples = load_questions_jsonl(args.questions)
+    retriever = open_index(args.index_dir)
+    try:
+        start = time.perf_counter()
+        results = retriever.search([s.question for s in samples], args.k)
+        seconds = time.perf_counter() - start
+    finally:
+        retriever.close()
+    recall = recall_at_k(results, [s.supporting_titles for s in samples], args.k)
+    if recall.n == 0:
+        raise ValueError(f"{args.questions}: no question has supporting_titles, so recall is undefined")
+    out = {f"recall@{args.k}_any": recall.any, f"recall@{args.k}_all": recall.all, "n": recall.n,
+           "n_skipped": recall.n_skipped, "k": args.k, "search_seconds": round(seconds, 4)}
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        print(f"recall@{args.k} any={recall.any:.3f} all={recall.all:.3f} over n={recall.n} questions")
+    return 0

@@ -1,0 +1,238 @@
+"""Elasticsearch retrieval through the official `elasticsearch` client.
+
+- Explicit mapping: `title` is english-analyzed text with a `keyword` sub-field (exact title
+  filters), `text` uses the `english` analyzer, `id` is a keyword. Relying on dynamic mapping
+  would give the `standard` analyzer (no stemming) and silently different rankings.
+- Queries are `multi_match` `most_fields` over title and text: the query text is analyzed
+  as plain text, never parsed as query syntax (no `query_string`), so model output cannot
+  inject operators; `most_fields` sums per-field scores like the tantivy backend.
+- Calls retry with exponential backoff on connection errors, timeouts and HTTP 429, then
+  raise a RuntimeError naming the URL and what to do.
+- Credentials come only from AGENT_R1_ES_API_KEY or AGENT_R1_ES_USER/AGENT_R1_ES_PASSWORD
+  and are never logged, printed, or written to retriever.json.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
+
+from elasticsearch import ApiError, ConnectionError, ConnectionTimeout, Elasticsearch, helpers
+from tqdm import tqdm
+
+from agent_r1.data.schema import Document
+from agent_r1.retrieval.base import INDEX_FIX, Hit, RetrievalConfig, register_retriever
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+ENV_API_KEY = "AGENT_R1_ES_API_KEY"
+ENV_USER = "AGENT_R1_ES_USER"
+ENV_PASSWORD = "AGENT_R1_ES_PASSWORD"
+
+SEARCH_FIELDS = ["title", "text"]
+
+MAPPING: dict[str, Any] = {
+    "properties": {
+        "id": {"type": "keyword"},
+        "title": {
+            "type": "text",
+            "analyzer": "english",
+            "fields": {"keyword": {"type": "keyword", "ignore_above": 512}},
+        },
+        "text": {"type": "text", "analyzer": "english"},
+    }
+}
+SETTINGS: dict[str, Any] = {"number_of_shards": 1, "number_of_replicas": 0}
+
+
+class _Retryable(Exception):
+    """Internal: a per-item 429 inside an otherwise successful msearch response."""
+
+
+def auth_from_env() -> dict[str, Any]:
+    """Client auth kwargs from the environment (values are secrets: never log them)."""
+    api_key = os.environ.get(ENV_API_KEY)
+    if api_key:
+        return {"api_key": api_key}
+    user, password = os.environ.get(ENV_USER), os.environ.get(ENV_PASSWORD)
+    if user and password:
+        return {"basic_auth": (user, password)}
+    if user or password:
+        raise ValueError(f"set both {ENV_USER} and {ENV_PASSWORD} (or {ENV_API_KEY}) for Elasticsearch auth")
+    return {}
+
+
+def multi_match(query: str, k: int) -> dict[str, Any]:
+    """The search body for one query (kept public so tests and docs show the exact query)."""
+    return {
+        "size": k,
+        "query": {"multi_match": {"query": query, "fields": SEARCH_FIELDS, "type": "most_fields"}},
+        "_source": ["id", "title", "text"],
+    }
+
+
+@register_retriever("elasticsearch")
+class ElasticsearchRetriever:
+    """BM25 over title + text in an Elasticsearch index (see the module docstring)."""
+
+    def __init__(self, config: RetrievalConfig) -> None:
+        if config.retry_attempts < 1:
+            raise ValueError(f"retry_attempts must be >= 1, got {config.retry_attempts}")
+        self.config = config
+        self.url = config.url
+        self.index_name = config.index_name
+        # The transport's own retries are off: _call owns the policy, so attempts and the
+        # final error message are the same for every operation.
+        self.client = Elasticsearch(
+            config.url, request_timeout=config.request_timeout_s, max_retries=0,
+            retry_on_timeout=False, **auth_from_env(),
+        )
+
+    # ------------------------------------------------------------------ retry policy
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        attempts = self.config.retry_attempts
+        delay = self.config.retry_backoff_s
+        last: Exception | None = None
+        for attempt in range(1, attempts + 1):
+            try:
+                return fn()
+            except (ConnectionError, ConnectionTimeout, _Retryable) as err:
+                last = err
+            except ApiError as err:
+                if err.status_code != 429:
+                    raise RuntimeError(
+                        f"Elasticsearch at {self.url} rejected {what} on index {self.index_name!r}: "
+                        f"HTTP {err.status_code} {err.error}") from err
+                last = err
+            if attempt < attempts:
+                log.warning("Elasticsearch %s failed (%s, attempt %d/%d); retrying in %.2fs",
+                            what, type(last).__name__, attempt, attempts, delay)
+                time.sleep(delay)
+                delay *= 2
+        raise RuntimeError(
+            f"Elasticsearch at {self.url} did not answer {what} after {attempts} attempt(s) "
+            f"({type(last).__name__}: {last}). Check that the server is running and reachable "
+            f"at that URL (or pass --url), that credentials in {ENV_API_KEY} / {ENV_USER}+{ENV_PASSWORD} "
+            f"are right, or raise retry_attempts if it is overloaded."
+        ) from last
+
+    # ------------------------------------------------------------------ building
+    def create_index(self) -> None:
+        """Drop and recreate the index with the explicit mapping (index() is a full rebuild)."""
+        def create() -> None:
+            self.client.indices.delete(index=self.index_name, ignore_unavailable=True)
+            self.client.indices.create(index=self.index_name, mappings=MAPPING, settings=SETTINGS)
+        self._call("index creation", create)
+
+    def _actions(self, docs: Iterable[Document]) -> Iterator[dict[str, Any]]:
+        for doc in docs:
+            yield {"_index": self.index_name, "_id": doc.id,
+                   "_source": {"id": doc.id, "title": doc.title, "text": doc.text}}
+
+    def index(self, docs: Iterable[Document]) -> int:
+        """Recreate the index, bulk-load `docs` in chunks, refresh; returns the count.
+
+        Each chunk is retried as a whole on connection failure; documents carry their id as
+        `_id`, so a re-sent chunk overwrites rather than duplicates.
+        """
+        self.create_index()
+        n = 0
+        chunk: list[Document] = []
+        size = self.config.bulk_chunk_size
+        with tqdm(desc=f"indexing into {self.index_name}", unit="doc", disable=None) as bar:
+            for doc in docs:
+                chunk.append(doc)
+                if len(chunk) >= size:
+                    n += self._bulk(chunk)
+                    bar.update(len(chunk))
+                    chunk = []
+            if chunk:
+                n += self._bulk(chunk)
+                bar.update(len(chunk))
+        self._call("refresh", lambda: self.client.indices.refresh(index=self.index_name))
+        return n
+
+    def _bulk(self, chunk: list[Document]) -> int:
+        def send() -> int:
+            ok = 0
+            for success, _info in helpers.streaming_bulk(
+                self.client, self._actions(chunk), chunk_size=len(chunk), raise_on_error=True,
+                max_retries=self.config.retry_attempts - 1,
+                initial_backoff=self.config.retry_backoff_s, max_backoff=30,
+            ):
+                ok += bool(success)
+            return ok
+        try:
+            return self._call("bulk indexing", send)
+        except helpers.BulkIndexError as err:
+            first = err.errors[0] if err.errors else {}
+            raise RuntimeError(f"Elasticsearch at {self.url} rejected {len(err.errors)} document(s) "
+                               f"in index {self.index_name!r}; first: {str(first)[:300]}") from None
+
+    # ------------------------------------------------------------------ searching
+    def search(self, queries: list[str], k: int) -> list[list[Hit]]:
+        if isinstance(queries, str):
+            raise TypeError("search() takes a list of queries; wrap a single query as [query]")
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        results: list[list[Hit]] = [[] for _ in queries]
+        # Blank queries are answered locally with no hits (ES would error on some of them).
+        todo = [(i, q) for i, q in enumerate(queries) if isinstance(q, str) and q.strip()]
+        step = max(1, self.config.msearch_batch_size)
+        for start in range(0, len(todo), step):
+            batch = todo[start:start + step]
+            for (i, _q), hits in zip(batch, self._msearch([q for _, q in batch], k)):
+                results[i] = hits
+        return results
+
+    def _msearch(self, queries: list[str], k: int) -> list[list[Hit]]:
+        searches: list[dict[str, Any]] = []
+        for q in queries:
+            searches.append({"index": self.index_name})
+            searches.append(multi_match(q, k))
+
+        def send() -> list[dict[str, Any]]:
+            resp = self.client.msearch(searches=searches)
+            items = resp["responses"]
+            if any(item.get("status") == 429 for item in items):
+                raise _Retryable("an msearch item was rejected with HTTP 429")
+            return items
+
+        items = self._call("msearch", send)
+        out = []
+        for q, item in zip(queries, items):
+            if "error" in item:
+                err = item["error"]
+                reason = err.get("reason", err) if isinstance(err, dict) else err
+                if isinstance(err, dict) and err.get("type") == "index_not_found_exception":
+                    raise FileNotFoundError(f"Elasticsearch index {self.index_name!r} not found at {self.url}; {INDEX_FIX}")
+                raise RuntimeError(f"Elasticsearch at {self.url} failed the query {q[:80]!r}: {reason}")
+            out.append([
+                Hit(id=str(h["_source"].get("id", h["_id"])), title=h["_source"].get("title", ""),
+                    text=h["_source"].get("text", ""), score=float(h["_score"] or 0.0))
+                for h in item["hits"]["hits"]
+            ])
+        return out
+
+    def count(self) -> int:
+        def count() -> int:
+            try:
+                return int(self.client.count(index=self.index_name)["count"])
+            except ApiError as err:
+                if err.status_code == 404:
+                    raise FileNotFoundError(
+                        f"Elasticsearch index {self.index_name!r} not found at {self.url}; {INDEX_FIX}") from None
+                raise
+        return self._call("count", count)
+
+    def mapping(self) -> dict[str, Any]:
+        """The index mapping as the server reports it (for checks and debugging)."""
+        resp = self._call("get mapping", lambda: self.client.indices.get_mapping(index=self.index_name))
+        return dict(resp)[self.index_name]["mappings"]
+
+    def close(self) -> None:
+        self.client.close()

@@ -1,0 +1,30 @@
+"""Shared fixtures: a tiny real transformers model with a locally trained tokenizer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def synthetic_world():
+    from agent_r1.data.synthetic import SyntheticConfig, generate_world
+
+    return generate_world(SyntheticConfig(seed=0, n_people=90, n_cities=12, n_countries=4, n_landmarks=6))
+
+
+@pytest.fixture(scope="session")
+def tiny_model(synthetic_world):
+    """(model, tokenizer): a 2-layer Llama, randomly initialised, tokenizer trained here."""
+    import torch
+
+    from agent_r1.models.build import ModelConfig, build_local_model
+
+    torch.manual_seed(0)
+    texts = [d.text for d in synthetic_world.documents] + [q.question for q in synthetic_world.questions()]
+    cfg = ModelConfig(hidden_size=64, num_layers=2, num_heads=2, intermediate_size=128, vocab_size=400)
+    return build_local_model(texts, cfg, seed=0)

@@ -1,0 +1,116 @@
+"""Shared test fixtures for the retrieval tests: real data paths and a real noida-db server.
+
+Not a conftest.py (the lead owns that): test modules import what they use, e.g.
+`from tests.es_fixture import es_server, SHARED_DATA` (pytest then registers the fixture).
+Each server is started on 127.0.0.1 on a free port in a temp data dir and stopped at teardown.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# CI clones the repo next to shared/, so shared data lives beside the repo root.
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+HOTPOTQA_400 = SHARED_DATA / "hotpotqa" / "hotpotqa_dev_distractor_400.jsonl"
+
+
+def require_shared(path: Path) -> Path:
+    if not path.exists():
+        pytest.skip(f"shared data file {path} not found (expected beside the repo root)")
+    return path
+
+
+def _noida_binary() -> str | None:
+    candidate = Path(sys.executable).with_name("noida-db")
+    if candidate.exists():
+        return str(candidate)
+    return shutil.which("noida-db")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class NoidaServer:
+    """A foreground `noida-db start` subprocess serving the Elasticsearch API."""
+
+    proc: subprocess.Popen[bytes]
+    url: str
+    data_dir: Path
+    log_path: Path
+
+    def stop(self) -> None:
+        if self.proc.poll() is not None:
+            return
+        # Started in its own session: signal exactly that process group, nothing else.
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+
+def start_noida(data_dir: Path, timeout_s: float = 30.0) -> NoidaServer:
+    binary = _noida_binary()
+    if binary is None:
+        pytest.skip("noida-db is not installed (pip install noida-db)")
+    port = free_port()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log_path = data_dir / "noida.log"
+    log = open(log_path, "wb")
+    proc = subprocess.Popen(
+        [binary, "start", "--data-dir", str(data_dir), "--host", "127.0.0.1",
+         "--only", "elasticsearch", "--elasticsearch-port", str(port)],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    log.close()
+    server = NoidaServer(proc=proc, url=f"http://127.0.0.1:{port}", data_dir=data_dir, log_path=log_path)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"noida-db exited with {proc.returncode}: {log_path.read_text(errors='replace')[-2000:]}")
+        try:
+            with urllib.request.urlopen(server.url, timeout=1) as resp:
+                if resp.status == 200:
+                    return server
+        except OSError:
+            time.sleep(0.1)
+    server.stop()
+    raise RuntimeError(f"noida-db did not answer at {server.url} within {timeout_s}s")
+
+
+@pytest.fixture(scope="module")
+def es_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NoidaServer]:
+    """One noida-db Elasticsearch server per test module."""
+    server = start_noida(tmp_path_factory.mktemp("noida"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def fresh_es_server(tmp_path: Path) -> Iterator[NoidaServer]:
+    """A server of the test's own, for tests that stop it."""
+    server = start_noida(tmp_path / "noida")
+    try:
+        yield server
+    finally:
+        server.stop()
