@@ -131,15 +131,13 @@ class Trajectory:
         return record
 
 
-def collate(
-    trajectories: list[Trajectory], pad_token_id: int, *, loss_mask: str = "action"
-) -> dict[str, Any]:
+def collate(trajectories: list[Trajectory], pad_token_id: int) -> dict[str, Any]:
     """Right-pad trajectories into `[batch, seq]` tensors.
 
-    Returns input_ids (long), attention_mask, action_mask, token_rewards, sampled_logprobs
-    (float32), scores `[batch]` and group_ids (list of sample ids). With loss_mask="response"
-    (the paper's loss-mask-off ablation) `action_mask` covers every response token, observations
-    included; padding is always 0.
+    Returns input_ids (long), attention_mask, action_mask, response_mask (every token after the
+    prompt, observations included: the paper's mask-off ablations), token_rewards,
+    sampled_logprobs (float32), scores `[batch]` and group_ids (list of sample ids).
+    Padding is 0 in every mask.
     """
     if not trajectories:
         raise ValueError("collate() got no trajectories")
@@ -149,24 +147,22 @@ def collate(
     input_ids = torch.full((batch, width), pad_token_id, dtype=torch.long)
     attention = torch.zeros((batch, width), dtype=torch.float32)
     action = torch.zeros((batch, width), dtype=torch.float32)
+    response = torch.zeros((batch, width), dtype=torch.float32)
     rewards = torch.zeros((batch, width), dtype=torch.float32)
     logprobs = torch.zeros((batch, width), dtype=torch.float32)
     for i, traj in enumerate(trajectories):
         n = len(seqs[i])
         input_ids[i, :n] = torch.tensor(seqs[i], dtype=torch.long)
         attention[i, :n] = 1.0
-        if loss_mask == "action":
-            action[i, :n] = torch.tensor(traj.action_mask, dtype=torch.float32)
-        elif loss_mask == "response":
-            action[i, len(traj.prompt_ids):n] = 1.0
-        else:
-            raise ValueError(f"loss_mask must be 'action' or 'response', got {loss_mask!r}")
+        action[i, :n] = torch.tensor(traj.action_mask, dtype=torch.float32)
+        response[i, len(traj.prompt_ids):n] = 1.0
         rewards[i, :n] = torch.tensor(traj.token_rewards, dtype=torch.float32)
         logprobs[i, :n] = torch.tensor(traj.sampled_logprobs, dtype=torch.float32)
     return {
         "input_ids": input_ids,
         "attention_mask": attention,
         "action_mask": action,
+        "response_mask": response,
         "token_rewards": rewards,
         "sampled_logprobs": logprobs,
         "scores": torch.tensor([t.score for t in trajectories], dtype=torch.float32),

@@ -34,6 +34,16 @@ def require_shared(path: Path) -> Path:
 
 
 def _noida_binary() -> str | None:
+    # Prefer the bundled server binary over the `noida-db` Python launcher: run directly,
+    # it is our child, so stop() signals and reaps the server itself.
+    try:
+        from importlib.resources import files
+
+        bundled = Path(str(files("noida_db").joinpath("noida-db")))
+        if bundled.is_file() and os.access(bundled, os.X_OK):
+            return str(bundled)
+    except ImportError:
+        pass
     candidate = Path(sys.executable).with_name("noida-db")
     if candidate.exists():
         return str(candidate)
@@ -65,6 +75,19 @@ class NoidaServer:
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=10)
+        # If `proc` is the Python launcher, the server is its child and may still be
+        # shutting down: wait until the port stops accepting connections.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and self.answers():
+            time.sleep(0.05)
+
+    def answers(self) -> bool:
+        host, port = self.url.rsplit("/", 1)[-1].split(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=0.5):
+                return True
+        except OSError:
+            return False
 
 
 def start_noida(data_dir: Path, timeout_s: float = 30.0) -> NoidaServer:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agent_r1.algos import (
@@ -212,6 +212,7 @@ def test_kl_k3_clamped_and_finite():
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.floats(-15, 0, width=32), st.floats(-15, 0, width=32)), min_size=1, max_size=16))
+@example([(-5.960464477539063e-08, 0.0)])  # exp(x) - x - 1 rounds below 0 in float32
 def test_kl_k3_nonnegative_and_k2_ge_0(pairs):
     logp = T([[a for a, _ in pairs]])
     ref = T([[b for _, b in pairs]])

@@ -33,9 +33,13 @@ def _k2(log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> torch.Tensor:
 
 
 def _k3(log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> torch.Tensor:
-    """k3 = exp(ref - logp) - (ref - logp) - 1 >= 0 (verl "low_var_kl"), clamped to [-10, 10]."""
+    """k3 = exp(ref - logp) - (ref - logp) - 1 >= 0 (verl "low_var_kl"), clamped to [0, 10].
+
+    Computed as expm1(x) - x (accurate for small x); the lower clamp 0 only removes
+    float rounding below the true minimum (verl clamps at -10, a no-op bound).
+    """
     kl = (ref_log_probs - log_probs).clamp(min=-20.0, max=20.0)  # keep exp() finite
-    return (torch.exp(kl) - kl - 1.0).clamp(min=-10.0, max=10.0)
+    return (torch.expm1(kl) - kl).clamp(min=0.0, max=10.0)
 
 
 KL_PENALTIES: dict[str, KLFn] = {

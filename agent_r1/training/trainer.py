@@ -1,0 +1,250 @@
+"""The in-process RL trainer: rollout -> rewards -> reference/old log-probs -> advantages ->
+PPO epochs over mini-batches -> metrics, with atomic checkpoints and exact resume.
+
+This is the reference implementation; the Ray layer distributes the same steps.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from agent_r1.algos import (AdvantageInputs, aggregate_loss, get_adv_estimator, get_policy_loss, kl_penalty,
+                            needs_critic, value_loss)
+from agent_r1.config import ExperimentConfig
+from agent_r1.evaluation.agent_eval import evaluate_policy, trajectory_stats
+from agent_r1.rollout.chat import ChatCodec
+from agent_r1.rollout.engine import TransformersEngine
+from agent_r1.rollout.loop import run_rollout
+from agent_r1.trajectory import Trajectory, collate
+from agent_r1.training import checkpoint as ckpt
+from agent_r1.training.metrics_log import JsonlMetrics, MetricsSink
+from agent_r1.training.policy import ValueModel, token_logprobs
+from agent_r1.training.sampler import PromptSampler
+
+
+class NonFiniteLossError(RuntimeError):
+    pass
+
+
+class RLTrainer:
+    def __init__(self, cfg: ExperimentConfig, model: Any, tokenizer: Any, make_env: Any,
+                 train_samples: list[dict[str, Any]], eval_samples: list[dict[str, Any]] | None = None,
+                 sink: MetricsSink | None = None, reference: Any | None = None):
+        self.cfg, self.model, self.tokenizer, self.make_env = cfg, model, tokenizer, make_env
+        self.eval_samples = eval_samples or []
+        self.out_dir = Path(cfg.train.out_dir)
+        self.codec = ChatCodec(tokenizer)
+        self.engine = TransformersEngine(model, tokenizer)
+        self.sampler = PromptSampler(train_samples, cfg.seed)
+        self.sink = sink
+        self.iteration = 0
+        self.bad_updates = 0
+        a = cfg.algo
+        self.estimator = get_adv_estimator(a.adv_estimator)
+        self.policy_loss = get_policy_loss(a.policy_loss)
+        self.reference = None
+        if a.kl_coef > 0:
+            self.reference = reference if reference is not None else copy.deepcopy(model)
+            self.reference.eval().requires_grad_(False)
+        self.critic = ValueModel(model) if needs_critic(a.adv_estimator) else None
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
+        self.critic_optimizer = (torch.optim.AdamW(self.critic.parameters(), lr=a.critic_lr)
+                                 if self.critic is not None else None)
+
+    # --- one iteration ------------------------------------------------------------------
+    def rollout(self) -> list[Trajectory]:
+        samples = self.sampler.next_batch(self.cfg.train.prompts_per_iter)
+        return run_rollout(self.engine, self.codec, self.make_env, samples, self.cfg.rollout, self.cfg.reward,
+                           seed=self.cfg.seed * 1_000_003 + self.iteration)
+
+    @torch.no_grad()
+    def _forward_no_grad(self, model: Any, batch: dict[str, Any]) -> torch.Tensor:
+        model.eval()
+        logp, _ = token_logprobs(model, batch["input_ids"], batch["attention_mask"])
+        return logp
+
+    def prepare(self, trajs: list[Trajectory]) -> dict[str, Any]:
+        """Collates, computes old/ref log-probs, values, and advantages (no gradients)."""
+        a = self.cfg.algo
+        batch = collate(trajs, self.tokenizer.pad_token_id)
+        batch["loss_mask"] = batch["action_mask"] if a.loss_mask else batch["response_mask"]
+        adv_mask = batch["action_mask"] if a.advantage_mask else batch["response_mask"]
+        batch["adv_mask"] = adv_mask
+        batch["old_logp"] = self._forward_no_grad(self.model, batch)
+        rewards = batch["token_rewards"].clone()
+        if self.reference is not None:
+            batch["ref_logp"] = self._forward_no_grad(self.reference, batch)
+            if a.kl_in_reward:
+                kl = kl_penalty(batch["old_logp"], batch["ref_logp"], a.kl_kind) * adv_mask
+                rewards = rewards - a.kl_coef * kl
+        values = None
+        if self.critic is not None:
+            with torch.no_grad():
+                self.critic.eval()
+                values = self.critic(batch["input_ids"], batch["attention_mask"]) * adv_mask
+            batch["old_values"] = values
+        out = self.estimator(AdvantageInputs(token_rewards=rewards, scores=batch["scores"], action_mask=adv_mask,
+                                             group_ids=batch["group_ids"], values=values, gamma=a.gamma, lam=a.lam))
+        batch["advantages"], batch["returns"] = out.advantages, out.returns
+        return batch
+
+    def update(self, batch: dict[str, Any]) -> dict[str, float]:
+        a, t = self.cfg.algo, self.cfg.train
+        n = batch["input_ids"].shape[0]
+        stats: dict[str, list[float]] = {}
+        self.model.train()
+        for epoch in range(t.ppo_epochs):
+            gen = torch.Generator().manual_seed(self.cfg.seed * 7919 + self.iteration * 101 + epoch)
+            order = torch.randperm(n, generator=gen)
+            for start in range(0, n, t.minibatch_size):
+                idx = order[start:start + t.minibatch_size]
+                mb = {k: v[idx] for k, v in batch.items() if isinstance(v, torch.Tensor) and v.dim() == 2}
+                self._step_minibatch(mb, stats)
+        return {k: sum(v) / len(v) for k, v in stats.items() if v}
+
+    def _step_minibatch(self, mb: dict[str, torch.Tensor], stats: dict[str, list[float]]) -> None:
+        a, t = self.cfg.algo, self.cfg.train
+        mask = mb["loss_mask"]
+        logp, entropy = token_logprobs(self.model, mb["input_ids"], mb["attention_mask"], with_entropy=True)
+        pg_loss, pg_metrics = self.policy_loss(logp, mb["old_logp"], mb["advantages"], mask,
+                                               clip_low=a.clip_low, clip_high=a.clip_high,
+                                               dual_clip=a.dual_clip, agg=a.loss_agg)
+        ent = aggregate_loss(entropy, mask, a.loss_agg)
+        loss = pg_loss - a.entropy_coef * ent
+        kl_value = torch.zeros(())
+        if self.reference is not None:
+            kl_value = aggregate_loss(kl_penalty(logp, mb["ref_logp"], a.kl_kind), mask, a.loss_agg)
+            if not a.kl_in_reward:
+                loss = loss + a.kl_coef * kl_value
+        if not torch.isfinite(loss):
+            self._bad_update(f"policy loss is {float(loss)}")
+            return
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.max_grad_norm)
+        if not torch.isfinite(grad_norm):
+            self.optimizer.zero_grad(set_to_none=True)
+            self._bad_update(f"gradient norm is {float(grad_norm)}")
+            return
+        self.optimizer.step()
+        self.bad_updates = 0
+        record = {"policy_loss": float(pg_loss), "entropy": float(ent), "kl": float(kl_value),
+                  "grad_norm": float(grad_norm), **{k: float(v) for k, v in pg_metrics.items()}}
+        if self.critic is not None:
+            self.critic.train()
+            values = self.critic(mb["input_ids"], mb["attention_mask"])
+            vloss, vmetrics = value_loss(values, mb["old_values"], mb["returns"], mb["adv_mask"], a.vf_clip, a.loss_agg)
+            self.critic_optimizer.zero_grad(set_to_none=True)
+            (a.vf_coef * vloss).backward()
+            torch.nn.utils.clip_grad_norm_(self.critic.parameters(), t.max_grad_norm)
+            self.critic_optimizer.step()
+            record.update({"value_loss": float(vloss), **{k: float(v) for k, v in vmetrics.items()}})
+        for k, v in record.items():
+            stats.setdefault(k, []).append(v)
+
+    def _bad_update(self, why: str) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+        self.bad_updates += 1
+        self.skipped_updates = getattr(self, "skipped_updates", 0) + 1
+        if self.bad_updates >= self.cfg.train.max_bad_updates:
+            raise NonFiniteLossError(f"{why} in {self.bad_updates} consecutive updates at iteration "
+                                     f"{self.iteration}; lower train.lr or check the data")
+
+    def train_step(self) -> dict[str, float]:
+        t0 = time.perf_counter()
+        trajs = self.rollout()
+        t1 = time.perf_counter()
+        batch = self.prepare(trajs)
+        update_metrics = self.update(batch)
+        t2 = time.perf_counter()
+        self.iteration += 1
+        return self._metrics(trajs, batch, update_metrics, t1 - t0, t2 - t1)
+
+    def _metrics(self, trajs, batch, upd, rollout_s, update_s) -> dict[str, float]:
+        scores = batch["scores"]
+        groups: dict[str, list[float]] = {}
+        for gid, s in zip(batch["group_ids"], scores.tolist()):
+            groups.setdefault(gid, []).append(s)
+        stats = trajectory_stats(trajs)
+        reasons = Counter(t.stop_reason for t in trajs)
+        sampled = int(batch["action_mask"].sum())
+        m = {
+            "reward_mean": float(scores.mean()), "reward_std": float(scores.std()) if len(scores) > 1 else 0.0,
+            "em": stats["em"], "f1": stats["f1"], "search_first_rate": stats["search_first_rate"],
+            "turns_per_trajectory": stats["mean_turns"], "tool_calls_per_trajectory": stats["tool_calls_per_question"],
+            "valid_call_rate": stats["valid_call_rate"],
+            "response_length": float(batch["response_mask"].sum(-1).mean()),
+            "action_tokens": float(batch["action_mask"].sum(-1).mean()),
+            "groups_all_equal": sum(max(v) == min(v) for v in groups.values()) / max(len(groups), 1),
+            "rollout_tokens_per_s": sampled / max(rollout_s, 1e-9),
+            "update_tokens_per_s": self.cfg.train.ppo_epochs * float(batch["attention_mask"].sum()) / max(update_s, 1e-9),
+            "rollout_s": rollout_s, "update_s": update_s,
+            "skipped_updates": float(getattr(self, "skipped_updates", 0)),
+            "truncated_actions": float(sum(t.truncated for tr in trajs for t in tr.turns)),
+            "truncated_observations": float(sum(t.observation_truncated for tr in trajs for t in tr.turns)),
+            **{f"stop/{k}": float(v) for k, v in reasons.items()},
+        }
+        m.update(upd)
+        return m
+
+    # --- evaluation, checkpoints, the loop ---------------------------------------------------
+    def evaluate(self, greedy: bool = True) -> dict[str, float]:
+        samples = self.eval_samples[: self.cfg.train.eval_size]
+        if not samples:
+            return {}
+        return evaluate_policy(self.engine, self.codec, self.make_env, samples, self.cfg.rollout, self.cfg.reward,
+                               greedy=greedy, seed=self.cfg.seed)
+
+    def state_dict(self) -> dict[str, Any]:
+        state = {"optimizer": self.optimizer.state_dict(), "sampler": self.sampler.state_dict(),
+                 "bad_updates": self.bad_updates}
+        if self.critic is not None:
+            state["critic"] = self.critic.state_dict()
+            state["critic_optimizer"] = self.critic_optimizer.state_dict()
+        return state
+
+    def save(self) -> Path:
+        return ckpt.save_checkpoint(self.out_dir / "checkpoints", self.iteration, self.model, self.tokenizer,
+                                    self.state_dict(), keep=self.cfg.train.keep_checkpoints)
+
+    def load(self, path: Path) -> None:
+        """Restores everything but the policy weights (loaded by the caller from `path`)."""
+        state = ckpt.load_state(path)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.sampler.load_state_dict(state["sampler"])
+        self.bad_updates = state.get("bad_updates", 0)
+        if self.critic is not None and "critic" in state:
+            self.critic.load_state_dict(state["critic"])
+            self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        ckpt.set_rng_state(state["rng"])
+        self.iteration = int(state["iteration"])
+
+    def fit(self, on_iteration: Any = None) -> dict[str, float]:
+        t = self.cfg.train
+        final: dict[str, float] = {}
+        if self.iteration == 0 and self.eval_samples:
+            self._log(0, {f"eval/{k}": v for k, v in self.evaluate().items()})
+        while self.iteration < t.iterations:
+            metrics = self.train_step()
+            if t.eval_every and self.iteration % t.eval_every == 0 and self.iteration < t.iterations:
+                metrics.update({f"eval/{k}": v for k, v in self.evaluate().items()})
+            if self.iteration == t.iterations:
+                metrics.update({f"eval/{k}": v for k, v in self.evaluate().items()})
+                final = metrics
+            self._log(self.iteration, metrics)
+            if on_iteration is not None:
+                on_iteration(self.iteration, metrics)
+            if self.iteration % t.checkpoint_every == 0 or self.iteration == t.iterations:
+                self.save()
+        return final
+
+    def _log(self, step: int, metrics: dict[str, float]) -> None:
+        if self.sink is not None and metrics:
+            self.sink.log(step, {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and math.isfinite(v)})

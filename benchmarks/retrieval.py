@@ -1,0 +1,136 @@
+"""Retrieval benchmark: tantivy vs Elasticsearch (noida-db) on the shared 400 HotpotQA questions.
+
+Measures, per backend: index build time over the 3,952-paragraph union corpus, batch search of
+all 400 questions at k=5 (median over repeats, queries/s), recall@5 of supporting titles
+(any/all); and the top-1 agreement between the backends. Writes benchmarks/results/retrieval.json.
+
+    .venv/bin/python benchmarks/retrieval.py [--repeats 5] [--es-repeats 1] [--skip-es]
+
+noida-db is started on a free 127.0.0.1 port in a temp dir and stopped at the end. It is an
+Elasticsearch-API stand-in, not Elasticsearch: its timings say nothing about a real cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from importlib.metadata import version
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from agent_r1.data.corpus import build_corpus_from_hotpotqa  # noqa: E402
+from agent_r1.data.loaders import load_hotpotqa  # noqa: E402
+from agent_r1.retrieval.base import RetrievalConfig, open_retriever  # noqa: E402
+from agent_r1.retrieval.metrics import recall_at_k, top1_agreement  # noqa: E402
+
+HOTPOTQA = REPO.parent / "shared" / "data" / "hotpotqa" / "hotpotqa_dev_distractor_400.jsonl"
+K = 5
+
+
+def bench_backend(config: RetrievalConfig, docs, queries, gold, repeats: int) -> tuple[dict[str, Any], list]:
+    retriever = open_retriever(config)
+    start = time.perf_counter()
+    n = retriever.index(docs)
+    build_s = time.perf_counter() - start
+    retriever.search(queries[:5], K)  # warm caches / connections
+    times, results = [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        results = retriever.search(queries, K)
+        times.append(time.perf_counter() - start)
+    retriever.close()
+    median = statistics.median(times)
+    recall = recall_at_k(results, gold, K)
+    return {
+        "documents": n, "index_build_s": round(build_s, 4), "repeats": repeats,
+        "search_all_s_median": round(median, 4), "search_all_s_runs": [round(t, 4) for t in times],
+        "queries_per_s": round(len(queries) / median, 1), "ms_per_query": round(1000 * median / len(queries), 3),
+        f"recall@{K}_any": recall.any, f"recall@{K}_all": recall.all, "n_questions": recall.n,
+    }, results
+
+
+def start_noida(data_dir: Path) -> tuple[subprocess.Popen, str]:
+    binary = str(files("noida_db").joinpath("noida-db"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([binary, "start", "--data-dir", str(data_dir), "--host", "127.0.0.1",
+                             "--only", "elasticsearch", "--elasticsearch-port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(url, timeout=1).close()
+            return proc, url
+        except OSError:
+            if proc.poll() is not None:
+                break
+            time.sleep(0.1)
+    proc.terminate()
+    raise RuntimeError(f"noida-db did not start at {url}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=5, help="tantivy search repeats (median)")
+    ap.add_argument("--es-repeats", type=int, default=1, help="Elasticsearch search repeats (slow)")
+    ap.add_argument("--skip-es", action="store_true")
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "retrieval.json")
+    args = ap.parse_args()
+
+    docs = build_corpus_from_hotpotqa(HOTPOTQA)
+    samples = load_hotpotqa(HOTPOTQA)
+    queries = [s.question for s in samples]
+    gold = [s.supporting_titles for s in samples]
+    report: dict[str, Any] = {
+        "dataset": "hotpotqa_dev_distractor_400 (shared/data)", "k": K,
+        "n_questions": len(queries), "n_documents": len(docs),
+        "machine": {
+            "cpu_count": os.cpu_count(), "platform": platform.platform(), "processor": platform.processor(),
+            "python": platform.python_version(), "tantivy": version("tantivy"),
+            "elasticsearch_client": version("elasticsearch"),
+            "noida_db": version("noida-db") if not args.skip_es else None,
+        },
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        tv, tv_results = bench_backend(RetrievalConfig(backend="tantivy", index_dir=Path(tmp) / "tv"),
+                                       docs, queries, gold, args.repeats)
+        report["tantivy"] = tv
+        print("tantivy", json.dumps(tv))
+        if not args.skip_es:
+            proc, url = start_noida(Path(tmp) / "noida")
+            try:
+                config = RetrievalConfig(backend="elasticsearch", url=url, index_name="bench-hotpot",
+                                         request_timeout_s=600)
+                es, es_results = bench_backend(config, docs, queries, gold, args.es_repeats)
+                es["server"] = "noida-db (Elasticsearch REST API stand-in, reports 8.15.3)"
+            finally:
+                proc.terminate()
+                proc.wait(timeout=30)
+            report["elasticsearch"] = es
+            agreement = top1_agreement(tv_results, es_results)
+            report["top1_agreement"] = agreement.to_dict()
+            print("elasticsearch", json.dumps(es))
+            print("agreement", json.dumps(agreement.to_dict()))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
