@@ -22,6 +22,7 @@ class EnvConfig:
     format: str = "tag"  # tag | hermes
     max_calls_per_turn: int = 4
     system_prompt: str = ""  # extra instructions prepended to the format's own
+    format_instructions: bool = True  # False: tiny local models learn the format from demos alone
 
 
 @dataclass
@@ -48,7 +49,8 @@ class ToolEnv:
         self.sample = sample
         self._supports = set(sample.get("supporting_titles") or [])
         self._found = set()
-        system = " ".join(filter(None, [self.config.system_prompt, self.fmt.instructions(list(self.runner.tools))]))
+        howto = self.fmt.instructions(list(self.runner.tools)) if self.config.format_instructions else ""
+        system = " ".join(filter(None, [self.config.system_prompt, howto]))
         return [{"role": "system", "content": system}, {"role": "user", "content": sample["question"]}]
 
     def plan(self, action_text: str) -> PendingStep:

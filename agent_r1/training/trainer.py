@@ -124,7 +124,7 @@ class RLTrainer:
             if not a.kl_in_reward:
                 loss = loss + a.kl_coef * kl_value
         if not torch.isfinite(loss):
-            self._bad_update(f"policy loss is {float(loss)}")
+            self._bad_update(f"policy loss is {loss.item()}")
             return
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -135,7 +135,7 @@ class RLTrainer:
             return
         self.optimizer.step()
         self.bad_updates = 0
-        record = {"policy_loss": float(pg_loss), "entropy": float(ent), "kl": float(kl_value),
+        record = {"policy_loss": pg_loss.item(), "entropy": ent.item(), "kl": kl_value.item(),
                   "grad_norm": float(grad_norm), **{k: float(v) for k, v in pg_metrics.items()}}
         if self.critic is not None:
             self.critic.train()
@@ -145,7 +145,7 @@ class RLTrainer:
             (a.vf_coef * vloss).backward()
             torch.nn.utils.clip_grad_norm_(self.critic.parameters(), t.max_grad_norm)
             self.critic_optimizer.step()
-            record.update({"value_loss": float(vloss), **{k: float(v) for k, v in vmetrics.items()}})
+            record.update({"value_loss": vloss.item(), **{k: float(v) for k, v in vmetrics.items()}})
         for k, v in record.items():
             stats.setdefault(k, []).append(v)
 
