@@ -13,6 +13,12 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("prepare-data", help="write the configured data folder (data.dir) from params")
+    _add_config_args(p)
+    p.set_defaults(func=cmd_prepare_data)
+    p = sub.add_parser("build-index", help="(re)build the configured search index (search.index_dir) from params")
+    _add_config_args(p)
+    p.set_defaults(func=cmd_build_index)
     p = sub.add_parser("sft", help="supervised warm start on scripted-agent demonstrations")
     _add_config_args(p)
     p.set_defaults(func=cmd_sft)
@@ -44,4 +50,23 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     result = run_train(_config(args), resume=args.resume, on_iteration=progress)
     print(json.dumps(result["final"], indent=1, default=float))
+    return 0
+
+
+def cmd_prepare_data(args: argparse.Namespace) -> int:
+    from agent_r1.training.setup import ensure_data
+
+    print(f"data ready in {ensure_data(_config(args))}")
+    return 0
+
+
+def cmd_build_index(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from agent_r1.training.setup import build_index
+
+    cfg = _config(args)
+    options = {"url": cfg.search.url, "index_name": cfg.search.index_name} if cfg.search.url else {}
+    n = build_index(Path(cfg.data.dir) / "corpus.jsonl", cfg.search.index_dir, cfg.search.backend, **options)
+    print(f"indexed {n} documents with {cfg.search.backend} into {cfg.search.index_dir}")
     return 0

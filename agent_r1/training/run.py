@@ -47,4 +47,6 @@ def run_train(cfg: ExperimentConfig, resume: bool = False, sink: Any = None, on_
         final = trainer.fit(on_iteration=on_iteration)
     finally:
         retriever.close()
+    if final:
+        (out / "final_metrics.json").write_text(json.dumps(final, indent=1))
     return {"iterations": trainer.iteration, "final": final, "out_dir": str(out)}

@@ -13,7 +13,7 @@ from agent_r1.config import ExperimentConfig
 def ensure_data(cfg: ExperimentConfig) -> Path:
     """The data folder; the synthetic world is generated on first use (deterministic from seed)."""
     d = Path(cfg.data.dir)
-    if (d / cfg.data.train_file).exists():
+    if (d / cfg.data.train_file).exists() and (cfg.data.source != "synthetic" or _same_world(cfg, d)):
         return d
     if cfg.data.source != "synthetic":
         raise FileNotFoundError(f"{d / cfg.data.train_file} not found; run `agent-r1 prepare {cfg.data.source} "
@@ -23,6 +23,16 @@ def ensure_data(cfg: ExperimentConfig) -> Path:
     write_synthetic(cfg.seed, d, SyntheticConfig(seed=cfg.seed, n_people=cfg.data.n_people,
                                                  question_types=tuple(cfg.data.question_types)))
     return d
+
+
+def _same_world(cfg: ExperimentConfig, d: Path) -> bool:
+    """A synthetic folder is reused only if it was generated with the configured knobs."""
+    meta = d / "world.json"
+    if not meta.exists():
+        return False
+    made = json.loads(meta.read_text()).get("config", {})
+    return (made.get("seed") == cfg.seed and made.get("n_people") == cfg.data.n_people
+            and list(made.get("question_types", [])) == list(cfg.data.question_types))
 
 
 def build_index(corpus: str | Path, index_dir: str | Path, backend: str = "tantivy", **options: Any) -> int:
@@ -37,13 +47,23 @@ def build_index(corpus: str | Path, index_dir: str | Path, backend: str = "tanti
         n = retriever.index(docs)
     finally:
         retriever.close()
-    write_manifest(config, {"num_docs": n, "corpus": str(corpus)})
+    write_manifest(config, {"num_docs": n, "corpus": str(corpus), "corpus_sha1": _sha1(corpus)})
     return n
 
 
+def _sha1(path: str | Path) -> str:
+    import hashlib
+
+    return hashlib.sha1(Path(path).read_bytes()).hexdigest()
+
+
 def ensure_index(cfg: ExperimentConfig, data_dir: Path) -> Path:
+    """Builds the index unless one built from this very corpus (same SHA-1) is already there."""
     index_dir = Path(cfg.search.index_dir)
-    if not (index_dir / "retriever.json").exists():
+    manifest = index_dir / "retriever.json"
+    corpus = data_dir / "corpus.jsonl"
+    built_from = json.loads(manifest.read_text()).get("corpus_sha1") if manifest.exists() else None
+    if built_from != _sha1(corpus):
         options = {"url": cfg.search.url, "index_name": cfg.search.index_name} if cfg.search.url else {}
         build_index(data_dir / "corpus.jsonl", index_dir, cfg.search.backend, **options)
     return index_dir

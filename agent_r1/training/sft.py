@@ -40,7 +40,7 @@ def sft_train(model: Any, tokenizer: Any, demos: list[Trajectory], steps: int, b
         losses.append(loss.item())
         tokens += int(batch["attention_mask"].sum())
         if metrics is not None and (step % log_every == 0 or step == steps - 1):
-            metrics.log(step, {"sft/loss": float(loss), "sft/tokens_per_s": tokens / (time.perf_counter() - start)})
+            metrics.log(step, {"sft/loss": losses[-1], "sft/tokens_per_s": tokens / (time.perf_counter() - start)})
     model.eval()
     return losses
 

@@ -1,0 +1,45 @@
+"""`agent-r1 rollout`: roll out a model against the search tool and show the trajectories."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("rollout", help="run multi-turn rollouts and print them (action / observation spans)")
+    p.add_argument("--params", default=None)
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--model", default="", help="model folder or hub id (default: build a fresh small model)")
+    p.add_argument("-n", type=int, default=4, help="number of questions")
+    p.add_argument("--samples", type=int, default=1, help="trajectories per question")
+    p.add_argument("--greedy", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON record per trajectory")
+    p.set_defaults(func=cmd_rollout)
+
+
+def cmd_rollout(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from agent_r1.config import load_config, parse_overrides
+    from agent_r1.retrieval.base import open_index
+    from agent_r1.rollout.chat import ChatCodec
+    from agent_r1.rollout.engine import TransformersEngine
+    from agent_r1.rollout.loop import run_rollout
+    from agent_r1.rollout.render import render_trajectory
+    from agent_r1.training.setup import build_policy, ensure_data, ensure_index, load_samples, make_env_factory
+
+    cfg = load_config(args.params, parse_overrides(args.overrides))
+    data_dir = ensure_data(cfg)
+    retriever = open_index(ensure_index(cfg, data_dir))
+    model, tokenizer = build_policy(cfg, data_dir, args.model)
+    samples = load_samples(data_dir / cfg.data.eval_file, args.n)
+    trajs = run_rollout(TransformersEngine(model, tokenizer), ChatCodec(tokenizer), make_env_factory(cfg, retriever),
+                        samples, replace(cfg.rollout, n_samples=args.samples), cfg.reward, seed=cfg.seed,
+                        greedy=args.greedy)
+    retriever.close()
+    style = "ansi" if sys.stdout.isatty() else "plain"
+    for traj in trajs:
+        print(json.dumps(traj.to_dict(tokenizer)) if args.json else render_trajectory(traj, tokenizer, style) + "\n")
+    return 0
