@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "agent_r1.retrieval.commands",
     "agent_r1.rollout.commands",
     "agent_r1.training.commands",
+    "agent_r1.evaluation.commands",
 )
 
 

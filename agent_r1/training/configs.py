@@ -43,6 +43,7 @@ class TrainConfig:
     out_dir: str = "runs/default"
     init_from: str = ""  # a model folder (e.g. the SFT output); empty = build a fresh model
     threads: int = 2
+    log_trajectories_every: int = 10  # sample trajectories to the metrics sink (e.g. an MLflow table)
     max_bad_updates: int = 3  # consecutive non-finite losses before the run stops
 
 

@@ -9,6 +9,8 @@ from typing import Any, Protocol
 
 
 class MetricsSink(Protocol):
+    """`log` is required; a sink may also define `log_trajectories(step, trajectories, tokenizer)`."""
+
     def log(self, step: int, metrics: dict[str, float]) -> None: ...
 
 

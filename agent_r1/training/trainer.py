@@ -165,6 +165,10 @@ class RLTrainer:
         update_metrics = self.update(batch)
         t2 = time.perf_counter()
         self.iteration += 1
+        self.last_trajectories = trajs
+        every = self.cfg.train.log_trajectories_every
+        if every and self.iteration % every == 0 and hasattr(self.sink, "log_trajectories"):
+            self.sink.log_trajectories(self.iteration, trajs, self.tokenizer)
         return self._metrics(trajs, batch, update_metrics, t1 - t0, t2 - t1)
 
     def _metrics(self, trajs, batch, upd, rollout_s, update_s) -> dict[str, float]:
