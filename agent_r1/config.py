@@ -97,7 +97,15 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
     return value
 
 
-def _build(cls: type, data: dict[str, Any], prefix: str) -> Any:
+def _default_of(cls: type, name: str) -> Any:
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None if f.default is dataclasses.MISSING else f.default
+
+
+def _build(cls: type, data: dict[str, Any], prefix: str, base: Any = None) -> Any:
+    """`base` is the field's own default instance, so a partial section keeps its other defaults."""
     if not isinstance(data, dict):
         raise ValueError(f"config section {prefix.rstrip('.') or 'root'!r} must be a mapping, got {data!r}")
     hints = typing.get_type_hints(cls)
@@ -110,9 +118,12 @@ def _build(cls: type, data: dict[str, Any], prefix: str) -> Any:
     for name, value in data.items():
         hint = hints[name]
         key = prefix + name
-        kwargs[name] = _build(hint, value, key + ".") if dataclasses.is_dataclass(hint) else _coerce(value, hint, key)
+        if dataclasses.is_dataclass(hint):
+            kwargs[name] = _build(hint, value, key + ".", _default_of(cls, name))
+        else:
+            kwargs[name] = _coerce(value, hint, key)
     try:
-        return cls(**kwargs)
+        return dataclasses.replace(base, **kwargs) if base is not None else cls(**kwargs)
     except ValueError as err:
         raise ValueError(f"config section {prefix.rstrip('.') or 'root'!r}: {err}") from None
 
