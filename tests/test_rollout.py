@@ -154,3 +154,32 @@ def test_engine_logprobs_match_model_forward(tiny_model):
     logp = torch.log_softmax(logits[:, :-1].float(), -1).gather(-1, batch["input_ids"][:, 1:, None]).squeeze(-1)
     mask = batch["action_mask"][:, 1:].bool()
     assert torch.allclose(logp[mask], batch["sampled_logprobs"][:, 1:][mask], atol=1e-4)
+
+
+QWEN_STYLE_TOOL_TEMPLATE = (
+    "{% for message in messages %}"
+    "{% if message['role'] == 'tool' %}"
+    "{% if loop.index0 == 0 or messages[loop.index0 - 1]['role'] != 'tool' %}{{ '<|im_start|>user' }}{% endif %}"
+    "{{ '\\n<tool_response>\\n' }}{{ message['content'] }}{{ '\\n</tool_response>' }}"
+    "{% if loop.last or messages[loop.index0 + 1]['role'] != 'tool' %}{{ '<|im_end|>\\n' }}{% endif %}"
+    "{% else %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+def test_template_that_wraps_tool_responses_is_not_doubled(tiny_model):
+    """With a Qwen2.5-style template (it wraps tool messages itself) the glue comes from it."""
+    import copy
+
+    _, tok = tiny_model
+    tok = copy.deepcopy(tok)
+    tok.chat_template = QWEN_STYLE_TOOL_TEMPLATE
+    codec = ChatCodec(tok)
+    assert codec.template_wraps_tool
+    obs = "<tool_response>\nDoc 1 (A): a\n</tool_response>\n<tool_response>\nDoc 1 (B): b\n</tool_response>"
+    ids, _ = codec.observation_ids(obs, False, [], 200)
+    text = tok.decode(ids)
+    assert text.count("<tool_response>") == 2 and text.count("</tool_response>") == 2
+    assert text.startswith("<|im_end|>\n<|im_start|>user\n<tool_response>\nDoc 1 (A)")
+    assert text.endswith("</tool_response><|im_end|>\n<|im_start|>assistant\n")

@@ -29,6 +29,9 @@ class ChatCodec:
         # what closes an assistant turn (e.g. "<|im_end|>\n"); the model may have sampled the
         # end-of-turn token itself, in which case only the rest is glue
         self.turn_close = with_action.split(_ACTION, 1)[1]
+        # Qwen2.5's template wraps tool messages in <tool_response> itself; then the env's own
+        # wrapper is peeled off once so the model never sees the tags doubled
+        self.template_wraps_tool = self.glue_before.rstrip().endswith("<tool_response>")
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False)
@@ -48,6 +51,8 @@ class ChatCodec:
 
         Inline observations (tag format) are appended inside the assistant turn with no glue.
         """
+        if not inline and self.template_wraps_tool:
+            observation = _peel(observation, "<tool_response>\n", "\n</tool_response>")
         content = self.encode(observation)
         truncated = len(content) > max_tokens
         content = content[:max_tokens]
@@ -58,3 +63,9 @@ class ChatCodec:
         if action_ids and action_ids[-1] == self.eos_token_id and before.startswith(eos_text):
             before = before[len(eos_text):]
         return self.encode(before) + content + self.encode(self.glue_after), truncated
+
+
+def _peel(text: str, head: str, tail: str) -> str:
+    if text.startswith(head) and text.endswith(tail):
+        return text[len(head): len(text) - len(tail)]
+    return text
