@@ -41,6 +41,21 @@ class SearchConfig:
 
 
 @dataclass
+class RayConfig:
+    """Distributed training (agent_r1/training/ray_trainer.py); `enabled: false` trains in-process."""
+    enabled: bool = False
+    address: str = ""  # empty = start a local Ray in-process; "auto" or host:port = join a running cluster
+    num_workers: int = 1  # rollout worker actors; each rolls out a contiguous shard of the prompts
+    cpus_per_worker: float = 1.0  # also the worker's torch threads (rounded, at least 1)
+    gpus_per_worker: float = 0.0
+    learner_cpus: float = 1.0
+    engine: str = "auto"  # auto (vLLM when it imports and a GPU is visible) | transformers | vllm
+    max_restarts: int = 3  # a dead rollout worker is restarted this many times; its shard is rolled out again
+    num_cpus: int = 0  # local Ray only: logical CPUs (0 = enough for the actors, at least the machine's cores)
+    temp_dir: str = ""  # local Ray only: empty = <repo>/.ray, or /tmp/agent-r1-ray-<uid> if that path is too long
+
+
+@dataclass
 class ExperimentConfig:
     seed: int = 0
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -52,6 +67,7 @@ class ExperimentConfig:
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     sft: SFTConfig = field(default_factory=SFTConfig)
+    ray: RayConfig = field(default_factory=RayConfig)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -192,6 +208,10 @@ def validate(c: ExperimentConfig) -> None:
          f"set rollout.n_samples >= 2 (got {c.rollout.n_samples})"),
         (0.0 <= c.sft.guess_fraction <= 1.0, "sft.guess_fraction must be in [0, 1]"),
         (c.search.k >= 1, "search.k must be >= 1"),
+        (c.ray.num_workers >= 1, "ray.num_workers must be >= 1"),
+        (c.ray.engine in ("auto", "transformers", "vllm"), f"ray.engine={c.ray.engine!r}; known: auto, transformers, vllm"),
+        (c.ray.cpus_per_worker >= 0 and c.ray.gpus_per_worker >= 0 and c.ray.learner_cpus >= 0,
+         "ray.cpus_per_worker, ray.gpus_per_worker and ray.learner_cpus must be >= 0"),
         (0 < c.algo.gamma <= 1 and 0 <= c.algo.lam <= 1, "algo.gamma must be in (0, 1] and algo.lam in [0, 1]"),
     ]
     for ok, message in checks:

@@ -183,3 +183,18 @@ def test_template_that_wraps_tool_responses_is_not_doubled(tiny_model):
     assert text.count("<tool_response>") == 2 and text.count("</tool_response>") == 2
     assert text.startswith("<|im_end|>\n<|im_start|>user\n<tool_response>\nDoc 1 (A)")
     assert text.endswith("</tool_response><|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_engine_stops_on_multi_token_stop_strings(tiny_model):
+    from agent_r1.rollout.engine import SamplingParams, TransformersEngine
+
+    model, tok = tiny_model
+    engine = TransformersEngine(model, tok)
+    prompt = ChatCodec(tok).prompt_ids([{"role": "user", "content": "Where was Karivo born?"}])
+    outs = engine.generate([prompt] * 8, SamplingParams(max_new_tokens=20, stop_strings=("a",), seed=0))
+    stopped = [o for o in outs if o.finish_reason == "stop"]
+    assert stopped, "a one-letter stop string should end some samples"
+    for o in outs:
+        assert "a" not in tok.decode(o.token_ids[:-1])  # never generated past a stop
+        assert (o.finish_reason == "stop") == ("a" in tok.decode(o.token_ids))
+        assert len(o.token_ids) == len(o.logprobs) <= 20

@@ -93,8 +93,11 @@ class TransformersEngine:
                         if tid in stop_ids:
                             o.finish_reason, o.stop = "stop", self._token_text(tid)
                         elif max_stop:
-                            tails[row] = (tails[row] + self._token_text(tid))[-(max_stop + 16):]
-                            hit = next((s for s in params.stop_strings if tails[row].endswith(s)), None)
+                            # the kept tail is shorter than any stop string, so a match must
+                            # involve this token: a stop inside a token's text is caught too
+                            window = tails[row] + self._token_text(tid)
+                            hit = next((s for s in params.stop_strings if s in window), None)
+                            tails[row] = window[-(max_stop - 1):] if max_stop > 1 else ""
                             if hit is not None:
                                 o.finish_reason, o.stop = "stop", hit
                         if o.finish_reason == "stop" or len(o.token_ids) >= budgets[row]:

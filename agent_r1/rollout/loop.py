@@ -58,8 +58,11 @@ def run_rollout(
             envs.append(env)
             trajs.append(Trajectory(sample_id=str(sample["id"]), prompt_ids=prompt, sample=sample))
     fmt = envs[0].fmt if envs else None
-    stop_ids = tuple(i for i in [codec.eos_token_id] + [_single_id(codec, s) for s in (fmt.stop_strings if fmt else ())]
-                     if i is not None)
+    # stop strings the tokenizer holds as one token become cheap id checks; the rest stay strings
+    stop_strings = fmt.stop_strings if fmt else ()
+    single = {s: _single_id(codec, s) for s in stop_strings}
+    stop_ids = tuple(i for i in [codec.eos_token_id, *single.values()] if i is not None)
+    text_stops = tuple(s for s, i in single.items() if i is None)
     active = list(range(len(trajs)))
     for turn_idx in range(config.max_turns):
         contexts, budgets, runnable = [], [], []
@@ -76,7 +79,7 @@ def run_rollout(
             break
         params = SamplingParams(
             max_new_tokens=budgets, temperature=0.0 if greedy else config.temperature, top_k=config.top_k,
-            top_p=config.top_p, stop_token_ids=stop_ids, stop_strings=fmt.stop_strings,
+            top_p=config.top_p, stop_token_ids=stop_ids, stop_strings=text_stops,
             seed=None if seed is None else seed * 1000 + turn_idx,
         )
         outputs = engine.generate(contexts, params)

@@ -11,7 +11,7 @@ import math
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -62,7 +62,7 @@ class RLTrainer:
     def rollout(self) -> list[Trajectory]:
         samples = self.sampler.next_batch(self.cfg.train.prompts_per_iter)
         return run_rollout(self.engine, self.codec, self.make_env, samples, self.cfg.rollout, self.cfg.reward,
-                           seed=self.cfg.seed * 1_000_003 + self.iteration)
+                           seed=rollout_seed(self.cfg.seed, self.iteration))
 
     @torch.no_grad()
     def _forward_no_grad(self, model: Any, batch: dict[str, Any]) -> torch.Tensor:
@@ -160,6 +160,11 @@ class RLTrainer:
     def train_step(self) -> dict[str, float]:
         t0 = time.perf_counter()
         trajs = self.rollout()
+        return self.learn(trajs, time.perf_counter() - t0)
+
+    def learn(self, trajs: list[Trajectory], rollout_s: float) -> dict[str, float]:
+        """The learner's half of an iteration: prepare + update on trajectories rolled out
+        elsewhere (here, or by Ray rollout workers); advances the iteration."""
         t1 = time.perf_counter()
         batch = self.prepare(trajs)
         update_metrics = self.update(batch)
@@ -169,7 +174,7 @@ class RLTrainer:
         every = self.cfg.train.log_trajectories_every
         if every and self.iteration % every == 0 and hasattr(self.sink, "log_trajectories"):
             self.sink.log_trajectories(self.iteration, trajs, self.tokenizer)
-        return self._metrics(trajs, batch, update_metrics, t1 - t0, t2 - t1)
+        return self._metrics(trajs, batch, update_metrics, rollout_s, t2 - t1)
 
     def _metrics(self, trajs, batch, upd, rollout_s, update_s) -> dict[str, float]:
         scores = batch["scores"]
@@ -231,24 +236,53 @@ class RLTrainer:
         self.iteration = int(state["iteration"])
 
     def fit(self, on_iteration: Any = None) -> dict[str, float]:
-        t = self.cfg.train
-        final: dict[str, float] = {}
-        if self.iteration == 0 and self.eval_samples:
-            self._log(0, {f"eval/{k}": v for k, v in self.evaluate().items()})
-        while self.iteration < t.iterations:
-            metrics = self.train_step()
-            if t.eval_every and self.iteration % t.eval_every == 0 and self.iteration < t.iterations:
-                metrics.update({f"eval/{k}": v for k, v in self.evaluate().items()})
-            if self.iteration == t.iterations:
-                metrics.update({f"eval/{k}": v for k, v in self.evaluate().items()})
-                final = metrics
-            self._log(self.iteration, metrics)
-            if on_iteration is not None:
-                on_iteration(self.iteration, metrics)
-            if self.iteration % t.checkpoint_every == 0 or self.iteration == t.iterations:
-                self.save()
-        return final
+        return fit_loop(self, on_iteration)
 
     def _log(self, step: int, metrics: dict[str, float]) -> None:
-        if self.sink is not None and metrics:
-            self.sink.log(step, {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and math.isfinite(v)})
+        log_finite(self.sink, step, metrics)
+
+
+def log_finite(sink: MetricsSink | None, step: int, metrics: dict[str, float]) -> None:
+    if sink is not None and metrics:
+        sink.log(step, {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and math.isfinite(v)})
+
+
+def rollout_seed(seed: int, iteration: int, shard: int = 0) -> int:
+    """The rollout seed of one shard of one iteration. Shard 0 is the whole batch of the
+    in-process trainer, so one Ray worker reproduces it exactly; other shards are offset far
+    enough that no (iteration, shard) pair shares a seed with another."""
+    return seed * 1_000_003 + iteration + shard * 100_000_007
+
+
+class TrainingBackend(Protocol):
+    """What `fit_loop` drives: `RLTrainer` in-process, or `RayTrainer` over Ray actors."""
+
+    cfg: ExperimentConfig
+    iteration: int
+    eval_samples: list[dict[str, Any]]
+
+    def train_step(self) -> dict[str, float]: ...
+    def evaluate(self, greedy: bool = True) -> dict[str, float]: ...
+    def save(self) -> Path: ...
+    def _log(self, step: int, metrics: dict[str, float]) -> None: ...
+
+
+def fit_loop(trainer: TrainingBackend, on_iteration: Any = None) -> dict[str, float]:
+    """Iterations with evaluation, logging and checkpoints on schedule; returns the final metrics."""
+    t = trainer.cfg.train
+    final: dict[str, float] = {}
+    if trainer.iteration == 0 and trainer.eval_samples:
+        trainer._log(0, {f"eval/{k}": v for k, v in trainer.evaluate().items()})
+    while trainer.iteration < t.iterations:
+        metrics = trainer.train_step()
+        if t.eval_every and trainer.iteration % t.eval_every == 0 and trainer.iteration < t.iterations:
+            metrics.update({f"eval/{k}": v for k, v in trainer.evaluate().items()})
+        if trainer.iteration == t.iterations:
+            metrics.update({f"eval/{k}": v for k, v in trainer.evaluate().items()})
+            final = metrics
+        trainer._log(trainer.iteration, metrics)
+        if on_iteration is not None:
+            on_iteration(trainer.iteration, metrics)
+        if trainer.iteration % t.checkpoint_every == 0 or trainer.iteration == t.iterations:
+            trainer.save()
+    return final

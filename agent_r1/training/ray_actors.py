@@ -1,0 +1,115 @@
+"""The two Ray actors of distributed training, as plain classes (testable without Ray).
+
+- `Learner` holds an in-process `RLTrainer` (policy, reference, critic, optimisers, the prompt
+  sampler, checkpoints) and does the learner's half of each iteration with `RLTrainer.learn`.
+- `RolloutWorker` holds a generation engine, the env and its own retriever; it rolls out one
+  shard of an iteration's prompts with the seed of that (iteration, shard), so a shard rolled
+  out again (after the worker died) gives the same trajectories.
+
+`ray_trainer.py` wraps them with `ray.remote` and coordinates; nothing here imports Ray at the
+top level.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from agent_r1.config import ExperimentConfig
+from agent_r1.trajectory import Trajectory
+
+
+class Learner:
+    """Builds the run like `agent-r1 train` does (data, index, policy, resume) and trains it."""
+
+    def __init__(self, cfg: ExperimentConfig, resume: bool = False):
+        from agent_r1.retrieval.base import open_index
+        from agent_r1.training.run import prepare_run
+        from agent_r1.training.setup import make_env_factory, set_threads
+        from agent_r1.training.trainer import RLTrainer
+
+        set_threads(cfg.train.threads)
+        parts = prepare_run(cfg, resume)
+        self.cfg = cfg
+        self.index_dir = str(parts.index_dir)
+        self.retriever = open_index(parts.index_dir)  # the learner evaluates in-process
+        self.trainer = RLTrainer(cfg, parts.model, parts.tokenizer, make_env_factory(cfg, self.retriever),
+                                 parts.train_samples, parts.eval_samples, sink=None, reference=parts.reference)
+        self.resumed_from = str(parts.latest) if parts.latest is not None else None
+        if parts.latest is not None:
+            self.trainer.load(parts.latest)
+        self.version = 0  # bumped by every update; rollout workers compare it with theirs
+
+    def info(self) -> dict[str, Any]:
+        return {"iteration": self.trainer.iteration, "version": self.version, "index_dir": self.index_dir,
+                "resumed_from": self.resumed_from, "eval_samples": self.trainer.eval_samples, "pid": os.getpid()}
+
+    def policy(self) -> tuple[Any, Any, int]:
+        """(model, tokenizer, version): what a rollout worker is built from (a snapshot)."""
+        return self.trainer.model, self.trainer.tokenizer, self.version
+
+    def tokenizer(self) -> Any:
+        return self.trainer.tokenizer
+
+    def weights(self) -> dict[str, Any]:
+        """The policy's state dict on CPU; put once in the object store, read by every worker."""
+        return {k: v.detach().cpu() for k, v in self.trainer.model.state_dict().items()}
+
+    def next_prompts(self) -> list[dict[str, Any]]:
+        return self.trainer.sampler.next_batch(self.cfg.train.prompts_per_iter)
+
+    def learn(self, trajs: list[Trajectory], rollout_s: float) -> tuple[dict[str, float], int]:
+        metrics = self.trainer.learn(trajs, rollout_s)
+        self.version += 1
+        return metrics, self.version
+
+    def evaluate(self, greedy: bool = True) -> dict[str, float]:
+        return self.trainer.evaluate(greedy=greedy)
+
+    def save(self) -> str:
+        return str(self.trainer.save())
+
+    def close(self) -> None:
+        self.retriever.close()
+
+
+class RolloutWorker:
+    """A generation engine + env + retriever; rolls out shards with the learner's latest weights."""
+
+    def __init__(self, cfg: ExperimentConfig, index_dir: str, policy: tuple[Any, Any, int], threads: int = 1):
+        from agent_r1.retrieval.base import open_index
+        from agent_r1.rollout.chat import ChatCodec
+        from agent_r1.rollout.vllm_engine import select_engine
+        from agent_r1.training.setup import make_env_factory, set_threads
+
+        set_threads(threads)
+        model, tokenizer, self.version = policy
+        self.cfg = cfg
+        self.retriever = open_index(index_dir)  # tantivy opens read-only in many processes
+        self.make_env = make_env_factory(cfg, self.retriever)
+        self.codec = ChatCodec(tokenizer)
+        self.engine = select_engine(model, tokenizer, cfg.ray.engine)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def load_weights(self, weights: dict[str, Any]) -> None:
+        if hasattr(self.engine, "load_weights"):  # an engine holding its own copy (vLLM)
+            self.engine.load_weights(weights)
+        else:
+            self.engine.model.load_state_dict(weights)
+
+    def rollout(self, samples: list[dict[str, Any]], iteration: int, shard: int, version: int,
+                weights_box: list[Any]) -> list[Trajectory]:
+        """Rolls out `samples` with weights `version`. `weights_box` holds the ObjectRef of those
+        weights inside a list, so Ray does not fetch them unless this worker's copy is stale."""
+        from agent_r1.rollout.loop import run_rollout
+        from agent_r1.training.trainer import rollout_seed
+
+        if version != self.version:
+            import ray
+
+            self.load_weights(ray.get(weights_box[0]))
+            self.version = version
+        return run_rollout(self.engine, self.codec, self.make_env, samples, self.cfg.rollout, self.cfg.reward,
+                           seed=rollout_seed(self.cfg.seed, iteration, shard))

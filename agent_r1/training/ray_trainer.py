@@ -1,0 +1,249 @@
+"""The Ray backend: the in-process trainer's iteration, with rollouts spread over Ray actors.
+
+A thin adapter over `RLTrainer` (the reference): one `Learner` actor holds the trainer (policy,
+reference, critic, optimisers, sampler, checkpoints); N `RolloutWorker` actors hold an engine
+and the env with its own retriever. Each iteration the driver
+
+1. asks the learner for the iteration's prompts (the sampler lives with the learner);
+2. splits them into N contiguous shards; worker k rolls out shard k with the seed of
+   (seed, iteration, k). Shard 0 of one worker is the in-process trainer's whole batch with its
+   seed, so one worker reproduces the in-process run exactly;
+3. weights travel through the object store, put once per learner version, and a worker reads
+   them only when its copy is older;
+4. a worker that dies mid-iteration is restarted by Ray (`ray.max_restarts`) and its shard is
+   rolled out again, with the same seed: no prompt is lost or rolled out twice;
+5. the gathered trajectories (in shard order) go to the learner for `RLTrainer.learn`.
+
+The loop (evaluation, logging, checkpoints) is `fit_loop`, shared with the in-process trainer.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agent_r1.config import ExperimentConfig, RayConfig
+from agent_r1.trajectory import Trajectory
+from agent_r1.training.metrics_log import JsonlMetrics, MetricsSink
+from agent_r1.training.trainer import fit_loop, log_finite
+
+log = logging.getLogger(__name__)
+
+# Ray's socket paths (<temp>/session_<date>_<pid>/sockets/plasma_store) must fit in 107 bytes
+MAX_TEMP_DIR_CHARS = 40
+
+
+def ray_temp_dir(rc: RayConfig) -> str:
+    """`ray.temp_dir`, else `.ray` in the working directory (the project), else a short /tmp path."""
+    if rc.temp_dir:
+        return str(Path(rc.temp_dir).resolve())
+    inside = Path.cwd() / ".ray"
+    if len(str(inside)) <= MAX_TEMP_DIR_CHARS:
+        return str(inside)
+    return f"/tmp/agent-r1-ray-{os.getuid()}"
+
+
+def init_ray(rc: RayConfig) -> bool:
+    """Connects to `ray.address`, or starts a local Ray bound to 127.0.0.1 with token auth off and
+    its temp files in the project. Returns True if this call initialised Ray (so the caller shuts
+    it down), False if Ray was already up in this process."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no network calls home
+    if rc.address:
+        ray.init(address=rc.address)
+        return True
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local, single-user Ray: no token file in ~/.ray
+    needed = math.ceil(rc.learner_cpus + rc.num_workers * rc.cpus_per_worker)
+    # the learner and the workers take turns (rollout, then update), so logical CPUs may exceed cores
+    num_cpus = rc.num_cpus or max(os.cpu_count() or 1, needed)
+    ray.init(num_cpus=num_cpus, include_dashboard=False, _temp_dir=ray_temp_dir(rc),
+             _node_ip_address="127.0.0.1", configure_logging=False)
+    return True
+
+
+def split_shards(samples: list[dict[str, Any]], n: int) -> list[list[dict[str, Any]]]:
+    """Contiguous, near-equal shards (the first ones one longer), in order; some may be empty."""
+    size, extra = divmod(len(samples), n)
+    out, start = [], 0
+    for k in range(n):
+        end = start + size + (1 if k < extra else 0)
+        out.append(samples[start:end])
+        start = end
+    return out
+
+
+class RayTrainer:
+    """The `TrainingBackend` over Ray actors: `train_step`, `evaluate`, `save`, `fit`, `close`.
+
+    `after_submit(iteration)`, if given, is called once the iteration's rollout tasks are
+    submitted and before they are gathered (tests use it to kill a worker mid-iteration).
+    """
+
+    def __init__(self, cfg: ExperimentConfig, resume: bool = False, sink: MetricsSink | None = None,
+                 after_submit: Callable[[int], None] | None = None):
+        import ray
+
+        from agent_r1.training.ray_actors import Learner, RolloutWorker
+
+        self.cfg, self.sink, self.after_submit = cfg, sink, after_submit
+        rc = cfg.ray
+        self._owns_ray = init_ray(rc)
+        self.learner = None
+        self.workers: list[Any] = []
+        try:
+            # the learner is not restarted: its state is the run's; resume from a checkpoint instead
+            self.learner = ray.remote(Learner).options(num_cpus=rc.learner_cpus, max_restarts=0).remote(cfg, resume)
+            info = ray.get(self.learner.info.remote())
+            self.iteration: int = info["iteration"]
+            self.version: int = info["version"]
+            self.eval_samples: list[dict[str, Any]] = info["eval_samples"]
+            self.resumed_from: str | None = info["resumed_from"]
+            policy = self.learner.policy.remote()  # a snapshot, kept by Ray to rebuild a restarted worker
+            threads = max(1, round(rc.cpus_per_worker))
+            worker_cls = ray.remote(RolloutWorker).options(
+                num_cpus=rc.cpus_per_worker, num_gpus=rc.gpus_per_worker,
+                max_restarts=rc.max_restarts, max_task_retries=0)  # the driver re-submits, with fresh weights
+            self.workers = [worker_cls.remote(cfg, info["index_dir"], policy, threads) for _ in range(rc.num_workers)]
+            ray.get([w.pid.remote() for w in self.workers])  # fail here, not mid-iteration
+        except BaseException:
+            self.close()
+            raise
+        self._weights: tuple[int, Any] = (self.version, None)  # (version, ObjectRef) in the object store
+        self._tokenizer: Any = None
+        self.worker_failures = 0
+        self.last_trajectories: list[Trajectory] = []
+
+    # --- one iteration ------------------------------------------------------------------------
+    def _weights_box(self) -> tuple[int, list[Any]]:
+        """The current weights' ObjectRef, put once per learner version (never pulled into the driver)."""
+        version, ref = self._weights
+        if ref is None or version != self.version:
+            ref = self.learner.weights.remote()
+            self._weights = (self.version, ref)
+        return self.version, [ref]
+
+    def rollout(self, samples: list[dict[str, Any]]) -> list[Trajectory]:
+        """Rolls out `samples` over the workers; the trajectories come back in prompt order."""
+        import ray
+        from ray.exceptions import RayActorError
+
+        shards = split_shards(samples, len(self.workers))
+        version, box = self._weights_box()
+        pending: dict[Any, int] = {}
+        for k, shard in enumerate(shards):
+            if shard:
+                pending[self.workers[k].rollout.remote(shard, self.iteration, k, version, box)] = k
+        if self.after_submit is not None:
+            self.after_submit(self.iteration)
+        results: dict[int, list[Trajectory]] = {}
+        retries = [0] * len(shards)
+        while pending:
+            [ref], _ = ray.wait(list(pending), num_returns=1)
+            k = pending.pop(ref)
+            try:
+                results[k] = ray.get(ref)
+            except RayActorError as err:  # the worker died (or is unreachable): roll its shard out again
+                retries[k] += 1
+                self.worker_failures += 1
+                if retries[k] > self.cfg.ray.max_restarts:
+                    raise RuntimeError(f"rollout worker {k} failed {retries[k]} times at iteration {self.iteration} "
+                                       f"(last error: {err}); check the worker logs under the Ray temp dir, or "
+                                       f"raise ray.max_restarts") from err
+                log.warning("rollout worker %d died at iteration %d (%s); rolling its shard out again",
+                            k, self.iteration, type(err).__name__)
+                pending[self.workers[k].rollout.remote(shards[k], self.iteration, k, version, box)] = k
+        return [t for k in range(len(shards)) for t in results.get(k, [])]
+
+    def train_step(self) -> dict[str, float]:
+        import ray
+
+        t0 = time.perf_counter()
+        samples = ray.get(self.learner.next_prompts.remote())
+        trajs = self.rollout(samples)
+        rollout_s = time.perf_counter() - t0
+        metrics, self.version = ray.get(self.learner.learn.remote(trajs, rollout_s))
+        self.iteration += 1
+        self.last_trajectories = trajs
+        every = self.cfg.train.log_trajectories_every
+        if every and self.iteration % every == 0 and hasattr(self.sink, "log_trajectories"):
+            self.sink.log_trajectories(self.iteration, trajs, self.tokenizer)
+        metrics["ray/workers"] = float(len(self.workers))
+        metrics["ray/worker_failures"] = float(self.worker_failures)
+        return metrics
+
+    # --- the rest of the TrainingBackend ---------------------------------------------------------
+    @property
+    def tokenizer(self) -> Any:
+        if self._tokenizer is None:
+            import ray
+
+            self._tokenizer = ray.get(self.learner.tokenizer.remote())
+        return self._tokenizer
+
+    def evaluate(self, greedy: bool = True) -> dict[str, float]:
+        import ray
+
+        return ray.get(self.learner.evaluate.remote(greedy))
+
+    def save(self) -> Path:
+        import ray
+
+        return Path(ray.get(self.learner.save.remote()))
+
+    def fit(self, on_iteration: Any = None) -> dict[str, float]:
+        return fit_loop(self, on_iteration)
+
+    def _log(self, step: int, metrics: dict[str, float]) -> None:
+        log_finite(self.sink, step, metrics)
+
+    def worker_pids(self) -> list[int]:
+        import ray
+
+        return ray.get([w.pid.remote() for w in self.workers])
+
+    def close(self) -> None:
+        """Stops the actors, and Ray itself if this trainer started it."""
+        import ray
+
+        if self.learner is not None:
+            try:
+                ray.get(self.learner.close.remote(), timeout=30)
+            except Exception:  # noqa: BLE001  closing must not hide the error that got us here
+                pass
+        for actor in [*self.workers, self.learner]:
+            if actor is not None:
+                ray.kill(actor)
+        self.workers, self.learner = [], None
+        if self._owns_ray:
+            ray.shutdown()
+            self._owns_ray = False
+
+    def __enter__(self) -> "RayTrainer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def run_train_ray(cfg: ExperimentConfig, resume: bool = False, sink: Any = None,
+                  on_iteration: Any = None) -> dict[str, Any]:
+    """`agent-r1 train` with `ray.enabled`: the same run as `run_train`, on Ray actors."""
+    from agent_r1.training.run import finish_run
+
+    out = Path(cfg.train.out_dir)
+    with RayTrainer(cfg, resume=resume) as trainer:
+        if trainer.resumed_from:
+            print(f"resumed from {trainer.resumed_from} at iteration {trainer.iteration}")
+        trainer.sink = sink or JsonlMetrics(out / "metrics.jsonl",
+                                            resume_from_step=trainer.iteration + 1 if trainer.resumed_from else None)
+        final = trainer.fit(on_iteration=on_iteration)
+        iterations = trainer.iteration
+    return finish_run(out, iterations, final)

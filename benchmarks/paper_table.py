@@ -1,0 +1,317 @@
+"""The Agent-R1 paper's comparison tables at CPU scale (a LONG benchmark; `--micro` is the CI smoke).
+
+From ONE SFT warm start on the synthetic multi-hop world (tantivy search, a small Llama built here):
+1. Baselines from that warm start: `direct` (no retrieval), `rag` (naive RAG: top-k docs with the
+   question, one turn) and `agent` (multi-turn tool use, no RL).
+2. RL from the warm start with PPO (gae + critic), GRPO, REINFORCE++, REINFORCE++-baseline and RLOO,
+   all with the same budget (iterations x prompts x samples); then the paper's ablations on PPO:
+   loss mask off, advantage mask off, process reward on (retrieval hit 0.2) vs off.
+3. Greedy evaluation of every model, agent mode, in-domain (synthetic test split: one-hop and bridge
+   questions about people never seen in training) and out-of-domain (comparison questions, a type
+   never trained on, over the same unseen people; same corpus and index).
+4. The same harness on the shared real data: HotpotQA dev (its own 3,952-paragraph corpus, tantivy)
+   and 2Wiki / MuSiQue / Bamboogle questions over that corpus (out-of-domain), for the warm start in
+   the three modes and the best RL model in agent mode. With ~1M-parameter local models trained only
+   on the synthetic world these scores are near zero: they check the harness, not the method.
+
+Writes benchmarks/results/paper_table.md and .json (EM per method and dataset, F1 / substring EM
+beside it, wall time, config hash).
+
+    python benchmarks/paper_table.py                      # full (hours on 2 CPU cores)
+    python benchmarks/paper_table.py --iterations 12 --eval-n 100 --real-n 100   # reduced
+    python benchmarks/paper_table.py --micro --work /tmp/pt   # CI smoke: tiny model, 2 RL methods
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from agent_r1.config import load_config  # noqa: E402
+from agent_r1.evaluation.harness import evaluate_model, format_table, load_question_set  # noqa: E402
+from agent_r1.training.run import run_train  # noqa: E402
+from agent_r1.training.setup import build_index, ensure_data, ensure_index, load_samples, set_threads  # noqa: E402
+from agent_r1.training.sft import run_sft  # noqa: E402
+
+SHARED_DATA = ROOT.parent / "shared" / "data"
+REAL_SETS = {  # name -> path under shared/data; all searched over the HotpotQA corpus
+    "hotpotqa": "hotpotqa/hotpotqa_dev_distractor_400.jsonl",
+    "2wiki": "2wiki.questions.jsonl",
+    "musique": "musique.questions.jsonl",
+    "bamboogle": "bamboogle.questions.jsonl",
+}
+
+# name -> (label, overrides on top of the base config); every run starts from the same warm start
+METHODS: dict[str, tuple[str, dict[str, Any]]] = {
+    "ppo": ("PPO (GAE + critic)", {"algo.adv_estimator": "gae", "algo.lam": 0.95}),
+    "grpo": ("GRPO", {"algo.adv_estimator": "grpo"}),
+    "reinforce_pp": ("REINFORCE++", {"algo.adv_estimator": "reinforce_pp"}),
+    "reinforce_pp_baseline": ("REINFORCE++-baseline", {"algo.adv_estimator": "reinforce_pp_baseline"}),
+    "rloo": ("RLOO", {"algo.adv_estimator": "rloo"}),
+    "ppo_loss_mask_off": ("PPO, loss mask off", {"algo.adv_estimator": "gae", "algo.lam": 0.95,
+                                                 "algo.loss_mask": False}),
+    "ppo_adv_mask_off": ("PPO, advantage mask off", {"algo.adv_estimator": "gae", "algo.lam": 0.95,
+                                                     "algo.advantage_mask": False}),
+    "ppo_process_on": ("PPO + process reward (retrieval hit 0.2)",
+                       {"algo.adv_estimator": "gae", "algo.lam": 0.95, "reward.retrieval_hit_reward": 0.2}),
+    "ppo_process_off": ("PPO, process reward off (switch)",
+                        {"algo.adv_estimator": "gae", "algo.lam": 0.95, "reward.retrieval_hit_reward": 0.2,
+                         "reward.process_reward": False}),
+}
+BASELINES = {"direct": "Direct answer (no retrieval)", "rag": "Naive RAG (top-k in prompt, one turn)",
+             "agent": "Agent, SFT warm start (no RL)"}
+MICRO_METHODS = ("ppo", "grpo")
+
+
+def config_hash(obj: Any) -> str:
+    return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def base_overrides(work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The learning benchmark's setup (same world, model size, SFT recipe), in our own work dir."""
+    base = {
+        "data.dir": str(work / "data"), "search.index_dir": str(work / "index"),
+        "data.question_types": ["one_hop", "bridge"], "sft.out_dir": str(work / "sft"),
+        "sft.steps": args.sft_steps, "sft.guess_fraction": args.guess_fraction, "train.threads": args.threads,
+        "train.iterations": args.iterations, "train.prompts_per_iter": args.prompts_per_iter,
+        "rollout.n_samples": args.n_samples, "env.format_instructions": False, "train.eval_every": 0,
+        "train.eval_size": args.eval_n, "train.checkpoint_every": 1000, "train.log_trajectories_every": 0,
+    }
+    if args.micro:
+        base.update({"model.hidden_size": 32, "model.num_layers": 1, "model.num_heads": 2,
+                     "model.intermediate_size": 64, "model.vocab_size": 300, "data.n_people": 60,
+                     "sft.batch_size": 8, "train.minibatch_size": 8, "train.ppo_epochs": 1,
+                     "rollout.max_turns": 3, "rollout.max_tokens_per_turn": 24})
+    return base
+
+
+def write_ood_questions(cfg, work: Path) -> Path:
+    """Comparison questions over the test people: a question type never trained on. The world is
+    generated with all types from the same seed; the corpus must equal the training world's."""
+    from agent_r1.data.synthetic import SyntheticConfig, generate_world
+
+    world = generate_world(SyntheticConfig(seed=cfg.seed, n_people=cfg.data.n_people,
+                                           question_types=("one_hop", "bridge", "comparison")))
+    corpus = (Path(cfg.data.dir) / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
+    if [json.loads(line) for line in corpus] != [d.to_dict() for d in world.documents]:
+        raise RuntimeError("the out-of-domain world's corpus differs from the training world's")
+    rows = [q.to_dict() for q in world.splits["test"] if q.type == "comparison"]
+    out = work / "ood" / "comparison_test.jsonl"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return out
+
+
+def real_index(work: Path) -> Path | None:
+    """The HotpotQA-400 corpus (union of its context paragraphs) indexed with tantivy, built once."""
+    from agent_r1.data.corpus import build_corpus_from_hotpotqa
+
+    src = SHARED_DATA / REAL_SETS["hotpotqa"]
+    if not src.exists():
+        return None
+    index_dir = work / "hotpotqa_index"
+    if not (index_dir / "retriever.json").exists():
+        corpus = work / "hotpotqa_corpus.jsonl"
+        corpus.write_text("".join(json.dumps(d.to_dict()) + "\n" for d in build_corpus_from_hotpotqa(src)),
+                          encoding="utf-8")
+        build_index(corpus, index_dir, "tantivy")
+    return index_dir
+
+
+def evaluate_synthetic(model: Path, cfg, sets: dict[str, list[dict]], modes: list[str]) -> dict[str, Any]:
+    return evaluate_model(model, cfg, sets, modes, index_dir=cfg.search.index_dir)
+
+
+def run_method(name: str, base: dict[str, Any], warm: Path, work: Path, sets: dict[str, list[dict]]) -> dict[str, Any]:
+    label, over = METHODS[name]
+    cfg = load_config(None, {**base, **over, "train.init_from": str(warm), "train.out_dir": str(work / "runs" / name)})
+    start = time.perf_counter()
+    curve: list[dict[str, float]] = []
+    result = run_train(cfg, on_iteration=lambda it, m: curve.append(
+        {"iteration": it, "reward_mean": m["reward_mean"], "em": m["em"]}))
+    train_s = time.perf_counter() - start
+    final = sorted((work / "runs" / name / "checkpoints").glob("iter_*"))[-1]
+    report = evaluate_synthetic(final, cfg, sets, ["agent"])
+    return {"label": label, "overrides": over, "config_hash": config_hash(cfg.to_dict()), "checkpoint": str(final),
+            "iterations": result["iterations"], "train_seconds": round(train_s, 1),
+            "wall_seconds": round(time.perf_counter() - start, 1), "metrics": report["results"]["agent"],
+            "train_curve": curve}
+
+
+def em_cell(metrics: dict[str, Any], ds: str) -> str:
+    s = metrics.get(ds)
+    return f"{s['em']:.1f}" if s else "-"
+
+
+def render_markdown(res: dict[str, Any]) -> str:
+    ds_names = list(res["datasets"])
+    id_ds = ds_names[0]
+    lines = [
+        "# Paper table at CPU scale (synthetic multi-hop world)",
+        "",
+        f"Command: `{res['command']}`  ",
+        f"Config hash: `{res['config_hash']}`; total wall time {res['wall_seconds'] / 60:.1f} min on "
+        f"{res['machine']['cpus']} CPU threads; model {res['model_params'] / 1e6:.2f}M parameters; "
+        f"greedy decoding.  ",
+        f"RL budget per method: {res['budget']['iterations']} iterations x {res['budget']['prompts_per_iter']} "
+        f"prompts x {res['budget']['n_samples']} samples, from one SFT warm start "
+        f"({res['budget']['sft_steps']} steps, guess fraction {res['budget']['guess_fraction']}).  ",
+        f"Datasets: `{id_ds}` = in-domain ({res['datasets'][id_ds]} questions), "
+        + ", ".join(f"`{d}` = out-of-domain ({res['datasets'][d]} questions)" for d in ds_names[1:]) + ".",
+        "",
+        "EM (exact match, %); F1 and substring EM are in the JSON and in the detail table, never blended.",
+        "",
+        "| method | " + " | ".join(f"EM {d}" for d in ds_names) + f" | F1 {id_ds} | tool calls/q {id_ds} | wall s |",
+        "|---|" + "---|" * (len(ds_names) + 3),
+    ]
+    for key, row in res["baselines"].items():
+        m = row["metrics"]
+        lines.append(f"| {row['label']} | " + " | ".join(em_cell(m, d) for d in ds_names)
+                     + f" | {m[id_ds]['f1']:.1f} | {m[id_ds]['tool_calls_per_question']:.2f} | {row['wall_seconds']:.0f} |")
+    for key, row in res["methods"].items():
+        m = row["metrics"]
+        lines.append(f"| {row['label']} | " + " | ".join(em_cell(m, d) for d in ds_names)
+                     + f" | {m[id_ds]['f1']:.1f} | {m[id_ds]['tool_calls_per_question']:.2f} | {row['wall_seconds']:.0f} |")
+    if res.get("real"):
+        real = res["real"]
+        lines += ["", "## Shared real data (same harness; tiny local model, so near-zero scores are expected)", "",
+                  f"Index: HotpotQA dev-distractor 400 corpus ({real['num_docs']} paragraphs, tantivy); 2Wiki, MuSiQue "
+                  f"and Bamboogle are searched over that same corpus (out-of-domain). First {real['n']} questions "
+                  "of each file.", "",
+                  ]
+        first = format_table(next(iter(real["reports"].values()))).splitlines()
+        lines += ["| model " + first[0], "|---" + first[1]]
+        for model_name, report in real["reports"].items():
+            lines += [f"| {model_name} " + line for line in format_table(report).splitlines()[2:]]
+    lines += ["", "## Detail (in-domain and out-of-domain, every method)", ""]
+    detail = {"results": {}}
+    for row in list(res["baselines"].values()) + list(res["methods"].values()):
+        detail["results"][row["label"]] = row["metrics"]
+    lines += [format_table(detail).replace("| mode |", "| method |", 1), ""]
+    return "\n".join(lines)
+
+
+def model_params(path: Path) -> int:
+    from agent_r1.models.build import load_model
+
+    model, _ = load_model(path)
+    return sum(p.numel() for p in model.parameters())
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--micro", action="store_true", help="CI smoke: tiny model, 5 SFT steps, 1 iteration, "
+                                                         f"n=4, RL methods {MICRO_METHODS} only")
+    ap.add_argument("--work", default=None, help="work folder (default benchmarks/.work/paper_table[_micro])")
+    ap.add_argument("--results-dir", default=None,
+                    help="where paper_table.{md,json} go (default benchmarks/results; --micro: WORK/results)")
+    ap.add_argument("--methods", default=None, help=f"comma list of {list(METHODS)}")
+    ap.add_argument("--iterations", type=int, default=None)
+    ap.add_argument("--prompts-per-iter", type=int, default=16)
+    ap.add_argument("--n-samples", type=int, default=4)
+    ap.add_argument("--sft-steps", type=int, default=None)
+    ap.add_argument("--guess-fraction", type=float, default=0.6)
+    ap.add_argument("--eval-n", type=int, default=None, help="questions per synthetic eval set")
+    ap.add_argument("--real-n", type=int, default=None, help="questions per real data set (0: skip real data)")
+    ap.add_argument("--warm-start", default=None, help="reuse this SFT model folder instead of training one "
+                                                       "(it must come from the same data and model config)")
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args(argv)
+    micro = args.micro
+    args.iterations = args.iterations or (1 if micro else 60)
+    args.sft_steps = args.sft_steps or (5 if micro else 500)
+    args.eval_n = args.eval_n or (4 if micro else 200)
+    args.real_n = (2 if micro else 400) if args.real_n is None else args.real_n
+    if micro:
+        args.prompts_per_iter, args.n_samples = 4, 2
+    methods = (args.methods or ",".join(MICRO_METHODS if micro else METHODS)).split(",")
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        ap.error(f"unknown method(s) {unknown}; choose from {list(METHODS)}")
+    work = Path(args.work or ROOT / "benchmarks" / ".work" / ("paper_table_micro" if micro else "paper_table"))
+    results_dir = Path(args.results_dir or (work / "results" if micro else ROOT / "benchmarks" / "results"))
+    results_dir.mkdir(parents=True, exist_ok=True)
+    t_start = time.perf_counter()
+
+    base = base_overrides(work, args)
+    cfg = load_config(None, base)
+    set_threads(args.threads)
+    data_dir = ensure_data(cfg)
+    ensure_index(cfg, data_dir)
+    warm = Path(args.warm_start) if args.warm_start else work / "sft" / "model"
+    sft_s = 0.0
+    if not warm.exists():
+        t0 = time.perf_counter()
+        warm = run_sft(cfg)
+        sft_s = time.perf_counter() - t0
+    sets = {"synthetic_test": load_samples(data_dir / cfg.data.eval_file, args.eval_n),
+            "synthetic_comparison_ood": load_samples(write_ood_questions(cfg, work), args.eval_n)}
+
+    command = "python benchmarks/paper_table.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    res: dict[str, Any] = {
+        "command": command.strip(),
+        "machine": {"cpus": torch.get_num_threads(), "python": platform.python_version(), "torch": torch.__version__,
+                    "platform": platform.platform()},
+        "budget": {"iterations": args.iterations, "prompts_per_iter": args.prompts_per_iter,
+                   "n_samples": args.n_samples, "sft_steps": args.sft_steps, "guess_fraction": args.guess_fraction},
+        "base_config": base, "warm_start": str(warm), "sft_seconds": round(sft_s, 1),
+        "model_params": model_params(warm),
+        "datasets": {k: len(v) for k, v in sets.items()},
+        "baselines": {}, "methods": {}, "real": None,
+    }
+    res["config_hash"] = config_hash({"base": base, "methods": {m: METHODS[m][1] for m in methods},
+                                      "eval_n": args.eval_n, "real_n": args.real_n, "warm_start": str(warm)})
+
+    def save() -> None:
+        res["wall_seconds"] = round(time.perf_counter() - t_start, 1)
+        (results_dir / "paper_table.json").write_text(json.dumps(res, indent=1, default=str))
+        (results_dir / "paper_table.md").write_text(render_markdown(res))
+
+    for mode, label in BASELINES.items():
+        start = time.perf_counter()
+        report = evaluate_synthetic(warm, cfg, sets, [mode])
+        res["baselines"][mode] = {"label": label, "metrics": report["results"][mode],
+                                  "wall_seconds": round(time.perf_counter() - start, 1)}
+        print(f"{mode}: " + json.dumps({d: round(s["em"], 1) for d, s in report["results"][mode].items()}), flush=True)
+    save()
+    for name in methods:
+        res["methods"][name] = run_method(name, base, warm, work, sets)
+        print(f"{name}: " + json.dumps({d: round(s["em"], 1) for d, s in res["methods"][name]["metrics"].items()})
+              + f" ({res['methods'][name]['wall_seconds']:.0f}s)", flush=True)
+        save()
+
+    index_dir = real_index(work) if args.real_n else None
+    if index_dir is not None:
+        real_cfg = load_config(None, {**base, "search.index_dir": str(index_dir)})
+        real_sets = {name: load_question_set(SHARED_DATA / rel, args.real_n) for name, rel in REAL_SETS.items()
+                     if (SHARED_DATA / rel).exists()}
+        real = {"n": args.real_n, "num_docs": json.loads((index_dir / "retriever.json").read_text()).get("num_docs"),
+                "reports": {}}
+        start = time.perf_counter()
+        real["reports"]["SFT warm start"] = evaluate_model(warm, real_cfg, real_sets, ["direct", "rag", "agent"],
+                                                           index_dir=index_dir)
+        if res["methods"]:
+            best = max(res["methods"], key=lambda m: res["methods"][m]["metrics"]["synthetic_test"]["em"])
+            real["reports"][f"best RL ({best})"] = evaluate_model(Path(res["methods"][best]["checkpoint"]), real_cfg,
+                                                                  real_sets, ["agent"], index_dir=index_dir)
+        real["wall_seconds"] = round(time.perf_counter() - start, 1)
+        res["real"] = real
+        print(format_table(real["reports"]["SFT warm start"]), flush=True)
+    save()
+    print((results_dir / "paper_table.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
