@@ -54,7 +54,11 @@ def default_tracking_uri(project: str | Path | None = None) -> str:
     return f"sqlite:///{root / 'mlruns' / 'mlflow.db'}"
 
 
-def default_artifact_root(project: str | Path | None = None) -> str:
+def default_artifact_root(tracking_uri: str | None = None, project: str | Path | None = None) -> str:
+    """Next to a SQLite store (`<dir of mlflow.db>/artifacts`); otherwise `<project>/mlruns/artifacts`.
+    Used only for experiments this code creates on a local store; a server decides its own."""
+    if tracking_uri and tracking_uri.startswith("sqlite:///"):
+        return (Path(tracking_uri[len("sqlite:///"):]).parent / "artifacts").resolve().as_uri()
     root = Path(project).resolve() if project else project_dir()
     return (root / "mlruns" / "artifacts").as_uri()
 
@@ -468,7 +472,7 @@ class RunTracker:
             uri = tracking_uri or default_tracking_uri(project)
             buffer = Path(buffer_dir) if buffer_dir else Path(
                 os.environ.get("AGENT_R1_MLFLOW_BUFFER") or project / "mlruns" / "buffer")
-            self.channel = _Channel(uri, default_artifact_root(project), buffer, verbose)
+            self.channel = _Channel(uri, default_artifact_root(uri, project), buffer, verbose)
         self.name, self.experiment, self.parent = name, experiment, parent
         self.key = uuid.uuid4().hex
         self.closed = False
@@ -610,7 +614,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tracking-uri", default=None)
     args = p.parse_args(argv)
     buffer = Path(args.buffer or os.environ.get("AGENT_R1_MLFLOW_BUFFER") or project_dir() / "mlruns" / "buffer")
-    channel = _Channel(args.tracking_uri or default_tracking_uri(), default_artifact_root(), buffer)
+    uri = args.tracking_uri or default_tracking_uri()
+    channel = _Channel(uri, default_artifact_root(uri), buffer)
     if args.action == "flush":
         ok = channel.flush()
         print(json.dumps(channel.report(), indent=1))

@@ -94,9 +94,11 @@ def main() -> int:
     set_threads(cfg.train.threads)
     t0 = time.perf_counter()
     warm = work / "sft" / "model"
+    timing = work / "sft" / "sft_seconds.txt"
     if not warm.exists():
         run_sft(cfg)
-    sft_s = time.perf_counter() - t0
+        timing.write_text(f"{time.perf_counter() - t0:.1f}")
+    sft_s = float(timing.read_text()) if timing.exists() else None
     data_dir = ensure_data(cfg)
     ensure_index(cfg, data_dir)
     test = load_samples(data_dir / cfg.data.eval_file, cfg.train.eval_size)

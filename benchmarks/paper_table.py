@@ -166,7 +166,9 @@ def render_markdown(res: dict[str, Any]) -> str:
         f"greedy decoding.  ",
         f"RL budget per method: {res['budget']['iterations']} iterations x {res['budget']['prompts_per_iter']} "
         f"prompts x {res['budget']['n_samples']} samples, from one SFT warm start "
-        f"({res['budget']['sft_steps']} steps, guess fraction {res['budget']['guess_fraction']}).  ",
+        f"({res['budget']['sft_steps']} steps, guess fraction {res['budget']['guess_fraction']}; "
+        + (f"reused from `{res['warm_start']}`" if res.get("warm_start_reused")
+           else f"trained here in {res['sft_seconds']:.0f} s") + ").  ",
         f"Datasets: `{id_ds}` = in-domain ({res['datasets'][id_ds]} questions), "
         + ", ".join(f"`{d}` = out-of-domain ({res['datasets'][d]} questions)" for d in ds_names[1:]) + ".",
         "",
@@ -175,14 +177,11 @@ def render_markdown(res: dict[str, Any]) -> str:
         "| method | " + " | ".join(f"EM {d}" for d in ds_names) + f" | F1 {id_ds} | tool calls/q {id_ds} | wall s |",
         "|---|" + "---|" * (len(ds_names) + 3),
     ]
-    for key, row in res["baselines"].items():
+    for row in list(res["baselines"].values()) + list(res["methods"].values()):
         m = row["metrics"]
         lines.append(f"| {row['label']} | " + " | ".join(em_cell(m, d) for d in ds_names)
-                     + f" | {m[id_ds]['f1']:.1f} | {m[id_ds]['tool_calls_per_question']:.2f} | {row['wall_seconds']:.0f} |")
-    for key, row in res["methods"].items():
-        m = row["metrics"]
-        lines.append(f"| {row['label']} | " + " | ".join(em_cell(m, d) for d in ds_names)
-                     + f" | {m[id_ds]['f1']:.1f} | {m[id_ds]['tool_calls_per_question']:.2f} | {row['wall_seconds']:.0f} |")
+                     + f" | {m[id_ds]['f1']:.1f} | {m[id_ds]['tool_calls_per_question']:.2f}"
+                     + f" | {row['wall_seconds']:.0f} |")
     if res.get("real"):
         real = res["real"]
         lines += ["", "## Shared real data (same harness; tiny local model, so near-zero scores are expected)", "",
@@ -250,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     data_dir = ensure_data(cfg)
     ensure_index(cfg, data_dir)
     warm = Path(args.warm_start) if args.warm_start else work / "sft" / "model"
-    sft_s = 0.0
+    sft_s, warm_reused = 0.0, warm.exists()
     if not warm.exists():
         t0 = time.perf_counter()
         warm = run_sft(cfg)
@@ -265,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
                     "platform": platform.platform()},
         "budget": {"iterations": args.iterations, "prompts_per_iter": args.prompts_per_iter,
                    "n_samples": args.n_samples, "sft_steps": args.sft_steps, "guess_fraction": args.guess_fraction},
-        "base_config": base, "warm_start": str(warm), "sft_seconds": round(sft_s, 1),
+        "base_config": base, "warm_start": str(warm), "warm_start_reused": warm_reused,
+        "sft_seconds": round(sft_s, 1),
         "model_params": model_params(warm),
         "datasets": {k: len(v) for k, v in sets.items()},
         "baselines": {}, "methods": {}, "real": None,

@@ -12,7 +12,9 @@ class QASample:
 
     `supporting_titles` names the corpus documents that support the answer (used for
     retrieval recall and the retrieval process reward); `plan` is optional scripted-agent
-    guidance (a list of search queries) that the synthetic world provides for demonstrations.
+    guidance (a list of tool inputs, or {"name", "arguments"} calls) for demonstrations; `env`
+    is the sample's own env config (tools, budgets, reward settings; see envs/tool_env.py
+    `sample_env_config`), empty for the run's defaults.
     """
 
     id: str
@@ -23,9 +25,13 @@ class QASample:
     source: str = ""
     plan: list[str] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        row = asdict(self)
+        if not row["env"]:  # rows without their own env config stay as they were
+            del row["env"]
+        return row
 
     @classmethod
     def from_dict(cls, row: dict[str, Any]) -> "QASample":

@@ -1,7 +1,8 @@
 """Tool-call formats behind one interface: how actions are parsed and observations wrapped.
 
 - `tag`: Search-R1 style `<search>q</search>` / `<information>..</information>` /
-  `<answer>..</answer>`; observations are appended inline in the assistant turn.
+  `<answer>..</answer>`; observations are appended inline in the assistant turn. Any tool with
+  one string parameter gets its own tag (`<calculator>2 + 3</calculator>`).
 - `hermes`: Qwen/Hermes `<tool_call>{"name": .., "arguments": {..}}</tool_call>`; observations
   come back as a `tool` message, wrapped by the chat template, in `<tool_response>` tags.
 Both end an episode with `<answer>..</answer>`.
@@ -48,32 +49,73 @@ def _cap(calls: list[ToolCall], max_calls: int) -> tuple[list[ToolCall], int]:
 
 
 class TagFormat:
+    """One tag per tool, `<name>input</name>`; the tag body is the tool's one string parameter.
+
+    Built for a set of tools with `for_tools` (the default is search only, Search-R1 style).
+    A tool with more than one required parameter cannot be written this way: use `hermes`.
+    """
+
     name = "tag"
-    stop_strings = ("</search>", "</answer>")
     inline_observations = True
-    _SEARCH = re.compile(r"<search>(.*?)</search>", re.DOTALL)
+    RESERVED = ("answer", "information", "think")
+
+    def __init__(self, tools: dict[str, str] | None = None):
+        self.tools = dict(tools) if tools is not None else {"search": "query"}  # tag -> argument name
+        self.stop_strings = tuple(f"</{t}>" for t in self.tools) + ("</answer>",)
+        names = "|".join(re.escape(t) for t in self.tools)
+        self._call = re.compile(rf"<({names})>(.*?)</\1>", re.DOTALL) if self.tools else None
+
+    @classmethod
+    def for_tools(cls, tools: list) -> "TagFormat":
+        return cls({t.name: tag_argument(t) for t in tools})
 
     def parse(self, text: str, max_calls: int) -> ParsedAction:
         answer = _extract_answer(text)
         if answer is not None:
             return ParsedAction(answer=answer)
-        queries = [q.strip() for q in self._SEARCH.findall(text)]
-        calls = [
-            ToolCall("search", {"query": q}) if q else ToolCall("search", {}, error="empty search query")
-            for q in queries
-        ]
+        calls = []
+        for tag, body in (self._call.findall(text) if self._call else []):
+            body = body.strip()
+            if body:
+                calls.append(ToolCall(tag, {self.tools[tag]: body}))
+            else:
+                calls.append(ToolCall(tag, {}, error=f"empty {tag} {self.tools[tag]}"))
         calls, dropped = _cap(calls, max_calls)
         if not calls:
-            hint = "unclosed <search> tag" if "<search>" in text else "no action found"
-            return ParsedAction(error=f"{hint}: write <search>query</search> or <answer>answer</answer>")
+            unclosed = next((t for t in self.tools if f"<{t}>" in text), None)
+            hint = f"unclosed <{unclosed}> tag" if unclosed else "no action found"
+            return ParsedAction(error=f"{hint}: write {self._examples()} or <answer>answer</answer>")
         return ParsedAction(calls=calls, error=f"{dropped} extra call(s) ignored" if dropped else None)
+
+    def _examples(self) -> str:
+        return " or ".join(f"<{t}>{arg}</{t}>" for t, arg in self.tools.items()) or "<answer>answer</answer>"
 
     def wrap_observation(self, results: list[str]) -> str:
         return "".join(f"<information>{r}</information>" for r in results)
 
     def instructions(self, tool_names: list[str]) -> str:
-        return ("Answer the question. To search, write <search>query</search> and read the "
-                "<information> that follows. Give the final answer as <answer>answer</answer>.")
+        if list(self.tools) == ["search"]:
+            return ("Answer the question. To search, write <search>query</search> and read the "
+                    "<information> that follows. Give the final answer as <answer>answer</answer>.")
+        uses = "; ".join(f"<{t}>{arg}</{t}>" for t, arg in self.tools.items() if t in tool_names)
+        return (f"Answer the question. To use a tool, write {uses}, and read the <information> that "
+                "follows. Give the final answer as <answer>answer</answer>.")
+
+
+def tag_argument(tool) -> str:
+    """The one string parameter the tag body fills; a clear error when the tool has no such one."""
+    if tool.name in TagFormat.RESERVED or not re.fullmatch(r"[A-Za-z_][\w.-]*", tool.name):
+        raise ValueError(f"tool {tool.name!r} cannot be a tag in env.format=tag (reserved or not a tag "
+                         "name); use env.format=hermes")
+    props = tool.parameters.get("properties", {})
+    required = list(tool.parameters.get("required", []))
+    strings = [k for k, v in props.items() if v.get("type") == "string"]
+    candidates = [k for k in strings if k in required] if required else strings
+    if len(candidates) != 1 or any(r not in candidates for r in required):
+        raise ValueError(f"tool {tool.name!r} takes parameters {sorted(props)} (required {required}); "
+                         "env.format=tag passes the tag body as its one required string parameter. "
+                         "Use env.format=hermes for tools with several parameters")
+    return candidates[0]
 
 
 class HermesFormat:
@@ -115,6 +157,10 @@ class HermesFormat:
     def wrap_observation(self, results: list[str]) -> str:
         return "\n".join(f"<tool_response>\n{r}\n</tool_response>" for r in results)
 
+    @classmethod
+    def for_tools(cls, tools: list) -> "HermesFormat":
+        return cls()
+
     def instructions(self, tool_names: list[str]) -> str:
         return ("Answer the question. You may call the tools listed above inside <tool_call></tool_call> "
                 "tags. Give the final answer as <answer>answer</answer>.")
@@ -123,7 +169,8 @@ class HermesFormat:
 FORMATS: dict[str, type] = {"tag": TagFormat, "hermes": HermesFormat}
 
 
-def get_format(name: str) -> ToolCallFormat:
+def get_format(name: str, tools: list | None = None) -> ToolCallFormat:
+    """The format `name`; with `tools`, one that can write calls to each of them."""
     if name not in FORMATS:
         raise ValueError(f"unknown tool-call format {name!r}; choose one of {sorted(FORMATS)}")
-    return FORMATS[name]()
+    return FORMATS[name]() if tools is None else FORMATS[name].for_tools(tools)

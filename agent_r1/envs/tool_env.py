@@ -7,6 +7,7 @@ Stepping is split in two so the rollout can batch tool calls of all trajectories
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,42 @@ class EnvConfig:
     max_calls_per_turn: int = 4
     system_prompt: str = ""  # extra instructions prepended to the format's own
     format_instructions: bool = True  # False: tiny local models learn the format from demos alone
+    tools: list[str] = field(default_factory=lambda: ["search"])  # registered tool names (tools/registry.py)
+    tool_args: dict[str, dict[str, Any]] = field(default_factory=dict)  # tool name -> its factory's keyword args
+
+
+# What a dataset row's "env" mapping may set for its own episode (the format is fixed per run:
+# the rollout stops generation on its tags for the whole batch).
+SAMPLE_ENV_KEYS = ("tools", "max_calls_per_turn", "system_prompt", "format_instructions", "reward")
+
+
+def sample_env_config(sample: dict[str, Any], env: EnvConfig, reward: RewardConfig) -> tuple[EnvConfig, RewardConfig]:
+    """The run's env and reward configs with the sample's own `env` settings applied.
+
+    `sample["env"]` e.g. {"tools": ["calculator"], "max_calls_per_turn": 2, "reward": {"metric": "numeric"}}.
+    """
+    overrides = dict(sample.get("env") or {})
+    if not overrides:
+        return env, reward
+    where = f"sample {sample.get('id', '?')!r}: env"
+    unknown = sorted(set(overrides) - set(SAMPLE_ENV_KEYS))
+    if unknown:
+        fixed = " (the tool-call format is set per run by env.format)" if "format" in unknown else ""
+        raise ValueError(f"{where} has unknown key(s) {unknown}{fixed}; a sample may set {list(SAMPLE_ENV_KEYS)}")
+    reward_overrides = overrides.pop("reward", None) or {}
+    if "tools" in overrides:
+        tools = overrides["tools"]
+        if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
+            raise ValueError(f"{where}.tools must be a list of tool names, got {tools!r}")
+        missing = [t for t in tools if t not in env.tools]
+        if missing:
+            raise ValueError(f"{where}.tools asks for {missing}, which the run does not provide (env.tools = "
+                             f"{env.tools}); add them, e.g. --set env.tools=[{','.join(env.tools + missing)}]")
+    try:
+        reward = dataclasses.replace(reward, **reward_overrides) if reward_overrides else reward
+        return dataclasses.replace(env, **overrides), reward
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{where}: {err}") from None
 
 
 @dataclass
@@ -65,6 +102,13 @@ class ToolEnv:
             return StepOutput(observation=None, reward=0.0, done=True, answer=parsed.answer,
                               info={"tool_calls": 0, "valid_tool_calls": 0})
         texts = [r.text for r in results]
+        per_tool: dict[str, dict[str, float]] = {}
+        for call, r in zip(parsed.calls, results):
+            stat = per_tool.setdefault(call.name if call.name in self.runner.tools else "<invalid>",
+                                       {"calls": 0, "failures": 0, "seconds": 0.0})
+            stat["calls"] += 1
+            stat["failures"] += 0 if r.success else 1
+            stat["seconds"] += float(r.metadata.get("seconds", 0.0))
         if parsed.error:
             texts.append(f"Error: {parsed.error}")
         succeeded = [r for r in results if r.success]
@@ -76,6 +120,7 @@ class ToolEnv:
             "errors": [r.metadata.get("error", "tool") for r in results if not r.success]
             + (["parse"] if parsed.error else []),
             "retrieved_titles": titles,
+            "tools": per_tool,  # per tool: calls, failures, seconds (summed by tools.runner.tool_metrics)
         }
         return StepOutput(observation=self.fmt.wrap_observation(texts), reward=reward, done=False, info=info)
 

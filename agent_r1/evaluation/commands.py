@@ -42,11 +42,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     cfg = load_config(args.params, parse_overrides(args.overrides))
     set_threads(cfg.train.threads)
     modes = [m.strip() for m in args.mode.split(",") if m.strip()]
-    datasets = {name: load_question_set(path, args.limit) for name, path in parse_question_specs(args.questions).items()}
+    specs = parse_question_specs(args.questions)
+    datasets = {name: load_question_set(path, args.limit) for name, path in specs.items()}
     report = evaluate_model(args.model, cfg, datasets, modes, index_dir=args.index, greedy=not args.sample,
                             batch_size=args.batch_size, device=args.device,
                             keep_trajectories=bool(args.trajectories))
-    report["questions"] = {name: str(p) for name, p in parse_question_specs(args.questions).items()}
+    report["questions"] = {name: str(p) for name, p in specs.items()}
     print(format_table(report))
     print(f"({'greedy' if not args.sample else 'sampled'}; {report['wall_seconds']:.1f}s)")
     if args.json_out:

@@ -90,7 +90,8 @@ def _system_message(ctx: EvalContext, mode: str) -> list[dict[str, Any]]:
     return [{"role": "system", "content": system}]
 
 
-def _rag_prompt(ctx: EvalContext, sample: dict[str, Any], hits: list[Any], room_for_answer: int) -> tuple[list[int], bool]:
+def _rag_prompt(ctx: EvalContext, sample: dict[str, Any], hits: list[Any],
+                room_for_answer: int) -> tuple[list[int], bool]:
     """The prompt ids with the retrieved documents in the user message; documents are cut
     (halving the characters kept per document) until prompt + answer fit the token budget."""
     limit = ctx.cfg.rollout.max_total_tokens - room_for_answer

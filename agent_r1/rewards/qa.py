@@ -62,3 +62,26 @@ def substring_match(prediction: str, golds: str | Sequence[str]) -> float:
         (float(bool(g_n) and g_n in pred) for g_n in map(normalize_answer, _as_list(golds))),
         default=0.0,
     )
+
+
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
+
+
+def parse_number(text: str) -> float | None:
+    """The last number in `text` ("$1,204." -> 1204.0, "37 * 24 = 888" -> 888.0), or None."""
+    found = _NUMBER.findall(text or "")
+    if not found:
+        return None
+    try:
+        return float(found[-1].replace(",", ""))
+    except ValueError:
+        return None
+
+
+def numeric_match(prediction: str, golds: str | Sequence[str]) -> float:
+    """1.0 when the last number in the prediction equals a gold number (relative tolerance 1e-6)."""
+    pred = parse_number(prediction)
+    if pred is None:
+        return 0.0
+    return max((float(g is not None and abs(pred - g) <= 1e-6 * max(1.0, abs(g)))
+                for g in map(parse_number, _as_list(golds))), default=0.0)

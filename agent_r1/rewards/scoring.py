@@ -10,13 +10,29 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from agent_r1.rewards.qa import exact_match, f1_score, substring_match
+from agent_r1.rewards.qa import exact_match, f1_score, numeric_match, substring_match
 
-ANSWER_METRICS: dict[str, Callable[[str, Sequence[str]], float]] = {
+AnswerMetric = Callable[[str, Sequence[str]], float]
+ANSWER_METRICS: dict[str, AnswerMetric] = {
     "em": exact_match,
     "f1": f1_score,
     "substring": substring_match,
+    "numeric": numeric_match,  # the last number in the answer equals a gold number
 }
+
+
+def register_answer_metric(name: str) -> Callable[[AnswerMetric], AnswerMetric]:
+    """Decorator: `@register_answer_metric("my_metric") def score(answer, golds) -> float`;
+    then `reward.metric: my_metric` (or a sample's env {"reward": {"metric": "my_metric"}})."""
+
+    def wrap(fn: AnswerMetric) -> AnswerMetric:
+        if name in ANSWER_METRICS and ANSWER_METRICS[name] is not fn:
+            if getattr(ANSWER_METRICS[name], "__qualname__", None) != fn.__qualname__:
+                raise ValueError(f"answer metric {name!r} is already registered by {ANSWER_METRICS[name]!r}")
+        ANSWER_METRICS[name] = fn
+        return fn
+
+    return wrap
 
 
 @dataclass

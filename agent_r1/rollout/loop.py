@@ -112,12 +112,13 @@ def run_rollout(
             turn.observation_ids = obs_ids
             still.append(i)
         active = still
-    for traj in trajs:
+    for traj, env in zip(trajs, envs):
         if not traj.stop_reason:
             traj.stop_reason = "max_total_tokens"
         golds = traj.sample.get("answers") or []
-        # the outcome reward sees only the answer the model wrote, never an observation
-        traj.outcome_reward = outcome_reward(traj.answer, golds, reward)
+        # the outcome reward sees only the answer the model wrote, never an observation;
+        # the env's reward config carries the sample's own settings (its row's "env.reward")
+        traj.outcome_reward = outcome_reward(traj.answer, golds, getattr(env, "reward_config", reward))
     elapsed = time.perf_counter() - start
     for traj in trajs:
         traj.metrics["rollout_seconds"] = elapsed

@@ -79,9 +79,10 @@ class ToolRunner:
         except Exception as exc:  # a tool bug must not end the rollout; the model is told
             msg = f"Error: tool {tool.name!r} failed: {type(exc).__name__}: {exc}"[:500]
             outs = [ToolResult(msg, False, {"error": "exception"}) for _ in args]
-        elapsed = time.perf_counter() - start
+        per_call = (time.perf_counter() - start) / max(len(outs), 1)  # a batch's time, shared by its calls
         for o in outs:
-            self._count(tool.name, ok=o.success, seconds=elapsed / max(len(outs), 1))
+            o.metadata["seconds"] = per_call
+            self._count(tool.name, ok=o.success, seconds=per_call)
         return outs
 
     def _clip(self, result: Any) -> ToolResult:
@@ -93,10 +94,30 @@ class ToolRunner:
         return result
 
     def _count(self, name: str, ok: bool, seconds: float) -> None:
-        s = self.stats.setdefault(name, {"calls": 0, "failures": 0, "seconds": 0.0})
+        """`stats[tool]`: calls, failures, seconds (total) and max_seconds (slowest call)."""
+        s = self.stats.setdefault(name, {"calls": 0, "failures": 0, "seconds": 0.0, "max_seconds": 0.0})
         s["calls"] += 1
         s["failures"] += 0 if ok else 1
         s["seconds"] += seconds
+        s["max_seconds"] = max(s["max_seconds"], seconds)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def tool_metrics(step_infos: list[dict[str, Any]]) -> dict[str, float]:
+    """Flat per-tool metrics from env step infos (their "tools" entry), for a metrics sink:
+    `tools/<name>/calls`, `tools/<name>/failure_rate`, `tools/<name>/latency_ms` (mean per call)."""
+    totals: dict[str, dict[str, float]] = {}
+    for info in step_infos:
+        for name, s in (info.get("tools") or {}).items():
+            t = totals.setdefault(name, {"calls": 0, "failures": 0, "seconds": 0.0})
+            for key in t:
+                t[key] += s.get(key, 0)
+    out: dict[str, float] = {}
+    for name, t in sorted(totals.items()):
+        calls = max(t["calls"], 1)
+        out[f"tools/{name}/calls"] = t["calls"]
+        out[f"tools/{name}/failure_rate"] = t["failures"] / calls
+        out[f"tools/{name}/latency_ms"] = 1000.0 * t["seconds"] / calls
+    return out

@@ -1,6 +1,7 @@
 """Scripted-agent demonstrations for the SFT warm start, rendered through the real env.
 
-The scripted agent follows a sample's `plan` (its search queries) and then answers; a share of
+The scripted agent follows a sample's `plan` (its tool inputs: search queries, calculator
+expressions, ...) and then answers; a share of
 demos instead answers at once with a guess, so that the warm start is deliberately imperfect
 and RL has something to fix (see shared/design/LEARNING.md). Demos are Trajectories with the
 same action mask as rollouts: only the agent's own text is trained on.
@@ -8,6 +9,7 @@ same action mask as rollouts: only the agent's own text is trained on.
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable
 from typing import Any
@@ -15,18 +17,34 @@ from typing import Any
 from agent_r1.rollout.chat import ChatCodec
 from agent_r1.trajectory import Trajectory, Turn
 
-ACTION_TEMPLATES = {
-    "tag": ("<search>{query}</search>", "<answer>{answer}</answer>"),
-    "hermes": ('<tool_call>{{"name": "search", "arguments": {{"query": "{query}"}}}}</tool_call>',
-               "<answer>{answer}</answer>"),
-}
+def tool_action(fmt: str, name: str, arguments: dict[str, Any]) -> str:
+    """The text of one tool call in format `fmt` (tag: the one argument is the tag body)."""
+    if fmt == "tag":
+        (value,) = arguments.values()
+        return f"<{name}>{value}</{name}>"
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments}, ensure_ascii=False)}</tool_call>"
 
 
-def scripted_actions(sample: dict[str, Any], fmt: str, guess: str | None) -> list[str]:
-    search, answer = ACTION_TEMPLATES[fmt]
+def scripted_actions(sample: dict[str, Any], fmt: str, guess: str | None,
+                     tool_args: dict[str, str] | None = None) -> list[str]:
+    """The scripted agent's actions: each `plan` step as a tool call, then the answer.
+
+    A plan step is a call (`{"name": ..., "arguments": {...}}`) or a plain string, the input of
+    the sample's first tool; `tool_args` maps tool names to the argument a string fills
+    (default: search -> query).
+    """
+    answer = f"<answer>{guess if guess is not None else sample['answers'][0]}</answer>"
     if guess is not None:
-        return [answer.format(answer=guess)]
-    return [search.format(query=q) for q in sample.get("plan") or []] + [answer.format(answer=sample["answers"][0])]
+        return [answer]
+    tool_args = tool_args or {"search": "query"}
+    default_tool = ((sample.get("env") or {}).get("tools") or list(tool_args) or ["search"])[0]
+    actions = []
+    for step in sample.get("plan") or []:
+        if isinstance(step, dict):
+            actions.append(tool_action(fmt, step["name"], step.get("arguments", {})))
+        else:
+            actions.append(tool_action(fmt, default_tool, {tool_args[default_tool]: step}))
+    return actions + [answer]
 
 
 def demo_trajectory(env: Any, codec: ChatCodec, sample: dict[str, Any], actions: list[str],
@@ -59,5 +77,18 @@ def build_demos(samples: list[dict[str, Any]], make_env: Callable[[dict[str, Any
     demos = []
     for s in samples:
         guess = rng.choice(pools[s.get("type", "")]) if rng.random() < guess_fraction else None
-        demos.append(demo_trajectory(make_env(s), codec, s, scripted_actions(s, fmt, guess), max_observation_tokens))
+        env = make_env(s)
+        actions = scripted_actions(s, fmt, guess, _string_arguments(env))
+        demos.append(demo_trajectory(env, codec, s, actions, max_observation_tokens))
     return demos
+
+
+def _string_arguments(env: Any) -> dict[str, str]:
+    """{tool name: its one required string parameter} for the env's tools that have one."""
+    out = {}
+    for name, tool in env.runner.tools.items():
+        props = tool.parameters.get("properties", {})
+        strings = [k for k in tool.parameters.get("required", props) if props.get(k, {}).get("type") == "string"]
+        if len(strings) == 1:
+            out[name] = strings[0]
+    return out

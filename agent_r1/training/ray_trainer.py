@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 # Ray's socket paths (<temp>/session_<date>_<pid>/sockets/plasma_store) must fit in 107 bytes
 MAX_TEMP_DIR_CHARS = 40
+WORKER_RESTART_TIMEOUT_S = 300.0
 
 
 def ray_temp_dir(rc: RayConfig) -> str:
@@ -49,8 +50,8 @@ def ray_temp_dir(rc: RayConfig) -> str:
 
 
 def init_ray(rc: RayConfig) -> bool:
-    """Connects to `ray.address`, or starts a local Ray bound to 127.0.0.1 with token auth off and
-    its temp files in the project. Returns True if this call initialised Ray (so the caller shuts
+    """Connects to `ray.address`, or starts a local Ray (no dashboard, token auth off, temp files
+    in the project). Returns True if this call initialised Ray (so the caller shuts
     it down), False if Ray was already up in this process."""
     import ray
 
@@ -61,11 +62,15 @@ def init_ray(rc: RayConfig) -> bool:
         ray.init(address=rc.address)
         return True
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local, single-user Ray: no token file in ~/.ray
+    # Ray runs workers at niceness 15 by default; here the actors are the training job itself and
+    # would otherwise lose the CPU to anything else on the machine (the in-process trainer runs at 0)
+    os.environ.setdefault("RAY_worker_niceness", "0")
     needed = math.ceil(rc.learner_cpus + rc.num_workers * rc.cpus_per_worker)
     # the learner and the workers take turns (rollout, then update), so logical CPUs may exceed cores
     num_cpus = rc.num_cpus or max(os.cpu_count() or 1, needed)
-    ray.init(num_cpus=num_cpus, include_dashboard=False, _temp_dir=ray_temp_dir(rc),
-             _node_ip_address="127.0.0.1", configure_logging=False)
+    # no dashboard; note that Ray's own gRPC servers (GCS, raylet, workers) listen on every
+    # interface whatever the node address: run local Ray on a trusted or firewalled host
+    ray.init(num_cpus=num_cpus, include_dashboard=False, _temp_dir=ray_temp_dir(rc), configure_logging=False)
     return True
 
 
@@ -106,7 +111,9 @@ class RayTrainer:
             self.version: int = info["version"]
             self.eval_samples: list[dict[str, Any]] = info["eval_samples"]
             self.resumed_from: str | None = info["resumed_from"]
-            policy = self.learner.policy.remote()  # a snapshot, kept by Ray to rebuild a restarted worker
+            # a snapshot of the policy; held here for the trainer's lifetime so that Ray can rebuild
+            # a restarted worker from it (constructor arguments must stay in scope: ray#53727)
+            self._policy_ref = policy = self.learner.policy.remote()
             threads = max(1, round(rc.cpus_per_worker))
             worker_cls = ray.remote(RolloutWorker).options(
                 num_cpus=rc.cpus_per_worker, num_gpus=rc.gpus_per_worker,
@@ -159,8 +166,29 @@ class RayTrainer:
                                        f"raise ray.max_restarts") from err
                 log.warning("rollout worker %d died at iteration %d (%s); rolling its shard out again",
                             k, self.iteration, type(err).__name__)
+                self._await_worker(k)
                 pending[self.workers[k].rollout.remote(shards[k], self.iteration, k, version, box)] = k
         return [t for k in range(len(shards)) for t in results.get(k, [])]
+
+    def _await_worker(self, k: int) -> None:
+        """Waits until Ray has restarted worker `k` (its constructor reloads the policy snapshot
+        and reopens the index); a worker out of restarts raises."""
+        import ray
+        from ray.exceptions import ActorDiedError, ActorUnavailableError, GetTimeoutError
+
+        deadline = time.monotonic() + WORKER_RESTART_TIMEOUT_S
+        while True:
+            try:
+                ray.get(self.workers[k].pid.remote(), timeout=30)
+                return
+            except ActorDiedError as err:
+                raise RuntimeError(f"rollout worker {k} is dead and out of restarts (ray.max_restarts="
+                                   f"{self.cfg.ray.max_restarts}): {err}") from err
+            except (ActorUnavailableError, GetTimeoutError):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"rollout worker {k} did not come back within {WORKER_RESTART_TIMEOUT_S} s; "
+                                       "check the cluster's free CPUs/GPUs and the worker logs") from None
+                time.sleep(0.2)
 
     def train_step(self) -> dict[str, float]:
         import ray

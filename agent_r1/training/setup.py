@@ -11,28 +11,22 @@ from agent_r1.config import ExperimentConfig
 
 
 def ensure_data(cfg: ExperimentConfig) -> Path:
-    """The data folder; the synthetic world is generated on first use (deterministic from seed)."""
+    """The data folder. A generated source (`synthetic`, `arithmetic`, any registered in
+    agent_r1/tasks/registry.py) is written on first use, deterministically from the seed, and
+    again when its settings change; any other source must have been prepared already."""
+    from agent_r1.tasks.registry import DATA_GENERATORS, get_data_generator
+
     d = Path(cfg.data.dir)
-    if (d / cfg.data.train_file).exists() and (cfg.data.source != "synthetic" or _same_world(cfg, d)):
-        return d
-    if cfg.data.source != "synthetic":
+    generator = get_data_generator(cfg.data.source)
+    if generator is None:
+        if (d / cfg.data.train_file).exists():
+            return d
         raise FileNotFoundError(f"{d / cfg.data.train_file} not found; run `agent-r1 prepare {cfg.data.source} "
-                                f"--input FILE --out {d}` first")
-    from agent_r1.data.synthetic import SyntheticConfig, write_synthetic
-
-    write_synthetic(cfg.seed, d, SyntheticConfig(seed=cfg.seed, n_people=cfg.data.n_people,
-                                                 question_types=tuple(cfg.data.question_types)))
+                                f"--input FILE --out {d}` first, or set data.source to a generated task: "
+                                f"{', '.join(sorted(DATA_GENERATORS))}")
+    if not ((d / cfg.data.train_file).exists() and generator.is_current(cfg.seed, d, cfg.data)):
+        generator.write(cfg.seed, d, cfg.data)
     return d
-
-
-def _same_world(cfg: ExperimentConfig, d: Path) -> bool:
-    """A synthetic folder is reused only if it was generated with the configured knobs."""
-    meta = d / "world.json"
-    if not meta.exists():
-        return False
-    made = json.loads(meta.read_text()).get("config", {})
-    return (made.get("seed") == cfg.seed and made.get("n_people") == cfg.data.n_people
-            and list(made.get("question_types", [])) == list(cfg.data.question_types))
 
 
 def build_index(corpus: str | Path, index_dir: str | Path, backend: str = "tantivy", **options: Any) -> int:
@@ -101,18 +95,42 @@ def build_policy(cfg: ExperimentConfig, data_dir: Path, source: str = "") -> tup
 
 
 def make_env_factory(cfg: ExperimentConfig, retriever: Any) -> Callable[[dict[str, Any]], Any]:
+    """`make_env(sample)`: a ToolEnv over the tools in `env.tools`, with the sample's own `env`
+    settings (a subset of those tools, budgets, reward settings) applied.
+
+    Tools are built once per run; samples that use the same subset share one ToolRunner, so
+    the rollout batches their calls. `env.tool_args[name]` is passed to that tool's factory;
+    `search` also gets the retriever and the `search` section.
+    """
     from agent_r1.envs.formats import get_format
-    from agent_r1.envs.tool_env import ToolEnv
+    from agent_r1.envs.tool_env import ToolEnv, sample_env_config
     from agent_r1.tools.registry import create_tool
     from agent_r1.tools.runner import ToolRunner
-    import agent_r1.tools.search  # noqa: F401  registers "search"
 
-    tool = create_tool("search", retriever=retriever, k=cfg.search.k, max_chars_per_doc=cfg.search.max_chars_per_doc)
-    runner = ToolRunner([tool], timeout_s=cfg.search.timeout_s)
-    fmt = get_format(cfg.env.format)
+    if not cfg.env.tools:
+        raise ValueError("env.tools is empty; name at least one registered tool, e.g. env.tools: [search]")
+    unknown = sorted(set(cfg.env.tool_args) - set(cfg.env.tools))
+    if unknown:
+        raise ValueError(f"env.tool_args has options for {unknown}, which env.tools {cfg.env.tools} does not use")
+    pool = {}
+    for name in cfg.env.tools:
+        kwargs = dict(cfg.env.tool_args.get(name, {}))
+        if name == "search":
+            if retriever is None:
+                raise ValueError("env.tools includes 'search' but no retriever was given; build the index "
+                                 "(`agent-r1 build-index`) or drop search from env.tools")
+            kwargs = {"retriever": retriever, "k": cfg.search.k, "max_chars_per_doc": cfg.search.max_chars_per_doc,
+                      **kwargs}
+        pool[name] = create_tool(name, **kwargs)
+    fmt = get_format(cfg.env.format, list(pool.values()))
+    runners: dict[tuple[str, ...], ToolRunner] = {}
 
     def make_env(sample: dict[str, Any]) -> ToolEnv:
-        return ToolEnv(runner, fmt, cfg.env, cfg.reward)
+        env_cfg, reward_cfg = sample_env_config(sample, cfg.env, cfg.reward)
+        names = tuple(env_cfg.tools)
+        if names not in runners:
+            runners[names] = ToolRunner([pool[n] for n in names], timeout_s=cfg.search.timeout_s)
+        return ToolEnv(runners[names], fmt, env_cfg, reward_cfg)
 
     return make_env
 

@@ -1,0 +1,34 @@
+"""Serves the deployment `train-agent/local` from this process (a long-running listener).
+
+    infra/prefect/server.sh &            # a local Prefect server on 127.0.0.1:4200
+    infra/prefect/serve.sh               # this script, with PREFECT_API_URL pointing at it
+    prefect deployment run train-agent/local --watch
+    prefect deployment run train-agent/local -p overrides='{"train.iterations": 5}' --watch
+
+Each flow run executes in a subprocess of this one, in the project root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from flows.train_agent import train_agent  # noqa: E402  (sets PREFECT_HOME etc. before prefect loads)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--name", default="local")
+    p.add_argument("--params", default="params.yaml", help="default params file of the deployment")
+    p.add_argument("--limit", type=int, default=1, help="flow runs at once (2 cores: one)")
+    args = p.parse_args(argv)
+    train_agent.serve(name=args.name, parameters={"params": args.params}, tags=["agent-r1"], limit=args.limit,
+                      description="Train a tool-using agent: data -> index -> SFT -> RL -> evaluation")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+"""A micro experiment for pipeline tests: a 1-layer model, a 60-person world, 5 SFT steps, 2 RL
+iterations. Paths are relative to `root` (absolute when root is given as an absolute folder)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def micro_params(root: str | Path = "") -> dict[str, Any]:
+    def at(rel: str) -> str:
+        return str(Path(root) / rel) if root else rel
+
+    return {
+        "seed": 0,
+        "model": {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64, "vocab_size": 300},
+        "data": {"dir": at("data/synthetic"), "n_people": 60, "question_types": ["one_hop", "bridge"]},
+        "search": {"backend": "tantivy", "index_dir": at("data/index"), "k": 2},
+        "rollout": {"max_turns": 2, "max_tokens_per_turn": 12, "max_observation_tokens": 32,
+                    "max_total_tokens": 256, "n_samples": 2},
+        "sft": {"steps": 5, "batch_size": 8, "log_every": 2, "out_dir": at("runs/sft")},
+        "train": {"iterations": 2, "prompts_per_iter": 3, "ppo_epochs": 1, "minibatch_size": 8,
+                  "checkpoint_every": 1, "eval_every": 1, "eval_size": 4, "log_trajectories_every": 1,
+                  "out_dir": at("runs/default"), "init_from": at("runs/sft/model"), "threads": 1},
+    }
+
+
+def write_micro_params(path: Path, root: str | Path = "") -> Path:
+    import yaml
+
+    path.write_text(yaml.safe_dump(micro_params(root), sort_keys=False))
+    return path

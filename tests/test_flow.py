@@ -1,0 +1,198 @@
+"""The `train-agent` Prefect flow end to end on a micro config, then the MLflow store read back; task
+caching; and the deployment `train-agent/local` triggered by name against a started Prefect server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from pipeline_helpers import write_micro_params
+
+ROOT = Path(__file__).resolve().parents[1]
+VENV_BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="module")
+def harness():
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+@pytest.fixture()
+def mlflow_store(tmp_path, monkeypatch):
+    store = tmp_path / "mlruns"
+    store.mkdir()
+    uri = f"sqlite:///{store / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("AGENT_R1_MLFLOW_BUFFER", str(tmp_path / "buffer"))
+    return uri
+
+
+def _table(client, run_id: str, path: str) -> list[dict]:
+    data = json.loads(Path(client.download_artifacts(run_id, path)).read_text())
+    return [dict(zip(data["columns"], row)) for row in data["data"]]
+
+
+def test_flow_end_to_end_micro(harness, mlflow_store, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from flows.train_agent import train_agent
+
+    params = write_micro_params(tmp_path / "params.yaml", tmp_path)
+    cwd = os.getcwd()
+    try:
+        summary = train_agent(params=str(params), overrides={"train.eval_size": 3}, dvc="off", experiment="flow-test")
+    finally:
+        os.chdir(cwd)
+    assert summary["iterations"] == 2 and summary["eval_questions"] == 3
+    assert summary["tracking"]["pending"] == 0 and summary["tracking"]["rejected"] == 0
+    assert (tmp_path / "runs/default/final_metrics.json").exists()
+    assert (tmp_path / "runs/default/eval_metrics.json").exists()
+    assert len((tmp_path / "runs/default/metrics.jsonl").read_text().splitlines()) == 3  # steps 0, 1, 2
+
+    client = MlflowClient(tracking_uri=mlflow_store)
+    parent = client.get_run(summary["mlflow_run_id"])
+    assert parent.info.status == "FINISHED"
+    p = parent.data.params
+    assert p["model.hidden_size"] == "32" and p["train.iterations"] == "2" and p["train.eval_size"] == "3"
+    assert p["algo.adv_estimator"] == "grpo" and p["data.n_people"] == "60"
+    tags = parent.data.tags
+    assert tags["engine.retrieval"] == "tantivy" and tags["machine.cpus"] and "index.corpus_sha1" in tags
+    assert "git.commit" in tags and tags["data.via"] == "library"
+    assert "final/test/rl/em" in parent.data.metrics
+
+    children = {r.data.tags["stage"]: r for r in client.search_runs(
+        [parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")}
+    assert set(children) == {"sft", "train", "evaluate"}
+    assert all(r.info.status == "FINISHED" for r in children.values())
+    assert client.get_metric_history(children["sft"].info.run_id, "sft/loss")
+
+    train_id = children["train"].info.run_id
+    assert [m.step for m in client.get_metric_history(train_id, "reward_mean")] == [1, 2]
+    assert [m.step for m in client.get_metric_history(train_id, "eval/em")] == [0, 1, 2]
+    assert client.get_metric_history(train_id, "policy_loss")
+    ckpts = {a.path for a in client.list_artifacts(train_id, "checkpoints")}
+    assert ckpts == {"checkpoints/iter_000001", "checkpoints/iter_000002"}
+    files = {a.path.rsplit("/", 1)[-1] for a in client.list_artifacts(train_id, "checkpoints/iter_000002")}
+    assert {"state.pt", "config.json"} <= files and any(f.endswith(".safetensors") for f in files)
+
+    rows = _table(client, train_id, "trajectories/iter_000002.json")
+    assert len(rows) == 3 * 2  # prompts_per_iter x n_samples
+    questions = {json.loads(ln)["question"] for ln in (tmp_path / "data/synthetic/train.jsonl").read_text().splitlines()}
+    assert all(r["question"] in questions and r["gold"] for r in rows)
+    assert all(r["iteration"] == 2 and r["em"] in (0.0, 1.0) for r in rows)
+    # real decoded text from the model, and the observation the tool returned for it
+    assert any(r["turn1_action"].strip() for r in rows)
+    assert all(isinstance(r["turn1_observation"], str) for r in rows)
+
+    ev = _table(client, children["evaluate"].info.run_id, "evaluation.json")
+    assert {(r["dataset"], r["model"]) for r in ev} == {("test", "rl"), ("test", "start")}
+
+
+def test_data_tasks_are_cached(harness, tmp_path):
+    from prefect import flow
+
+    from flows.train_agent import build_index, prepare_data
+
+    params = str(write_micro_params(tmp_path / "params.yaml", tmp_path))
+
+    @flow
+    def data_only() -> list[str]:
+        d = prepare_data(params, {}, False, return_state=True)
+        i = build_index(params, {}, d.result(), False, return_state=True)
+        return [d.name, i.name]
+
+    assert data_only() == ["Completed", "Completed"]
+    assert data_only() == ["Cached", "Cached"]  # same inputs: both steps skipped
+
+
+# --- the deployment, through a real server ---------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_http(url: str, proc: subprocess.Popen, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=3)
+            return
+        except OSError:
+            assert proc.poll() is None, f"process for {url} exited with {proc.returncode}"
+            assert time.monotonic() < deadline, f"{url} did not come up in {timeout} s"
+            time.sleep(1)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+@pytest.mark.slow
+def test_deployment_run_by_name(tmp_path):
+    port = _free_port()
+    api = f"http://127.0.0.1:{port}/api"
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": api,
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "300",
+           "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
+           "AGENT_R1_MLFLOW_BUFFER": str(tmp_path / "buffer"), "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
+    params = write_micro_params(tmp_path / "params.yaml", tmp_path)
+    logs = {name: (tmp_path / f"{name}.log").open("w") for name in ("server", "serve")}
+    procs = []
+    try:
+        procs.append(subprocess.Popen([str(VENV_BIN / "prefect"), "server", "start", "--host", "127.0.0.1",
+                                       "--port", str(port)], env=env, cwd=ROOT, stdout=logs["server"],
+                                      stderr=subprocess.STDOUT, start_new_session=True))
+        _wait_http(f"{api}/health", procs[0], 240)
+        procs.append(subprocess.Popen([sys.executable, "flows/serve.py", "--params", str(params)], env=env,
+                                      cwd=ROOT, stdout=logs["serve"], stderr=subprocess.STDOUT,
+                                      start_new_session=True))
+        run = None
+        deadline = time.monotonic() + 180
+        while run is None or run.returncode != 0:  # until the deployment is registered
+            assert procs[1].poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, run.stdout + run.stderr if run else "no deployment"
+            time.sleep(2)
+            run = subprocess.run([str(VENV_BIN / "prefect"), "deployment", "inspect", "train-agent/local"],
+                                 env=env, cwd=ROOT, capture_output=True, text=True)
+        run = subprocess.run([str(VENV_BIN / "prefect"), "deployment", "run", "train-agent/local",
+                              "-p", 'overrides={"train.eval_size": 2}', "-p", "dvc=off", "--watch",
+                              "--watch-timeout", "300"],
+                             env=env, cwd=ROOT, capture_output=True, text=True, timeout=400)
+        out = run.stdout + run.stderr
+        assert run.returncode == 0, out[-3000:] + (tmp_path / "serve.log").read_text()[-3000:]
+        assert "Completed" in out
+        serve_log = (tmp_path / "serve.log").read_text()
+        assert "iter 2/2" in serve_log  # per-iteration progress lines
+        assert (tmp_path / "runs/default/eval_metrics.json").exists()
+
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])
+        runs = client.search_runs([client.get_experiment_by_name("agent-r1").experiment_id],
+                                  "tags.pipeline = 'train-agent'")
+        assert len(runs) == 1 and runs[0].info.status == "FINISHED"
+        assert runs[0].data.params["train.eval_size"] == "2"
+    finally:
+        for proc in reversed(procs):
+            _stop(proc)
+        for f in logs.values():
+            f.close()
