@@ -163,7 +163,7 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
         if "=" not in item:
             raise ValueError(f"override {item!r} must look like section.key=value")
         k, v = item.split("=", 1)
-        out[k.strip()] = yaml.safe_load(v)
+        out[k.strip()] = yaml.safe_load(v) if v.strip() else ""  # `key=` means an empty string
     return out
 
 

@@ -1,15 +1,15 @@
 """Ray overhead: iteration time of the Ray trainer over the in-process trainer, same config.
 
-Runs the same iterations (same seed) with
+Three trainers on the same config and seed, alive at once, take turns iteration by iteration
+(so a shared, busy machine loads them alike):
   - the in-process `RLTrainer` (torch threads = train.threads),
-  - the Ray trainer with one rollout worker (cpus_per_worker = train.threads): the same
-    trajectories as in-process, so the difference is the Ray layer alone,
-  - the Ray trainer with two workers of one CPU each (on a 2-core machine: no extra compute),
-  - the in-process trainer again (drift of a shared machine),
-and reports the median wall time per iteration after a warm-up iteration. Target: the
-one-worker Ray trainer within 1.15x of in-process. Writes benchmarks/results/ray.json.
+  - the Ray trainer with one rollout worker (cpus_per_worker = train.threads): it rolls out the
+    same trajectories as in-process, so the difference is the Ray layer alone,
+  - the Ray trainer with two workers of one CPU each (on 2 cores: no extra compute to gain).
+Reports the median wall time per iteration after a warm-up iteration. Target: the one-worker
+Ray trainer within 1.15x of in-process. Writes benchmarks/results/ray.json.
 
-    python benchmarks/ray_overhead.py              # about 3-5 minutes on 2 cores
+    python benchmarks/ray_overhead.py              # a few minutes on 2 idle cores
     python benchmarks/ray_overhead.py --iterations 3
 """
 
@@ -22,6 +22,7 @@ import platform
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,55 +38,34 @@ CONFIG = {
     "rollout.max_tokens_per_turn": 24, "train.ppo_epochs": 2, "train.minibatch_size": 16, "train.threads": 2,
     "train.eval_every": 0, "algo.adv_estimator": "grpo",
 }
+RAY = {"ray.enabled": True, "ray.learner_cpus": 1}
+RUNS = {
+    "in_process": {},
+    "ray_1_worker": {**RAY, "ray.num_workers": 1, "ray.cpus_per_worker": 2},
+    "ray_2_workers": {**RAY, "ray.num_workers": 2, "ray.cpus_per_worker": 1},
+}
 
 
-def in_process(cfg, iterations: int) -> dict:
-    import torch
-
+def in_process_trainer(cfg):
     from agent_r1.retrieval.base import open_index
     from agent_r1.training.run import prepare_run
     from agent_r1.training.setup import make_env_factory
     from agent_r1.training.trainer import RLTrainer
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(cfg.train.threads)
     parts = prepare_run(cfg)
     retriever = open_index(parts.index_dir)
-    trainer = RLTrainer(cfg, parts.model, parts.tokenizer, make_env_factory(cfg, retriever), parts.train_samples,
-                        parts.eval_samples, reference=parts.reference)
-    try:
-        return _time(trainer, iterations)
-    finally:
-        retriever.close()
-        torch.set_num_threads(threads)
+    return RLTrainer(cfg, parts.model, parts.tokenizer, make_env_factory(cfg, retriever), parts.train_samples,
+                     parts.eval_samples, reference=parts.reference), retriever
 
 
-def on_ray(cfg, iterations: int) -> dict:
-    from agent_r1.training.ray_trainer import RayTrainer
-
-    t0 = time.perf_counter()
-    with RayTrainer(cfg) as trainer:
-        startup = time.perf_counter() - t0
-        out = _time(trainer, iterations)
-    out["startup_s"] = round(startup, 2)
-    return out
-
-
-def _time(trainer, iterations: int) -> dict:
-    walls, rollouts, updates, rewards = [], [], [], []
-    for i in range(iterations + 1):
-        t0 = time.perf_counter()
-        m = trainer.train_step()
-        wall = time.perf_counter() - t0
-        rewards.append(m["reward_mean"])
-        if i == 0:
-            continue  # warm-up: first-call costs (allocations, lazy imports)
-        walls.append(wall)
-        rollouts.append(m["rollout_s"])
-        updates.append(m["update_s"])
+def summarise(steps: list[tuple[float, dict]]) -> dict:
+    timed = steps[1:]  # the first is a warm-up: first-call costs (allocations, lazy imports)
+    walls = [w for w, _ in timed]
     return {"iteration_s_median": round(statistics.median(walls), 4), "iteration_s": [round(w, 4) for w in walls],
-            "rollout_s_median": round(statistics.median(rollouts), 4),
-            "update_s_median": round(statistics.median(updates), 4), "reward_mean": rewards}
+            "rollout_s_median": round(statistics.median(m["rollout_s"] for _, m in timed), 4),
+            "update_s_median": round(statistics.median(m["update_s"] for _, m in timed), 4),
+            "reward_mean": [m["reward_mean"] for _, m in steps],
+            "policy_loss": [m.get("policy_loss") for _, m in steps]}
 
 
 def main() -> int:
@@ -97,28 +77,42 @@ def main() -> int:
     import ray
     import torch
 
-    from agent_r1.training.ray_trainer import init_ray
+    from agent_r1.training.ray_trainer import RayTrainer, init_ray
     from agent_r1.training.setup import ensure_data, ensure_index
 
     base = load_config(None, {**CONFIG, "train.out_dir": str(WORK / "prep")})
     ensure_index(base, ensure_data(base))
+    cfgs = {name: load_config(None, {**CONFIG, **over, "train.out_dir": str(WORK / name)}) for name, over in RUNS.items()}
+    needed = sum(int(c.ray.learner_cpus + c.ray.num_workers * c.ray.cpus_per_worker) for c in cfgs.values() if c.ray.enabled)
     load_before = os.getloadavg()
-    runs: dict[str, dict] = {}
-    runs["in_process"] = in_process(load_config(None, {**CONFIG, "train.out_dir": str(WORK / "a")}), args.iterations)
-    ray_cfg = {"ray.enabled": True, "ray.learner_cpus": 1}
-    init_ray(load_config(None, {**CONFIG, **ray_cfg, "ray.num_workers": 2}).ray)
+    torch.set_num_threads(base.train.threads)
+    init_ray(replace(base.ray, num_cpus=needed))  # logical CPUs: the trainers take turns
+    trainers, startup = {}, {}
+    retriever = None
     try:
-        runs["ray_1_worker"] = on_ray(load_config(None, {**CONFIG, **ray_cfg, "ray.num_workers": 1,
-                                                         "ray.cpus_per_worker": 2, "train.out_dir": str(WORK / "b")}),
-                                      args.iterations)
-        runs["ray_2_workers"] = on_ray(load_config(None, {**CONFIG, **ray_cfg, "ray.num_workers": 2,
-                                                          "ray.cpus_per_worker": 1, "train.out_dir": str(WORK / "c")}),
-                                       args.iterations)
+        for name, cfg in cfgs.items():
+            t0 = time.perf_counter()
+            if cfg.ray.enabled:
+                trainers[name] = RayTrainer(cfg)
+            else:
+                trainers[name], retriever = in_process_trainer(cfg)
+            startup[name] = round(time.perf_counter() - t0, 2)
+        steps: dict[str, list] = {name: [] for name in cfgs}
+        for i in range(args.iterations + 1):
+            for name, trainer in trainers.items():
+                t0 = time.perf_counter()
+                metrics = trainer.train_step()
+                steps[name].append((time.perf_counter() - t0, metrics))
+            print(f"iteration {i}: " + ", ".join(f"{n} {s[-1][0]:.2f}s" for n, s in steps.items()), flush=True)
     finally:
+        for trainer in trainers.values():
+            if hasattr(trainer, "close"):
+                trainer.close()
+        if retriever is not None:
+            retriever.close()
         ray.shutdown()
-    runs["in_process_again"] = in_process(load_config(None, {**CONFIG, "train.out_dir": str(WORK / "d")}),
-                                          args.iterations)
-    reference = statistics.mean([runs["in_process"]["iteration_s_median"], runs["in_process_again"]["iteration_s_median"]])
+    runs = {name: {**summarise(s), "startup_s": startup[name]} for name, s in steps.items()}
+    reference = runs["in_process"]["iteration_s_median"]
     result = {
         "what": "median wall seconds per training iteration (after one warm-up), same config and seed",
         "config": CONFIG, "iterations_timed": args.iterations,
@@ -128,6 +122,7 @@ def main() -> int:
         "target_ratio_1_worker": 1.15,
         # one worker reproduces the in-process run: the same rewards, iteration by iteration
         "one_worker_same_rewards_as_in_process": runs["ray_1_worker"]["reward_mean"] == runs["in_process"]["reward_mean"],
+        "note": "a shared machine: see loadavg; the trainers take turns so they see the same load",
         "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
                     "torch": torch.__version__, "ray": ray.__version__,
                     "loadavg_before": [round(x, 2) for x in load_before],

@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # a served/worker run loads this file by path
+    sys.path.insert(0, str(ROOT))
 
 
 def _prefect_env() -> None:
@@ -214,42 +216,15 @@ def train(params: str | None, overrides: dict[str, Any], tracker: Any) -> dict[s
 def evaluate(params: str | None, overrides: dict[str, Any], checkpoint: str | None, tracker: Any) -> dict[str, Any]:
     """Greedy held-out evaluation of the trained policy and of its starting point (the SFT warm
     start), per question set; read-only, so retried."""
-    from agent_r1.evaluation.agent_eval import evaluate_policy
-    from agent_r1.models.build import load_model
-    from agent_r1.retrieval.base import open_index
-    from agent_r1.rollout.chat import ChatCodec
-    from agent_r1.rollout.engine import TransformersEngine
-    from agent_r1.training.setup import ensure_data, ensure_index, load_samples, make_env_factory, set_threads
+    from flows.evaluate import evaluate_run, write_curves
 
     logger = get_run_logger()
     cfg = _config(params, overrides)
-    set_threads(cfg.train.threads)
-    data_dir = ensure_data(cfg)
-    retriever = open_index(ensure_index(cfg, data_dir))
-    models = {"rl": checkpoint}
-    init = Path(cfg.train.out_dir) / "init_model"
-    if init.exists():
-        models["start"] = str(init)
-    datasets = {Path(cfg.data.eval_file).stem: data_dir / cfg.data.eval_file}
-    results: dict[str, dict[str, dict[str, float]]] = {}
-    try:
-        env_factory = make_env_factory(cfg, retriever)
-        for name, path in datasets.items():
-            samples = load_samples(path, cfg.train.eval_size)
-            for label, model_dir in models.items():
-                if not model_dir:
-                    continue
-                model, tok = load_model(model_dir)
-                m = evaluate_policy(TransformersEngine(model, tok), ChatCodec(tok), env_factory, samples,
-                                    cfg.rollout, cfg.reward, greedy=True, seed=cfg.seed)
-                results.setdefault(name, {})[label] = {**m, "n": float(len(samples))}
-                tracker.log_metrics({f"{name}/{label}/{k}": v for k, v in m.items()})
-                logger.info("%s on %s (%d questions): EM %.1f F1 %.1f search-first %.0f%%", label, name,
-                            len(samples), m["em"], m["f1"], m["search_first_rate"])
-    finally:
-        retriever.close()
-    out = Path(cfg.train.out_dir) / "eval_metrics.json"
-    out.write_text(json.dumps(results, indent=1))
+    results = evaluate_run(cfg, checkpoint, log=logger.info)
+    write_curves(cfg)  # the files `dvc plots show` reads
+    for name, per in results.items():
+        for label, m in per.items():
+            tracker.log_metrics({f"{name}/{label}/{k}": v for k, v in m.items()})
     rows = [{"dataset": d, "model": label, **vals} for d, per in results.items() for label, vals in per.items()]
     tracker.log_table(rows, "evaluation.json")
     return results

@@ -25,8 +25,17 @@ def micro_params(root: str | Path = "") -> dict[str, Any]:
     }
 
 
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
 def write_micro_params(path: Path, root: str | Path = "") -> Path:
+    """The project's params.yaml with the micro values on top (DVC wants every declared key present)."""
     import yaml
 
-    path.write_text(yaml.safe_dump(micro_params(root), sort_keys=False))
+    base = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    path.write_text(yaml.safe_dump(_merge(base, micro_params(root)), sort_keys=False))
     return path

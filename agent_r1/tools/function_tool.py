@@ -25,6 +25,7 @@ import enum
 import inspect
 import json
 import re
+import sys
 import types
 import typing
 from collections.abc import Callable
@@ -112,7 +113,8 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
 class FunctionTool:
     """A Tool backed by a plain function; `tool(fn)` builds one. Calling it calls the function."""
 
-    def __init__(self, fn: Callable[..., Any], name: str | None = None, description: str | None = None):
+    def __init__(self, fn: Callable[..., Any], name: str | None = None, description: str | None = None,
+                 localns: dict[str, Any] | None = None):
         self.fn = fn
         self.name = name or fn.__name__
         doc_description, doc_params = parse_docstring(fn.__doc__)
@@ -120,11 +122,16 @@ class FunctionTool:
         if not self.description:
             raise ValueError(f"tool {self.name!r}: give the function a docstring (or pass description=...); "
                              "the model reads it to decide when to call the tool")
-        self.parameters = self._schema(fn, doc_params)
+        self.parameters = self._schema(fn, doc_params, localns)
 
-    def _schema(self, fn: Callable[..., Any], doc_params: dict[str, str]) -> dict[str, Any]:
-        hints = typing.get_type_hints(fn, include_extras=True)
+    def _schema(self, fn: Callable[..., Any], doc_params: dict[str, str], localns: dict[str, Any] | None) -> dict[str, Any]:
+        try:
+            hints = typing.get_type_hints(fn, localns=localns, include_extras=True)
+        except NameError as exc:
+            raise TypeError(f"tool {self.name!r}: cannot resolve a type hint ({exc}); define the types it uses "
+                            "at module level") from None
         properties, required = {}, []
+        self._enums: dict[str, type[enum.Enum]] = {}
         for p in inspect.signature(fn).parameters.values():
             where = f"tool {self.name!r}, parameter {p.name!r}"
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY):
@@ -134,6 +141,8 @@ class FunctionTool:
                 raise TypeError(f"{where} has no type hint; annotate it (e.g. `{p.name}: str`) so the "
                                 "JSON schema can be written")
             schema = json_schema_for(hints[p.name], where)
+            if isinstance(hints[p.name], type) and issubclass(hints[p.name], enum.Enum):
+                self._enums[p.name] = hints[p.name]  # JSON carries the value; the function gets the member
             if p.name in doc_params and "description" not in schema:
                 schema["description"] = doc_params[p.name]
             if p.default is inspect.Parameter.empty:
@@ -147,8 +156,9 @@ class FunctionTool:
         return schema
 
     def call(self, arguments: dict[str, Any]) -> ToolResult:
+        kwargs = {k: self._enums[k](v) if k in self._enums else v for k, v in arguments.items()}
         try:
-            out = self.fn(**arguments)
+            out = self.fn(**kwargs)
         except ToolError as exc:
             return ToolResult(f"Error: {exc}", success=False, metadata={"error": "tool"})
         if isinstance(out, ToolResult):
@@ -180,7 +190,9 @@ def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None, descr
     """
 
     def wrap(f: Callable[..., Any]) -> FunctionTool:
-        made = FunctionTool(f, name=name, description=description)
+        # the defining scope, so string annotations naming local types resolve
+        caller = sys._getframe(1).f_locals
+        made = FunctionTool(f, name=name, description=description, localns=dict(caller))
         if register:
             previous = TOOL_FACTORIES.get(made.name)
             if getattr(previous, "origin", None) == _origin(f):
@@ -202,7 +214,10 @@ class _Factory:
         self.made = made
         self.origin = _origin(made.fn)
 
-    def __call__(self) -> FunctionTool:
+    def __call__(self, **options: Any) -> FunctionTool:
+        if options:
+            raise TypeError(f"tool {self.made.name!r} is a @tool function and takes no options; remove "
+                            f"env.tool_args.{self.made.name} ({sorted(options)}) or write the tool as a class")
         return self.made
 
     def __repr__(self) -> str:

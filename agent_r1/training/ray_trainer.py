@@ -108,7 +108,7 @@ class RayTrainer:
             self.learner = ray.remote(Learner).options(num_cpus=rc.learner_cpus, max_restarts=0).remote(cfg, resume)
             info = ray.get(self.learner.info.remote())
             self.iteration: int = info["iteration"]
-            self.version: int = info["version"]
+            self.version: int = self._snapshot_version = info["version"]
             self.eval_samples: list[dict[str, Any]] = info["eval_samples"]
             self.resumed_from: str | None = info["resumed_from"]
             # a snapshot of the policy; held here for the trainer's lifetime so that Ray can rebuild
@@ -132,6 +132,8 @@ class RayTrainer:
     def _weights_box(self) -> tuple[int, list[Any]]:
         """The current weights' ObjectRef, put once per learner version (never pulled into the driver)."""
         version, ref = self._weights
+        if self.version == self._snapshot_version:  # every worker, restarted or not, already has these
+            return self.version, [None]
         if ref is None or version != self.version:
             ref = self.learner.weights.remote()
             self._weights = (self.version, ref)
@@ -249,7 +251,7 @@ class RayTrainer:
         for actor in [*self.workers, self.learner]:
             if actor is not None:
                 ray.kill(actor)
-        self.workers, self.learner = [], None
+        self.workers, self.learner, self._policy_ref = [], None, None
         if self._owns_ray:
             ray.shutdown()
             self._owns_ray = False

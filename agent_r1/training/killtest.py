@@ -1,0 +1,59 @@
+"""Kill-and-resume trials: SIGKILL a training process at a random moment, resume, and check that
+nothing was lost or duplicated. Used by tests/reliability and benchmarks/kill_resume.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent_r1.training.checkpoint import latest_checkpoint, load_state
+from agent_r1.training.metrics_log import read_metrics
+
+
+@dataclass
+class TrialResult:
+    killed_after_s: float
+    killed: bool  # False when the run finished before the kill came
+    resumed_ok: bool
+    final_iteration: int
+    steps_logged: list[int]
+    error: str = ""
+
+
+def _train_cmd(overrides: dict[str, object], resume: bool) -> list[str]:
+    cmd = [sys.executable, "-m", "agent_r1.cli", "train"]
+    for k, v in overrides.items():
+        cmd += ["--set", f"{k}={json.dumps(v) if isinstance(v, (list, bool)) else v}"]
+    return cmd + (["--resume"] if resume else [])
+
+
+def kill_and_resume(overrides: dict[str, object], iterations: int, kill_after_s: float,
+                    timeout_s: float = 600) -> TrialResult:
+    """Starts `agent-r1 train`, SIGKILLs it after `kill_after_s`, resumes it to the end, checks."""
+    out = Path(str(overrides["train.out_dir"]))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(_train_cmd(overrides, False), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    time.sleep(kill_after_s)
+    killed = proc.poll() is None
+    if killed:
+        proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    resume = subprocess.run(_train_cmd(overrides, True), capture_output=True, text=True, env=env, timeout=timeout_s)
+    steps = [m["step"] for m in read_metrics(out / "metrics.jsonl")]
+    ck = latest_checkpoint(out / "checkpoints")
+    final = int(load_state(ck)["iteration"]) if ck else -1
+    ok = resume.returncode == 0 and final == iterations and steps == sorted(set(steps)) and \
+        steps[-iterations:] == list(range(1, iterations + 1))
+    return TrialResult(kill_after_s, killed, ok, final, steps, "" if ok else resume.stderr[-2000:])
+
+
+def random_delays(n: int, low: float, high: float, seed: int = 0) -> list[float]:
+    rng = random.Random(seed)
+    return [rng.uniform(low, high) for _ in range(n)]
