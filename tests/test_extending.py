@@ -9,7 +9,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import yaml
 
 from agent_r1.config import load_config
 from agent_r1.envs.formats import TagFormat, get_format
@@ -396,17 +395,12 @@ def test_numeric_answer_metric():
     assert numeric_match("-3", ["3"]) == 0.0 and numeric_match("", ["3"]) == 0.0 and numeric_match("3", ["x"]) == 0.0
 
 
-def test_params_arithmetic_differs_from_params_only_where_intended():
-    def flat(tree, prefix=""):
-        out = {}
-        for k, v in tree.items():
-            out.update(flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {prefix + k: v})
-        return out
-
-    base = flat(yaml.safe_load((REPO / "params.yaml").read_text()))
-    arith = flat(yaml.safe_load((REPO / "params-arithmetic.yaml").read_text()))
-    changed = {k for k in base.keys() | arith.keys() if base.get(k) != arith.get(k)}
-    assert changed == {"data.source", "data.dir", "search.index_dir", "env.tools", "reward.metric",
-                       "sft.out_dir", "train.out_dir", "train.init_from"}
+def test_params_arithmetic_sets_up_the_task():
     cfg = load_config(REPO / "params-arithmetic.yaml")
-    assert cfg.env.tools == ["calculator"] and cfg.reward.metric == "numeric"
+    base = load_config(REPO / "params.yaml")
+    assert (cfg.data.source, cfg.env.tools, cfg.reward.metric) == ("arithmetic", ["calculator"], "numeric")
+    # its data, index and runs never overwrite the multi-hop QA run's
+    for key in ("data.dir", "search.index_dir", "sft.out_dir", "train.out_dir"):
+        section, name = key.split(".")
+        assert getattr(getattr(cfg, section), name) != getattr(getattr(base, section), name), key
+    assert cfg.train.init_from == f"{cfg.sft.out_dir}/model"

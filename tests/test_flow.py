@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline_helpers import write_micro_params
+from tests.pipeline_helpers import write_micro_params
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
@@ -98,6 +98,18 @@ def test_flow_end_to_end_micro(harness, mlflow_store, tmp_path):
 
     ev = _table(client, children["evaluate"].info.run_id, "evaluation.json")
     assert {(r["dataset"], r["model"]) for r in ev} == {("test", "rl"), ("test", "start")}
+
+    # the evaluate step reused the trainer's held-out numbers: rolling out again gives the same ones
+    from agent_r1.config import load_config
+    from flows.evaluate import evaluate_run
+
+    cfg = load_config(params, {"train.eval_size": 3})
+    reused = json.loads((tmp_path / "runs/default/eval_metrics.json").read_text())["test"]
+    fresh = evaluate_run(cfg, summary["checkpoint"], log=lambda _: None, reuse=False)["test"]
+    assert reused["rl"]["source"] == "trainer" and "source" not in fresh["rl"]
+    for label in ("rl", "start"):
+        for key in ("em", "f1", "search_first_rate", "mean_turns"):
+            assert fresh[label][key] == pytest.approx(reused[label][key]), (label, key)
 
 
 def test_data_tasks_are_cached(harness, tmp_path):

@@ -26,7 +26,8 @@ SAMPLE_ENV = {"tools": ["calculator"], "reward": {"metric": "numeric"}}
 NAMES = ("Ava", "Ben", "Chloe", "Dev", "Elena", "Farid", "Grace", "Hugo", "Iris", "Jonas", "Kemi", "Liam",
          "Maya", "Noah", "Olga", "Pablo", "Quinn", "Rosa", "Sami", "Tara")
 ITEMS = ("apples", "pencils", "stamps", "marbles", "books", "cards", "shells", "coins", "stickers", "beads")
-BOXES = ("box", "crate", "bag", "jar", "shelf", "pack")
+BOXES = {"box": "boxes", "crate": "crates", "bag": "bags", "jar": "jars", "shelf": "shelves", "pack": "packs"}
+VERSION = 1  # bump when the wording or the draws change, so generated folders are rewritten
 
 
 @dataclass(frozen=True)
@@ -53,8 +54,8 @@ def _sub(r: random.Random) -> Problem:
 
 
 def _mul(r: random.Random) -> Problem:
-    item, box, a, b = r.choice(ITEMS), r.choice(BOXES), r.randint(12, 99), r.randint(12, 99)
-    return f"A {box} holds {a} {item}. How many {item} are in {b} such {box}es?", [f"{a} * {b}"], a * b
+    item, box, a, b = r.choice(ITEMS), r.choice(list(BOXES)), r.randint(12, 99), r.randint(12, 99)
+    return f"A {box} holds {a} {item}. How many {item} are in {b} such {BOXES[box]}?", [f"{a} * {b}"], a * b
 
 
 def _div(r: random.Random) -> Problem:
@@ -64,17 +65,17 @@ def _div(r: random.Random) -> Problem:
 
 
 def _mul_add(r: random.Random) -> Problem:
-    name, item, box = r.choice(NAMES), r.choice(ITEMS), r.choice(BOXES)
+    name, item, box = r.choice(NAMES), r.choice(ITEMS), r.choice(list(BOXES))
     a, b, c = r.randint(12, 99), r.randint(3, 40), r.randint(10, 99)
-    return (f"{name} has {b} {box}es of {a} {item} each and {c} loose {item}. How many {item} does {name} "
+    return (f"{name} has {b} {BOXES[box]} of {a} {item} each and {c} loose {item}. How many {item} does {name} "
             "have in total?", [f"{a} * {b}", f"{a * b} + {c}"], a * b + c)
 
 
 def _mul_sub(r: random.Random) -> Problem:
-    name, item, box = r.choice(NAMES), r.choice(ITEMS), r.choice(BOXES)
+    name, item, box = r.choice(NAMES), r.choice(ITEMS), r.choice(list(BOXES))
     a, b = r.randint(12, 99), r.randint(3, 40)
     c = r.randint(10, a * b - 1)
-    return (f"{name} buys {b} {box}es of {a} {item} each and uses {c} of them. How many {item} are left?",
+    return (f"{name} buys {b} {BOXES[box]} of {a} {item} each and uses {c} of them. How many {item} are left?",
             [f"{a} * {b}", f"{a * b} - {c}"], a * b - c)
 
 
@@ -125,7 +126,8 @@ CORPUS = [  # tiny: it feeds the local tokenizer and keeps the search index buil
 
 
 def _settings(config: ArithmeticConfig) -> dict[str, Any]:
-    return json.loads(json.dumps({k: v for k, v in asdict(config).items() if k != "seed"}))
+    settings = {k: v for k, v in asdict(config).items() if k != "seed"}
+    return json.loads(json.dumps({**settings, "version": VERSION}))
 
 
 def _is_current(seed: int, out_dir: Path, data_cfg: Any = None) -> bool:

@@ -22,6 +22,7 @@ from agent_r1.evaluation.agent_eval import evaluate_policy, trajectory_stats
 from agent_r1.rollout.chat import ChatCodec
 from agent_r1.rollout.engine import TransformersEngine
 from agent_r1.rollout.loop import run_rollout
+from agent_r1.tools.runner import tool_metrics
 from agent_r1.trajectory import Trajectory, collate
 from agent_r1.training import checkpoint as ckpt
 from agent_r1.training.metrics_log import JsonlMetrics, MetricsSink
@@ -201,6 +202,7 @@ class RLTrainer:
             **{f"stop/{k}": float(v) for k, v in reasons.items()},
         }
         m.update(upd)
+        m.update(tool_metrics([t.info for tr in trajs for t in tr.turns]))
         return m
 
     # --- evaluation, checkpoints, the loop ---------------------------------------------------
