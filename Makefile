@@ -6,7 +6,7 @@ AR1    := $(VENV)/bin/agent-r1
 STAMP  := $(VENV)/.installed
 PARAMS ?= params.yaml
 
-.PHONY: install run test bench rollout clean
+.PHONY: install run ui test bench rollout clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,12 +18,16 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# The main job: synthetic data -> tantivy index -> SFT warm start -> RL (GRPO) -> held-out eval.
+# The main job: the `train-agent` Prefect flow on params.yaml (synthetic world, tantivy, small local
+# model, SFT warm start, RL, held-out eval), logged to MLflow (mlruns/). Prefect state stays in .prefect/.
+PREFECT_ENV := PREFECT_HOME=$(CURDIR)/.prefect PREFECT_SERVER_ANALYTICS_ENABLED=false \
+	PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS=300 MLFLOW_DISABLE_TELEMETRY=true DO_NOT_TRACK=1
 run: $(STAMP)
-	$(AR1) sft --params $(PARAMS)
-	$(AR1) train --params $(PARAMS)
-	$(AR1) rollout --params $(PARAMS) --model runs/default/init_model -n 2 --greedy
-	$(AR1) rollout --params $(PARAMS) --model "runs/default/checkpoints/$$(cat runs/default/checkpoints/latest)" -n 2 --greedy
+	$(PREFECT_ENV) $(PY) -m flows.train_agent --params $(PARAMS)
+
+# The MLflow UI over the store `make run` writes (http://127.0.0.1:5000).
+ui: $(STAMP)
+	infra/mlflow/server.sh
 
 rollout: $(STAMP)
 	$(AR1) rollout --params $(PARAMS) -n 4

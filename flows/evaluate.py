@@ -2,7 +2,8 @@
 DVC `evaluate` stage (`python -m flows.evaluate --params params.yaml`).
 
 Greedy rollouts of the final checkpoint ("rl") and of the run's starting point ("start": the SFT warm
-start the RL began from) on the held-out question file, `train.eval_size` questions. Writes
+start the RL began from) on the held-out question file, `train.eval_size` questions (numbers the
+trainer measured on exactly those questions at step 0 and at the end are reused). Writes
 `{train.out_dir}/eval_metrics.json`: {dataset: {model: {em, f1, substring_em, ...}}}.
 """
 
@@ -16,8 +17,24 @@ from pathlib import Path
 from typing import Any
 
 
-def evaluate_run(cfg: Any, checkpoint: str | Path | None = None,
-                 log: Callable[[str], None] = print) -> dict[str, dict[str, dict[str, float]]]:
+def _trainer_evals(cfg: Any, checkpoint: Path, n: int) -> dict[str, dict[str, float]]:
+    """The trainer already rolled out the start (step 0) and final policy greedily on these very
+    questions (same file, size, seed and rollout config): reuse those numbers rather than
+    recomputing them. Empty when they do not cover exactly this evaluation."""
+    from agent_r1.training.metrics_log import read_metrics
+
+    rows = {r["step"]: r for r in read_metrics(Path(cfg.train.out_dir) / "metrics.jsonl") if "eval/em" in r}
+    final_step = int(checkpoint.name.split("_")[-1]) if checkpoint.name.startswith("iter_") else -1
+    found = {}
+    for label, step in (("start", 0), ("rl", final_step)):
+        row = rows.get(step)
+        if row and row.get("eval/n") == n:
+            found[label] = {k[len("eval/"):]: v for k, v in row.items() if k.startswith("eval/")}
+    return found if len(found) == 2 else {}
+
+
+def evaluate_run(cfg: Any, checkpoint: str | Path | None = None, log: Callable[[str], None] = print,
+                 reuse: bool = True) -> dict[str, dict[str, dict[str, float]]]:
     from agent_r1.evaluation.agent_eval import evaluate_policy
     from agent_r1.models.build import load_model
     from agent_r1.retrieval.base import open_index
@@ -42,7 +59,15 @@ def evaluate_run(cfg: Any, checkpoint: str | Path | None = None,
         env_factory = make_env_factory(cfg, retriever)
         for name, path in datasets.items():
             samples = load_samples(path, cfg.train.eval_size)
+            known = (_trainer_evals(cfg, Path(checkpoint), len(samples))
+                     if reuse and path == data_dir / cfg.data.eval_file else {})
+            for label, m in known.items():
+                results.setdefault(name, {})[label] = {**m, "n": float(len(samples)), "source": "trainer"}
+                log(f"{label} on {name} ({len(samples)} questions, measured by the trainer): EM {m['em']:.1f} "
+                    f"F1 {m['f1']:.1f} search-first {m['search_first_rate']:.0f}%")
             for label, model_dir in models.items():
+                if label in known:
+                    continue
                 model, tok = load_model(model_dir)
                 m = evaluate_policy(TransformersEngine(model, tok), ChatCodec(tok), env_factory, samples,
                                     cfg.rollout, cfg.reward, greedy=True, seed=cfg.seed)
@@ -88,9 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--params", default="params.yaml")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--checkpoint", default=None, help="default: the latest in train.out_dir/checkpoints")
+    p.add_argument("--fresh", action="store_true", help="roll out again even where the trainer measured it")
     args = p.parse_args(argv)
     cfg = load_config(args.params, parse_overrides(args.overrides))
-    evaluate_run(cfg, args.checkpoint)
+    evaluate_run(cfg, args.checkpoint, reuse=not args.fresh)
     write_curves(cfg)
     return 0
 

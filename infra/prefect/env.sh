@@ -8,6 +8,7 @@ export PREFECT_PORT="${PREFECT_PORT:-4200}"
 export PREFECT_API_URL="${PREFECT_API_URL:-http://127.0.0.1:$PREFECT_PORT/api}"
 export MLFLOW_DISABLE_TELEMETRY=true DO_NOT_TRACK=1
 export PATH="$ROOT/.venv/bin:$PATH"
+export AGENT_R1_ROOT="$ROOT"   # prefect.yaml: the folder a worker runs flow runs in
 cd "$ROOT"
 
 wait_for_prefect() {  # the first start runs database migrations: give it minutes, not seconds
