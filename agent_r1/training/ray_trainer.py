@@ -108,7 +108,8 @@ class RayTrainer:
             self.learner = ray.remote(Learner).options(num_cpus=rc.learner_cpus, max_restarts=0).remote(cfg, resume)
             info = ray.get(self.learner.info.remote())
             self.iteration: int = info["iteration"]
-            self.version: int = self._snapshot_version = info["version"]
+            self.version: int = info["version"]
+            self._snapshot_version = self.version  # the weights every worker is built with
             self.eval_samples: list[dict[str, Any]] = info["eval_samples"]
             self.resumed_from: str | None = info["resumed_from"]
             # a snapshot of the policy; held here for the trainer's lifetime so that Ray can rebuild
