@@ -74,8 +74,19 @@ BASELINES = {"direct": "Direct answer (no retrieval)", "rag": "Naive RAG (top-k 
 MICRO_METHODS = ("ppo", "grpo")
 
 
+def rel(path: Path | str) -> str:
+    """A path relative to the repo root when it lies inside it (portable reports)."""
+    try:
+        return str(Path(path).resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
 def config_hash(obj: Any) -> str:
-    return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    """Short SHA-1 of a config; paths inside the repo count relative to it, so the hash does not
+    depend on where the repo is cloned."""
+    text = json.dumps(obj, sort_keys=True, default=str).replace(str(ROOT) + "/", "")
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
 def base_overrides(work: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -172,7 +183,8 @@ def render_markdown(res: dict[str, Any]) -> str:
         f"Datasets: `{id_ds}` = in-domain ({res['datasets'][id_ds]} questions), "
         + ", ".join(f"`{d}` = out-of-domain ({res['datasets'][d]} questions)" for d in ds_names[1:]) + ".",
         "",
-        "EM (exact match, %); F1 and substring EM are in the JSON and in the detail table, never blended.",
+        "EM (exact match, %); F1 and substring EM are in the JSON and in the detail table, never blended. "
+        f"One question is {100 / max(res['datasets'][id_ds], 1):.1f} EM points here: gaps of one or two questions are noise.",
         "",
         "| method | " + " | ".join(f"EM {d}" for d in ds_names) + f" | F1 {id_ds} | tool calls/q {id_ds} | wall s |",
         "|---|" + "---|" * (len(ds_names) + 3),
@@ -264,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
                     "platform": platform.platform()},
         "budget": {"iterations": args.iterations, "prompts_per_iter": args.prompts_per_iter,
                    "n_samples": args.n_samples, "sft_steps": args.sft_steps, "guess_fraction": args.guess_fraction},
-        "base_config": base, "warm_start": str(warm), "warm_start_reused": warm_reused,
+        "base_config": base, "warm_start": rel(warm), "warm_start_reused": warm_reused,
         "sft_seconds": round(sft_s, 1),
         "model_params": model_params(warm),
         "datasets": {k: len(v) for k, v in sets.items()},
