@@ -78,11 +78,11 @@ def main() -> int:
     ap.add_argument("--iterations", type=int, default=None)
     ap.add_argument("--sft-steps", type=int, default=None)
     ap.add_argument("--guess-fraction", type=float, default=0.6)
-    ap.add_argument("--lr", type=float, default=1e-3, help="RL learning rate")
+    ap.add_argument("--lr", type=float, default=3e-4, help="RL learning rate (1e-3 collapsed the policy here)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "learning.json"))
     args = ap.parse_args()
     work = Path(args.work)
-    iterations = args.iterations or (4 if args.quick else 120)
+    iterations = args.iterations or (4 if args.quick else 150)
     sft_steps = args.sft_steps or (40 if args.quick else 600)
     base = {
         "data.dir": str(work / "data"), "search.index_dir": str(work / "index"),
