@@ -17,11 +17,18 @@ from typing import Any
 from agent_r1.rollout.chat import ChatCodec
 from agent_r1.trajectory import Trajectory, Turn
 
+def _spaced(value: Any) -> str:
+    """A leading space, so that with byte-level BPE a name inside a tag gets the same token ids
+    as in the question and the documents (" Duso"), and the policy can copy ids instead of
+    learning a second spelling of every name; the parsers strip it."""
+    return " " + str(value).strip()
+
+
 def tool_action(fmt: str, name: str, arguments: dict[str, Any]) -> str:
     """The text of one tool call in format `fmt` (tag: the one argument is the tag body)."""
     if fmt == "tag":
         (value,) = arguments.values()
-        return f"<{name}>{value}</{name}>"
+        return f"<{name}>{_spaced(value)}</{name}>"
     return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments}, ensure_ascii=False)}</tool_call>"
 
 
@@ -33,7 +40,7 @@ def scripted_actions(sample: dict[str, Any], fmt: str, guess: str | None,
     the sample's first tool; `tool_args` maps tool names to the argument a string fills
     (default: search -> query).
     """
-    answer = f"<answer>{guess if guess is not None else sample['answers'][0]}</answer>"
+    answer = f"<answer>{_spaced(guess if guess is not None else sample['answers'][0])}</answer>"
     if guess is not None:
         return [answer]
     tool_args = tool_args or {"search": "query"}
