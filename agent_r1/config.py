@@ -11,6 +11,7 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from agent_r1.envs.tool_env import EnvConfig
 from agent_r1.models.build import ModelConfig
@@ -217,3 +218,12 @@ def validate(c: ExperimentConfig) -> None:
     for ok, message in checks:
         if not ok:
             raise ValueError(message)
+    for key in ("train_file", "eval_file"):  # file names inside data.dir: they may not leave it
+        name = getattr(c.data, key)
+        if not name or Path(name).is_absolute() or ".." in Path(name).parts:
+            raise ValueError(f"data.{key}={name!r} must be a file name inside data.dir ({c.data.dir!r}), "
+                             "not an absolute path or one with '..'; point data.dir at the folder instead")
+    if urlsplit(c.search.url).username or urlsplit(c.search.url).password:
+        raise ValueError("search.url holds credentials (user:password@); remove them and set "
+                         "AGENT_R1_ES_API_KEY or AGENT_R1_ES_USER/AGENT_R1_ES_PASSWORD, so they are never "
+                         "logged with the config")

@@ -10,6 +10,7 @@ import argparse
 import json
 import platform
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -19,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agent_r1.training.killtest import kill_and_resume, random_delays  # noqa: E402
+from agent_r1.training.killtest import _train_cmd, kill_and_resume, random_delays  # noqa: E402
 from tests.reliability.test_kill_resume import micro_overrides  # noqa: E402
 
 
@@ -31,10 +32,20 @@ def main() -> int:
     args = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="agent-r1-kill-"))
     shared = micro_overrides(base)
-    # delays from the data/index build through the RL loop and its per-iteration checkpoints
-    delays = random_delays(args.trials, 8.0, 30.0, seed=0)
-    trials = []
+    # One uninterrupted run, timed (it also builds the shared data and index): kills are then drawn
+    # across that duration, so each lands in the RL loop (rollout, update or checkpoint write)
+    # rather than after a run that already finished.
     start = time.perf_counter()
+    subprocess.run(_train_cmd({**shared, "train.iterations": 0, "train.out_dir": str(base / "warm")}, False),
+                   capture_output=True, check=True)  # data + index, so every timed run starts alike
+    t0 = time.perf_counter()
+    subprocess.run(_train_cmd({**shared, "train.out_dir": str(base / "calibrate"),
+                               "train.iterations": args.iterations}, False), capture_output=True, check=True)
+    run_s = time.perf_counter() - t0
+    delays = random_delays(args.trials, 0.25 * run_s, 0.95 * run_s, seed=0)
+    print(f"uninterrupted run: {run_s:.1f}s; kills between "
+          f"{0.25 * run_s:.1f}s and {0.95 * run_s:.1f}s", flush=True)
+    trials = []
     for i, delay in enumerate(delays):
         over = {**shared, "train.out_dir": str(base / f"run{i}"), "train.iterations": args.iterations}
         result = kill_and_resume(over, args.iterations, delay)
@@ -45,6 +56,8 @@ def main() -> int:
         "trials": len(trials),
         "killed": sum(t["killed"] for t in trials),
         "resumed_cleanly": sum(t["resumed_ok"] for t in trials),
+        "killed_and_resumed_cleanly": sum(t["killed"] and t["resumed_ok"] for t in trials),
+        "uninterrupted_run_seconds": run_s,
         "wall_seconds": time.perf_counter() - start,
         "details": trials,
     }

@@ -17,8 +17,6 @@ from typing import Protocol
 
 from agent_r1.tools.runner import ToolCall
 
-_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
-
 
 @dataclass
 class ParsedAction:
@@ -40,8 +38,38 @@ class ToolCallFormat(Protocol):
 
 
 def _extract_answer(text: str) -> str | None:
-    m = _ANSWER.search(text)
-    return m.group(1).strip() if m else None
+    pairs = tagged_spans(text, ["answer"], limit=1)
+    return pairs[0][1].strip() if pairs else None
+
+
+def tagged_spans(text: str, names: list[str], limit: int | None = None) -> list[tuple[str, str]]:
+    """(name, body) of each `<name>body</name>` in order, the first close tag ending a body.
+
+    Same result as `re.findall(r"<(a|b)>(.*?)</\\1>", text, re.DOTALL)`, but in linear time: the
+    regex rescans to the end of the text from every unclosed open tag, so a model output of
+    thousands of unclosed tags took seconds to minutes; here a name with no close tag left is
+    dropped after one scan.
+    """
+    found: list[tuple[str, str]] = []
+    nxt = {n: -1 for n in names}  # cached position of each name's next open tag (-1: not looked up)
+    live = list(dict.fromkeys(names))
+    pos = 0
+    while live and (limit is None or len(found) < limit):
+        for n in live:
+            if nxt[n] < pos:
+                nxt[n] = text.find(f"<{n}>", pos)
+        live = [n for n in live if nxt[n] >= 0]
+        if not live:
+            break
+        name = min(live, key=lambda n: nxt[n])
+        start = nxt[name] + len(name) + 2
+        end = text.find(f"</{name}>", start)
+        if end < 0:  # unclosed, and so is every later open tag of this name
+            live.remove(name)
+            continue
+        found.append((name, text[start:end]))
+        pos = end + len(name) + 3
+    return found
 
 
 def _cap(calls: list[ToolCall], max_calls: int) -> tuple[list[ToolCall], int]:
@@ -62,8 +90,6 @@ class TagFormat:
     def __init__(self, tools: dict[str, str] | None = None):
         self.tools = dict(tools) if tools is not None else {"search": "query"}  # tag -> argument name
         self.stop_strings = tuple(f"</{t}>" for t in self.tools) + ("</answer>",)
-        names = "|".join(re.escape(t) for t in self.tools)
-        self._call = re.compile(rf"<({names})>(.*?)</\1>", re.DOTALL) if self.tools else None
 
     @classmethod
     def for_tools(cls, tools: list) -> "TagFormat":
@@ -74,7 +100,7 @@ class TagFormat:
         if answer is not None:
             return ParsedAction(answer=answer)
         calls = []
-        for tag, body in (self._call.findall(text) if self._call else []):
+        for tag, body in tagged_spans(text, list(self.tools)):
             body = body.strip()
             if body:
                 calls.append(ToolCall(tag, {self.tools[tag]: body}))
@@ -122,13 +148,12 @@ class HermesFormat:
     name = "hermes"
     stop_strings = ("</tool_call>", "</answer>")
     inline_observations = False
-    _CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
     def parse(self, text: str, max_calls: int) -> ParsedAction:
         answer = _extract_answer(text)
         if answer is not None:
             return ParsedAction(answer=answer)
-        calls = [self._parse_call(body) for body in self._CALL.findall(text)]
+        calls = [self._parse_call(body) for body in (b for _, b in tagged_spans(text, ["tool_call"]))]
         calls, dropped = _cap(calls, max_calls)
         if not calls:
             hint = "unclosed <tool_call> tag" if "<tool_call>" in text else "no action found"

@@ -7,7 +7,9 @@
   as plain text, never parsed as query syntax (no `query_string`), so model output cannot
   inject operators; `most_fields` sums per-field scores like the tantivy backend.
 - Calls retry with exponential backoff on connection errors, timeouts and HTTP 429, then
-  raise a RuntimeError naming the URL and what to do.
+  raise a ServiceUnavailableError (a RuntimeError) naming the URL and what to do; the tool
+  runner lets it through, so a training run stops there (resumable) instead of continuing on
+  error observations.
 - Credentials come only from AGENT_R1_ES_API_KEY or AGENT_R1_ES_USER/AGENT_R1_ES_PASSWORD
   and are never logged, printed, or written to retriever.json.
 """
@@ -19,12 +21,14 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from elasticsearch import ApiError, ConnectionError, ConnectionTimeout, Elasticsearch, helpers
 from tqdm import tqdm
 
 from agent_r1.data.schema import Document
 from agent_r1.retrieval.base import INDEX_FIX, Hit, RetrievalConfig, register_retriever
+from agent_r1.tools.base import ServiceUnavailableError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -82,6 +86,9 @@ class ElasticsearchRetriever:
     def __init__(self, config: RetrievalConfig) -> None:
         if config.retry_attempts < 1:
             raise ValueError(f"retry_attempts must be >= 1, got {config.retry_attempts}")
+        if urlsplit(config.url).username or urlsplit(config.url).password:  # it would be printed in errors
+            raise ValueError(f"the Elasticsearch URL holds credentials (user:password@); remove them and set "
+                             f"{ENV_API_KEY} or {ENV_USER}/{ENV_PASSWORD} instead")
         self.config = config
         self.url = config.url
         self.index_name = config.index_name
@@ -113,7 +120,7 @@ class ElasticsearchRetriever:
                             what, type(last).__name__, attempt, attempts, delay)
                 time.sleep(delay)
                 delay *= 2
-        raise RuntimeError(
+        raise ServiceUnavailableError(  # a RuntimeError; the tool runner lets it stop the run
             f"Elasticsearch at {self.url} did not answer {what} after {attempts} attempt(s) "
             f"({type(last).__name__}: {last}). Check that the server is running and reachable "
             f"at that URL (or pass --url), that credentials in {ENV_API_KEY} / {ENV_USER}+{ENV_PASSWORD} "

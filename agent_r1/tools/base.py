@@ -23,6 +23,13 @@ class ToolResult:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
+class ServiceUnavailableError(RuntimeError):
+    """The service behind a tool (e.g. the Elasticsearch server) is down after the tool's own
+    retries. Unlike any other tool failure this is not the model's doing, so `ToolRunner` lets
+    it through: the run stops with this message (its last checkpoint intact, `--resume` continues)
+    instead of training on error observations."""
+
+
 @runtime_checkable
 class Tool(Protocol):
     name: str

@@ -1,5 +1,7 @@
 """Executes tool calls safely: unknown tools, bad arguments, exceptions and time-outs all
-become failed `ToolResult`s whose text tells the model what went wrong; nothing raises."""
+become failed `ToolResult`s whose text tells the model what went wrong. The one exception that
+passes through is `ServiceUnavailableError` (a tool's backing service is down after retries),
+which stops the run rather than feeding the model error text."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from typing import Any
 
 import jsonschema
 
-from agent_r1.tools.base import Tool, ToolResult
+from agent_r1.tools.base import ServiceUnavailableError, Tool, ToolResult
 
 
 @dataclass
@@ -40,11 +42,11 @@ class ToolRunner:
         if call.error:
             return call.error
         if call.name not in self.tools:
-            return f"unknown tool {call.name!r}; available tools: {', '.join(sorted(self.tools))}"
+            return f"unknown tool {_short(repr(call.name))}; available tools: {', '.join(sorted(self.tools))}"
         errors = sorted(self._validators[call.name].iter_errors(call.arguments), key=str)
         if errors:
             where = "/".join(str(p) for p in errors[0].absolute_path) or "arguments"
-            return f"invalid arguments for {call.name!r} at {where}: {errors[0].message}"
+            return f"invalid arguments for {call.name!r} at {_short(where)}: {_short(errors[0].message)}"
         return None
 
     def run(self, calls: list[ToolCall]) -> list[ToolResult]:
@@ -73,6 +75,8 @@ class ToolRunner:
             if not isinstance(outs, list) or len(outs) != len(args):
                 raise TypeError(f"tool {tool.name!r} returned {type(outs).__name__}, expected one result per call")
             outs = [self._clip(o) for o in outs]
+        except ServiceUnavailableError:
+            raise  # the service is down, not the model's fault: stop the run (see ServiceUnavailableError)
         except cf.TimeoutError:
             outs = [ToolResult(f"Error: tool {tool.name!r} timed out after {self.timeout_s:g}s", False,
                                {"error": "timeout"}) for _ in args]
@@ -103,6 +107,15 @@ class ToolRunner:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _short(text: str, limit: int = 300) -> str:
+    """An error message cut to `limit` characters, keeping its end (jsonschema messages quote the
+    model's whole value first and say what was wrong last: "'...' is not of type 'string'")."""
+    if len(text) <= limit:
+        return text
+    half = (limit - 5) // 2
+    return f"{text[:half]} ... {text[-half:]}"
 
 
 def tool_metrics(step_infos: list[dict[str, Any]]) -> dict[str, float]:
