@@ -34,12 +34,25 @@ def _train_cmd(overrides: dict[str, object], resume: bool) -> list[str]:
     return cmd + (["--resume"] if resume else [])
 
 
+def _wait_for_step(proc: subprocess.Popen, metrics: Path, step: int, timeout_s: float) -> None:
+    """Blocks until `metrics` logs `step` (or the process ends), so a kill lands inside the run
+    whatever the machine's speed."""
+    deadline = time.monotonic() + timeout_s
+    while proc.poll() is None and time.monotonic() < deadline:
+        if any(m.get("step", -1) >= step for m in read_metrics(metrics)):
+            return
+        time.sleep(0.05)
+
+
 def kill_and_resume(overrides: dict[str, object], iterations: int, kill_after_s: float,
-                    timeout_s: float = 600) -> TrialResult:
-    """Starts `agent-r1 train`, SIGKILLs it after `kill_after_s`, resumes it to the end, checks."""
+                    timeout_s: float = 600, after_step: int | None = None) -> TrialResult:
+    """Starts `agent-r1 train`, SIGKILLs it `kill_after_s` after start (or after it logged
+    `after_step`), resumes it to the end, and checks iteration count and logged steps."""
     out = Path(str(overrides["train.out_dir"]))
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(_train_cmd(overrides, False), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(_train_cmd(overrides, False), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    if after_step is not None:
+        _wait_for_step(proc, out / "metrics.jsonl", after_step, timeout_s)
     time.sleep(kill_after_s)
     killed = proc.poll() is None
     if killed:
