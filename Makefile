@@ -34,7 +34,7 @@ rollout: $(STAMP)
 
 # pytest exits 5 when it collects no test: that is a failure here, never a silent pass.
 test: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -p no:cacheprovider
 
 bench: $(STAMP)
 	$(PY) benchmarks/retrieval.py

@@ -29,7 +29,7 @@ HOTPOTQA_400 = SHARED_DATA / "hotpotqa" / "hotpotqa_dev_distractor_400.jsonl"
 
 def require_shared(path: Path) -> Path:
     if not path.exists():
-        pytest.skip(f"shared data file {path} not found (expected beside the repo root)")
+        pytest.fail(f"shared data file {path} not found: the shared/ folder must sit beside the repo root")
     return path
 
 
@@ -93,7 +93,7 @@ class NoidaServer:
 def start_noida(data_dir: Path, timeout_s: float = 30.0) -> NoidaServer:
     binary = _noida_binary()
     if binary is None:
-        pytest.skip("noida-db is not installed (pip install noida-db)")
+        pytest.fail("noida-db is not installed: run `make install` (it is in the dev extra)")
     port = free_port()
     data_dir.mkdir(parents=True, exist_ok=True)
     log_path = data_dir / "noida.log"

@@ -21,7 +21,7 @@ ITERATIONS = 2
 
 @pytest.fixture(scope="module")
 def ray_session():
-    ray = pytest.importorskip("ray")
+    import ray
     from agent_r1.training.ray_trainer import init_ray
 
     started = init_ray(RayConfig(num_cpus=3))

@@ -142,7 +142,7 @@ def test_split_counts_and_config_errors():
 
 @pytest.mark.parametrize("layout", ["title_and_text_fields", "one_stemmed_field"])
 def test_bm25_returns_the_plan_document_top1(world, layout):
-    tantivy = pytest.importorskip("tantivy")
+    import tantivy
     builder = tantivy.SchemaBuilder()
     builder.add_text_field("doc_id", stored=True, tokenizer_name="raw")
     if layout == "title_and_text_fields":
