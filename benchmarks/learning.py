@@ -79,6 +79,7 @@ def main() -> int:
     ap.add_argument("--sft-steps", type=int, default=None)
     ap.add_argument("--guess-fraction", type=float, default=0.6)
     ap.add_argument("--lr", type=float, default=3e-4, help="RL learning rate (1e-3 collapsed the policy here)")
+    ap.add_argument("-k", type=int, default=3, help="documents per search")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "learning.json"))
     args = ap.parse_args()
     work = Path(args.work)
@@ -86,7 +87,7 @@ def main() -> int:
     sft_steps = args.sft_steps or (40 if args.quick else 600)
     base = {
         "data.dir": str(work / "data"), "search.index_dir": str(work / "index"),
-        "data.question_types": ["one_hop", "bridge"], "sft.out_dir": str(work / "sft"),
+        "data.question_types": ["one_hop", "bridge"], "sft.out_dir": str(work / "sft"), "search.k": args.k,
         "sft.steps": sft_steps, "sft.guess_fraction": args.guess_fraction, "train.threads": 2,
         "train.iterations": iterations, "train.prompts_per_iter": 16, "rollout.n_samples": 4, "train.lr": args.lr,
         "env.format_instructions": False, "train.eval_every": 0, "train.eval_size": 100 if not args.quick else 20, "train.checkpoint_every": 1000,
