@@ -46,7 +46,8 @@ class RLTrainer:
         self.sampler = PromptSampler(train_samples, cfg.seed)
         self.sink = sink
         self.iteration = 0
-        self.bad_updates = 0
+        self.bad_updates = 0  # consecutive non-finite updates (stops the run at the limit)
+        self.skipped_updates = 0  # all non-finite updates so far (a metric)
         a = cfg.algo
         self.estimator = get_adv_estimator(a.adv_estimator)
         self.policy_loss = get_policy_loss(a.policy_loss)
@@ -153,7 +154,7 @@ class RLTrainer:
     def _bad_update(self, why: str) -> None:
         self.optimizer.zero_grad(set_to_none=True)
         self.bad_updates += 1
-        self.skipped_updates = getattr(self, "skipped_updates", 0) + 1
+        self.skipped_updates += 1
         if self.bad_updates >= self.cfg.train.max_bad_updates:
             raise NonFiniteLossError(f"{why} in {self.bad_updates} consecutive updates at iteration "
                                      f"{self.iteration}; lower train.lr or check the data")
@@ -196,7 +197,7 @@ class RLTrainer:
             "rollout_tokens_per_s": sampled / max(rollout_s, 1e-9),
             "update_tokens_per_s": self.cfg.train.ppo_epochs * float(batch["attention_mask"].sum()) / max(update_s, 1e-9),
             "rollout_s": rollout_s, "update_s": update_s,
-            "skipped_updates": float(getattr(self, "skipped_updates", 0)),
+            "skipped_updates": float(self.skipped_updates),
             "truncated_actions": float(sum(t.truncated for tr in trajs for t in tr.turns)),
             "truncated_observations": float(sum(t.observation_truncated for tr in trajs for t in tr.turns)),
             **{f"stop/{k}": float(v) for k, v in reasons.items()},
