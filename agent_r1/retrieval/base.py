@@ -183,3 +183,26 @@ __all__ = [
     "Hit", "RetrievalConfig", "Retriever", "RETRIEVERS", "register_retriever", "open_retriever",
     "open_index", "read_manifest", "write_manifest", "backend_names", "MANIFEST", "INDEX_FIX",
 ]
+
+
+def corpus_sha1(path: str | os.PathLike[str]) -> str:
+    """Identity of a corpus file: an index records it, so a changed corpus triggers a rebuild."""
+    import hashlib
+
+    return hashlib.sha1(Path(path).read_bytes()).hexdigest()
+
+
+def build_index(corpus: str | os.PathLike[str], index_dir: str | os.PathLike[str], backend: str = "tantivy",
+                **options: Any) -> int:
+    """Indexes a corpus JSONL into `index_dir` and writes its manifest; returns the doc count."""
+    from agent_r1.data.corpus import load_corpus_jsonl
+
+    docs = load_corpus_jsonl(corpus)
+    config = RetrievalConfig(backend=backend, index_dir=Path(index_dir), **options)
+    retriever = open_retriever(config)
+    try:
+        n = retriever.index(docs)
+    finally:
+        retriever.close()
+    write_manifest(config, {"num_docs": n, "corpus": str(corpus), "corpus_sha1": corpus_sha1(corpus)})
+    return n

@@ -12,13 +12,7 @@ import os
 import time
 from pathlib import Path
 
-from agent_r1.retrieval.base import (
-    RetrievalConfig,
-    backend_names,
-    open_index,
-    open_retriever,
-    write_manifest,
-)
+from agent_r1.retrieval.base import backend_names, build_index, open_index
 
 DEFAULT_ES_URL = "http://127.0.0.1:9200"
 
@@ -49,18 +43,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from agent_r1.data.corpus import load_corpus_jsonl
-
-    docs = load_corpus_jsonl(args.corpus)
-    config = RetrievalConfig(backend=args.backend, index_dir=args.out, url=args.url, index_name=args.index_name)
-    retriever = open_retriever(config)
     start = time.perf_counter()
-    try:
-        n = retriever.index(docs)
-    finally:
-        retriever.close()
+    n = build_index(args.corpus, args.out, args.backend, url=args.url, index_name=args.index_name)
     seconds = time.perf_counter() - start
-    write_manifest(config, {"num_docs": n, "corpus": str(args.corpus)})
     print(f"indexed {n} documents with {args.backend} into {args.out} in {seconds:.2f}s")
     return 0
 

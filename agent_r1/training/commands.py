@@ -63,10 +63,10 @@ def cmd_prepare_data(args: argparse.Namespace) -> int:
 def cmd_build_index(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from agent_r1.training.setup import build_index
+    from agent_r1.training.setup import build_index, index_options
 
     cfg = _config(args)
-    options = {"url": cfg.search.url, "index_name": cfg.search.index_name} if cfg.search.url else {}
-    n = build_index(Path(cfg.data.dir) / "corpus.jsonl", cfg.search.index_dir, cfg.search.backend, **options)
+    n = build_index(Path(cfg.data.dir) / "corpus.jsonl", cfg.search.index_dir, cfg.search.backend,
+                    **index_options(cfg))
     print(f"indexed {n} documents with {cfg.search.backend} into {cfg.search.index_dir}")
     return 0

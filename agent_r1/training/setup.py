@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_r1.config import ExperimentConfig
+from agent_r1.retrieval.base import build_index, corpus_sha1  # noqa: F401  (build_index re-exported)
 
 
 def ensure_data(cfg: ExperimentConfig) -> Path:
@@ -29,26 +30,9 @@ def ensure_data(cfg: ExperimentConfig) -> Path:
     return d
 
 
-def build_index(corpus: str | Path, index_dir: str | Path, backend: str = "tantivy", **options: Any) -> int:
-    """Indexes a corpus JSONL into `index_dir` and writes its manifest; returns the doc count."""
-    from agent_r1.data.corpus import load_corpus_jsonl
-    from agent_r1.retrieval.base import RetrievalConfig, open_retriever, write_manifest
-
-    docs = load_corpus_jsonl(corpus)
-    config = RetrievalConfig(backend=backend, index_dir=Path(index_dir), **options)
-    retriever = open_retriever(config)
-    try:
-        n = retriever.index(docs)
-    finally:
-        retriever.close()
-    write_manifest(config, {"num_docs": n, "corpus": str(corpus), "corpus_sha1": _sha1(corpus)})
-    return n
-
-
-def _sha1(path: str | Path) -> str:
-    import hashlib
-
-    return hashlib.sha1(Path(path).read_bytes()).hexdigest()
+def index_options(cfg: ExperimentConfig) -> dict[str, Any]:
+    """Backend options from the config (only Elasticsearch needs any)."""
+    return {"url": cfg.search.url, "index_name": cfg.search.index_name} if cfg.search.url else {}
 
 
 def ensure_index(cfg: ExperimentConfig, data_dir: Path) -> Path:
@@ -57,9 +41,8 @@ def ensure_index(cfg: ExperimentConfig, data_dir: Path) -> Path:
     manifest = index_dir / "retriever.json"
     corpus = data_dir / "corpus.jsonl"
     built_from = json.loads(manifest.read_text()).get("corpus_sha1") if manifest.exists() else None
-    if built_from != _sha1(corpus):
-        options = {"url": cfg.search.url, "index_name": cfg.search.index_name} if cfg.search.url else {}
-        build_index(data_dir / "corpus.jsonl", index_dir, cfg.search.backend, **options)
+    if built_from != corpus_sha1(corpus):
+        build_index(corpus, index_dir, cfg.search.backend, **index_options(cfg))
     return index_dir
 
 
