@@ -27,7 +27,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agent_r1.config import load_config  # noqa: E402
+from agent_r1.config import load_config, parse_overrides  # noqa: E402
 from agent_r1.evaluation.agent_eval import evaluate_policy  # noqa: E402
 from agent_r1.models.build import load_model  # noqa: E402
 from agent_r1.retrieval.base import open_index  # noqa: E402
@@ -81,6 +81,8 @@ def main() -> int:
     ap.add_argument("--lr", type=float, default=3e-4, help="RL learning rate (1e-3 collapsed the policy here)")
     ap.add_argument("-k", type=int, default=3, help="documents per search")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "learning.json"))
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra config override for every run, e.g. --set model.tokenizer=bpe")
     args = ap.parse_args()
     work = Path(args.work)
     iterations = args.iterations or (4 if args.quick else 150)
@@ -91,6 +93,7 @@ def main() -> int:
         "sft.steps": sft_steps, "sft.guess_fraction": args.guess_fraction, "train.threads": 2,
         "train.iterations": iterations, "train.prompts_per_iter": 16, "rollout.n_samples": 4, "train.lr": args.lr,
         "env.format_instructions": False, "train.eval_every": 0, "train.eval_size": 100 if not args.quick else 20, "train.checkpoint_every": 1000,
+        **parse_overrides(args.set),
     }
     cfg = load_config(None, base)
     set_threads(cfg.train.threads)

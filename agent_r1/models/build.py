@@ -18,6 +18,7 @@ class ModelConfig:
     intermediate_size: int = 512
     max_position_embeddings: int = 1024
     vocab_size: int = 1000  # tokenizer vocabulary to train when building locally
+    tokenizer: str = "bpe"  # pre-tokenizer of a locally trained tokenizer: bpe | syllable (models/tokenizer.py)
     tie_word_embeddings: bool = True
     dtype: str = "float32"
 
@@ -89,5 +90,5 @@ def build_local_model(texts: list[str], config: ModelConfig, seed: int = 0):
         "that follows. Give the final answer as <answer>answer</answer>. Doc 1 (Title): No results. Error:",
         '<tool_call>{"name": "search", "arguments": {"query": "q"}}</tool_call><tool_response>\n</tool_response>',
     ]
-    tokenizer = train_tokenizer(list(texts) + glue * 20, vocab_size=config.vocab_size)
+    tokenizer = train_tokenizer(list(texts) + glue * 20, vocab_size=config.vocab_size, split=config.tokenizer)
     return build_model(config, tokenizer, seed=seed), tokenizer
