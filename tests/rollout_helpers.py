@@ -31,8 +31,8 @@ class RecordingEngine(TransformersEngine):
         super().__init__(*a, **k)
         self.sampled: list[list[int]] = []
 
-    def generate(self, prompts, params):
-        outs = super().generate(prompts, params)
+    def generate(self, prompts, params, **kwargs):
+        outs = super().generate(prompts, params, **kwargs)
         self.sampled.extend(list(o.token_ids) for o in outs)
         return outs
 

@@ -2,10 +2,17 @@
 
 `TransformersEngine` batches every active trajectory of a turn into one left-padded batch,
 decodes with a KV cache, and drops rows from the batch as soon as they finish.
+
+Prefix reuse across calls (multi-turn rollouts): a row given a `prefix_keys` entry keeps its KV
+cache under that key when it finishes; the next call with the same key and a prompt that extends
+the cached ids encodes only the new tokens. Cached keys/values were computed at the same absolute
+positions (RoPE is applied before caching), and padding is masked, so reuse changes no output
+beyond float rounding.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -34,20 +41,50 @@ class GenerationEngine(Protocol):
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[GenerationOutput]: ...
 
 
-class TransformersEngine:
-    """Sampling loop over a `transformers` causal LM (CPU or GPU)."""
+@dataclass
+class CachedPrefix:
+    """One row's KV cache: `ids` (length L) and per layer (keys, values), each `[heads, L, head_dim]`."""
 
-    def __init__(self, model: Any, tokenizer: Any, device: str = "cpu"):
+    ids: list[int]
+    kv: list[tuple[Any, Any]]
+
+
+class TransformersEngine:
+    """Sampling loop over a `transformers` causal LM (CPU or GPU).
+
+    `drop_finished=False` keeps finished rows in the batch until every row is done (what
+    `model.generate` does); it exists to measure what dropping them saves.
+    """
+
+    supports_prefix_reuse = True
+
+    def __init__(self, model: Any, tokenizer: Any, device: str = "cpu", drop_finished: bool = True):
         self.model = model
         self.tokenizer = tokenizer
         self.device = device
+        self.drop_finished = drop_finished
         self.pad_id = tokenizer.pad_token_id
         self._special_text = {i: tokenizer.convert_ids_to_tokens(i) for i in tokenizer.all_special_ids}
+        self._prefixes: dict[Hashable, CachedPrefix] = {}
+        self.stats = {"prompt_tokens": 0, "encoded_prompt_tokens": 0}  # what prefix reuse saved
 
     def _token_text(self, tid: int) -> str:
         return self._special_text.get(tid) or self.tokenizer.decode([tid])
 
-    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[GenerationOutput]:
+    def drop_prefixes(self, keys: Sequence[Hashable] | None = None) -> None:
+        """Frees cached prefixes (all of them when `keys` is None)."""
+        if keys is None:
+            self._prefixes.clear()
+        for k in keys or ():
+            self._prefixes.pop(k, None)
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams,
+                 prefix_keys: Sequence[Hashable | None] | None = None,
+                 keep_prefixes: bool = True) -> list[GenerationOutput]:
+        """Samples a continuation of each prompt. With `prefix_keys`, row i reuses (and consumes)
+        the prefix cached under `prefix_keys[i]` when that prefix starts its prompt and, with
+        `keep_prefixes`, caches its own state (prompt + sampled ids but the last) under that key
+        when it finishes."""
         import torch
 
         from agent_r1.rollout.sampling import sample_next
@@ -55,6 +92,9 @@ class TransformersEngine:
         n = len(prompts)
         if n == 0:
             return []
+        keys = list(prefix_keys) if prefix_keys is not None else [None] * n
+        if len(keys) != n:
+            raise ValueError(f"prefix_keys has {len(keys)} entries for {n} prompts")
         budgets = params.max_new_tokens if isinstance(params.max_new_tokens, list) else [params.max_new_tokens] * n
         outs = [GenerationOutput([], [], "length") for _ in range(n)]
         tails = [""] * n  # decoded recent text per row, for stop strings
@@ -62,18 +102,24 @@ class TransformersEngine:
         gen = torch.Generator().manual_seed(params.seed) if params.seed is not None else None
         stop_ids = set(params.stop_token_ids)
 
-        width = max(len(p) for p in prompts)
-        ids = torch.full((n, width), self.pad_id, dtype=torch.long)
-        attn = torch.zeros((n, width), dtype=torch.long)
-        for i, p in enumerate(prompts):
-            ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
-            attn[i, width - len(p):] = 1
         rows = [i for i in range(n) if budgets[i] > 0]  # live rows, in batch order
-        if len(rows) < n:
-            keep = torch.tensor(rows, dtype=torch.long)
-            ids, attn = ids[keep], attn[keep]
-        cache = None
-        step_input = ids
+        cached = {i: self._take_prefix(keys[i], prompts[i]) for i in rows}
+        width = max((len(prompts[i]) for i in rows), default=0)
+        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        attn = torch.zeros((len(rows), width), dtype=torch.long)
+        for b, i in enumerate(rows):
+            p = prompts[i]
+            ids[b, width - len(p):] = torch.tensor(p, dtype=torch.long)
+            attn[b, width - len(p):] = 1
+        # the batch encodes its last `q` columns; the columns before come from cached prefixes
+        # (each row's past is a prefix of its cached ids, since len(prompt) - q <= cached length)
+        q = max((len(prompts[i]) - (len(cached[i].ids) if cached[i] else 0) for i in rows), default=0)
+        q = max(q, 1)
+        cache = self._batch_cache(rows, cached, prompts, width - q) if width > q else None
+        step_input = ids[:, width - q:]
+        self.stats["prompt_tokens"] += sum(len(prompts[i]) for i in rows)
+        self.stats["encoded_prompt_tokens"] += int(attn[:, width - q:].sum())
+        done = [False] * len(rows)  # only used when finished rows stay in the batch
         was_training = self.model.training
         self.model.eval()
         try:
@@ -87,6 +133,8 @@ class TransformersEngine:
                     tokens, logps = sample_next(out.logits[:, -1, :].float().cpu(), params, gen)
                     finished = []
                     for b, row in enumerate(rows):
+                        if done[b]:
+                            continue
                         tid, o = int(tokens[b]), outs[row]
                         o.token_ids.append(tid)
                         o.logprobs.append(float(logps[b]))
@@ -102,11 +150,19 @@ class TransformersEngine:
                                 o.finish_reason, o.stop = "stop", hit
                         if o.finish_reason == "stop" or len(o.token_ids) >= budgets[row]:
                             finished.append(b)
+                            if keep_prefixes and keys[row] is not None:
+                                self._keep_prefix(keys[row], prompts[row] + o.token_ids[:-1], cache, b, attn)
                     attn = torch.cat([attn, torch.ones((attn.shape[0], 1), dtype=torch.long)], dim=1)
                     step_input = tokens.view(-1, 1)
-                    if finished:  # drop finished rows from the batch and the KV cache
+                    if finished and not self.drop_finished:
+                        for b in finished:
+                            done[b] = True
+                        if all(done):
+                            break
+                    elif finished:  # drop finished rows from the batch and the KV cache
                         keep_b = [b for b in range(len(rows)) if b not in set(finished)]
                         rows = [rows[b] for b in keep_b]
+                        done = [False] * len(rows)
                         if not rows:
                             break
                         keep = torch.tensor(keep_b, dtype=torch.long)
@@ -115,3 +171,47 @@ class TransformersEngine:
         finally:
             self.model.train(was_training)
         return outs
+
+    # --- prefix cache -------------------------------------------------------------------
+    def _take_prefix(self, key: Hashable | None, prompt: list[int]) -> CachedPrefix | None:
+        """The prefix cached under `key` if it is a proper prefix of `prompt` (consumed either way)."""
+        if key is None:
+            return None
+        entry = self._prefixes.pop(key, None)
+        if entry is None or len(entry.ids) >= len(prompt) or prompt[: len(entry.ids)] != entry.ids:
+            return None
+        return entry
+
+    def _keep_prefix(self, key: Hashable, ids: list[int], cache: Any, b: int, attn: Any) -> None:
+        """Copies batch row `b` of `cache` (its unpadded tail, `len(ids)` positions) under `key`."""
+        length = len(ids)
+        # a sliding-window layer holds only the window; the cache must hold exactly these ids
+        if any(getattr(layer, "is_sliding", False) for layer in cache.layers) or int(attn[b].sum()) != length:
+            self._prefixes.pop(key, None)
+            return
+        kv = [(layer.keys[b, :, -length:, :].clone(), layer.values[b, :, -length:, :].clone())
+              for layer in cache.layers]
+        self._prefixes[key] = CachedPrefix(list(ids), kv)
+
+    def _batch_cache(self, rows: list[int], cached: dict[int, CachedPrefix | None], prompts: list[list[int]],
+                     past: int) -> Any:
+        """A left-padded DynamicCache `[rows, heads, past, head_dim]` per layer: row b holds the
+        first `len(prompt) - q` cached positions of its prefix, right-aligned (zeros elsewhere, masked)."""
+        import torch
+        from transformers import DynamicCache
+
+        q_width = max(len(prompts[i]) for i in rows) - past
+        first = next(c for c in cached.values() if c is not None)
+        layers = []
+        for li, (k0, v0) in enumerate(first.kv):
+            heads, _, dim = k0.shape
+            k = torch.zeros((len(rows), heads, past, dim), dtype=k0.dtype, device=k0.device)
+            v = torch.zeros_like(k)
+            for b, i in enumerate(rows):
+                p = len(prompts[i]) - q_width  # this row's positions taken from the cache
+                if p > 0:
+                    entry = cached[i]
+                    k[b, :, past - p:] = entry.kv[li][0][:, :p]
+                    v[b, :, past - p:] = entry.kv[li][1][:, :p]
+            layers.append((k, v))
+        return DynamicCache(ddp_cache_data=layers, config=self.model.config)

@@ -8,6 +8,7 @@ Budgets are in tokens; every budget hit is recorded in the trajectory, never sil
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ from agent_r1.rewards.scoring import RewardConfig, outcome_reward
 from agent_r1.rollout.chat import ChatCodec
 from agent_r1.rollout.engine import GenerationEngine, SamplingParams
 from agent_r1.trajectory import Trajectory, Turn
+
+_ROLLOUT_IDS = itertools.count()  # prefix-cache keys are (rollout id, trajectory index)
 
 
 @dataclass
@@ -30,6 +33,9 @@ class RolloutConfig:
     top_k: int = 0
     top_p: float = 1.0
     n_samples: int = 1  # trajectories per prompt (the GRPO/RLOO group size)
+    # keep each trajectory's KV cache between turns, so a turn encodes only its new tokens
+    # (engines that support it: TransformersEngine); outputs are unchanged up to float rounding
+    kv_reuse: bool = True
 
     def __post_init__(self) -> None:
         for key in ("max_turns", "max_tokens_per_turn", "max_observation_tokens", "max_total_tokens", "n_samples"):
@@ -63,6 +69,34 @@ def run_rollout(
     single = {s: _single_id(codec, s) for s in stop_strings}
     stop_ids = tuple(i for i in [codec.eos_token_id, *single.values()] if i is not None)
     text_stops = tuple(s for s, i in single.items() if i is None)
+    reuse = config.kv_reuse and getattr(engine, "supports_prefix_reuse", False)
+    rollout_id = next(_ROLLOUT_IDS)
+    try:
+        _run_turns(engine, codec, envs, trajs, config, fmt, stop_ids, text_stops, seed, greedy,
+                   rollout_id if reuse else None)
+    finally:
+        if reuse:
+            engine.drop_prefixes([(rollout_id, i) for i in range(len(trajs))])
+    for traj, env in zip(trajs, envs):
+        if not traj.stop_reason:
+            traj.stop_reason = "max_total_tokens"
+        golds = traj.sample.get("answers") or []
+        # the outcome reward sees only the answer the model wrote, never an observation;
+        # the env's reward config carries the sample's own settings (its row's "env.reward")
+        traj.outcome_reward = outcome_reward(traj.answer, golds, getattr(env, "reward_config", reward))
+    elapsed = time.perf_counter() - start
+    for traj in trajs:
+        traj.metrics["rollout_seconds"] = elapsed
+    for env in envs:
+        env.close()
+    return trajs
+
+
+def _run_turns(engine: Any, codec: ChatCodec, envs: list[ToolEnv], trajs: list[Trajectory], config: RolloutConfig,
+               fmt: Any, stop_ids: tuple[int, ...], text_stops: tuple[str, ...], seed: int | None, greedy: bool,
+               rollout_id: int | None) -> None:
+    """The turns: generate for every active trajectory, step the envs, append observations.
+    With `rollout_id`, each trajectory's KV cache stays in the engine between its turns."""
     active = list(range(len(trajs)))
     for turn_idx in range(config.max_turns):
         contexts, budgets, runnable = [], [], []
@@ -82,7 +116,11 @@ def run_rollout(
             top_p=config.top_p, stop_token_ids=stop_ids, stop_strings=text_stops,
             seed=None if seed is None else seed * 1000 + turn_idx,
         )
-        outputs = engine.generate(contexts, params)
+        if rollout_id is None:
+            outputs = engine.generate(contexts, params)
+        else:  # a prefix is worth keeping only when another turn can follow
+            outputs = engine.generate(contexts, params, prefix_keys=[(rollout_id, i) for i in active],
+                                      keep_prefixes=turn_idx + 1 < config.max_turns)
         texts = [codec.decode(o.token_ids) for o in outputs]
         steps = step_many([envs[i] for i in active], texts)
         still = []
@@ -111,20 +149,9 @@ def run_rollout(
                 continue
             turn.observation_ids = obs_ids
             still.append(i)
+        if rollout_id is not None:  # ended trajectories never come back: free their caches now
+            engine.drop_prefixes([(rollout_id, i) for i in set(active) - set(still)])
         active = still
-    for traj, env in zip(trajs, envs):
-        if not traj.stop_reason:
-            traj.stop_reason = "max_total_tokens"
-        golds = traj.sample.get("answers") or []
-        # the outcome reward sees only the answer the model wrote, never an observation;
-        # the env's reward config carries the sample's own settings (its row's "env.reward")
-        traj.outcome_reward = outcome_reward(traj.answer, golds, getattr(env, "reward_config", reward))
-    elapsed = time.perf_counter() - start
-    for traj in trajs:
-        traj.metrics["rollout_seconds"] = elapsed
-    for env in envs:
-        env.close()
-    return trajs
 
 
 def _single_id(codec: ChatCodec, text: str) -> int | None:
