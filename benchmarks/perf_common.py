@@ -1,0 +1,168 @@
+"""Shared parts of the performance benchmarks (perf_rollout.py, perf_update.py, perf_trl.py).
+
+- `machine()`: what the figures were measured on (CPU model, cores, threads, GPU, versions, commit).
+- `alternate(fns, repeats)`: runs A, B, ... alternated (ABAB, then BABA, ...) so that drift on a
+  shared machine hits every variant alike; returns each one's timings.
+- `summary(values)`: median, min, max of repeats. Ratios are taken per repeat pair, then the median.
+- `peak_rss_mb()`: this process's peak resident set size (resource.getrusage).
+- `policy(...)`: the benchmark policy: the default CPU model warm-started by a short SFT on the
+  scripted-agent demos (so it writes searches and tantivy is really called), or on a GPU a larger,
+  randomly initialised Qwen2-shaped model in bf16 (no weights needed).
+- `write_result(name, payload)`: benchmarks/results/<name>.json with machine, peak RSS and payload.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+RESULTS = ROOT / "benchmarks" / "results"
+WORK = ROOT / "benchmarks" / ".work" / "perf"
+
+# A Qwen2-shaped model for GPU hosts (the layer shapes of Qwen2.5-0.5B, this project's vocabulary).
+GPU_MODEL = {"hidden_size": 896, "num_hidden_layers": 24, "num_attention_heads": 14, "num_key_value_heads": 2,
+             "intermediate_size": 4864}
+
+
+def peak_rss_mb() -> float:
+    """Peak RSS of this process in MiB (Linux reports ru_maxrss in KiB)."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def machine(device: str = "cpu") -> dict[str, Any]:
+    import torch
+    import transformers
+
+    cpu = platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    try:
+        mem_gib = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (ValueError, OSError):
+        mem_gib = None
+    info = {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(), "memory_gib": mem_gib,
+            "python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
+            "platform": platform.platform(), "device": device, "commit": commit,
+            "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
+    if device.startswith("cuda"):
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info
+
+
+def summary(values: list[float], digits: int = 4) -> dict[str, Any]:
+    return {"median": round(statistics.median(values), digits), "min": round(min(values), digits),
+            "max": round(max(values), digits), "runs": [round(v, digits) for v in values]}
+
+
+def alternate(fns: dict[str, Callable[[int], Any]], repeats: int, sync: Callable[[], None] | None = None,
+              start: int = 0) -> dict[str, list[tuple[float, Any]]]:
+    """Calls every fn(repeat) `repeats` times (repeat = start, start + 1, ...), alternating the
+    order each repeat (A B, B A, ...). Returns name -> [(seconds, fn's return value)]."""
+    names = list(fns)
+    out: dict[str, list[tuple[float, Any]]] = {n: [] for n in names}
+    for r in range(start, start + repeats):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            if sync:
+                sync()
+            t0 = time.perf_counter()
+            value = fns[name](r)
+            if sync:
+                sync()
+            out[name].append((time.perf_counter() - t0, value))
+    return out
+
+
+def ratio_summary(num: list[float], den: list[float]) -> dict[str, Any]:
+    """Median of per-repeat ratios num[i] / den[i] (A and B of one repeat ran back to back)."""
+    return summary([a / b for a, b in zip(num, den)], 3)
+
+
+def write_result(name: str, payload: dict[str, Any], device: str = "cpu") -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    doc = {"benchmark": name, "command": " ".join([Path(sys.executable).name, *sys.argv]),
+           "machine": machine(device), **payload, "peak_rss_mb": peak_rss_mb()}
+    path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    print(f"wrote {path.relative_to(ROOT)}")
+    return path
+
+
+def base_overrides(work: Path = WORK) -> dict[str, Any]:
+    """The default run (params.yaml) with its data, index and SFT under the benchmark's work folder."""
+    return {"data.dir": str(work / "data"), "search.index_dir": str(work / "index"),
+            "sft.out_dir": str(work / "sft"), "train.out_dir": str(work / "train"),
+            "train.checkpoint_every": 100000, "train.eval_size": 0, "train.log_trajectories_every": 0}
+
+
+def load_cfg(extra: dict[str, Any] | None = None, work: Path = WORK):
+    from agent_r1.config import load_config
+
+    return load_config(ROOT / "params.yaml", {**base_overrides(work), **(extra or {})})
+
+
+def policy(cfg: Any, device: str = "cpu", sft_steps: int = 60, dtype: str = "float32") -> tuple[Any, Any, dict]:
+    """(model, tokenizer, description). CPU: params.yaml's model after `sft_steps` of SFT on the
+    scripted demos (cached in the work folder). GPU: a random Qwen2-shaped model (GPU_MODEL) with the
+    same tokenizer; random weights write no valid calls, so every turn gets an error observation."""
+    import torch
+
+    from agent_r1.models.build import load_model
+
+    warm = Path(cfg.sft.out_dir) / "model"
+    stamp = Path(cfg.sft.out_dir) / "perf_sft_steps.txt"
+    if not warm.exists() or not stamp.exists() or stamp.read_text() != str(sft_steps):
+        from dataclasses import replace
+
+        from agent_r1.training.sft import run_sft
+
+        t0, threads = time.perf_counter(), torch.get_num_threads()
+        try:  # run_sft sets train.threads; the benchmark's own thread count is restored after
+            run_sft(replace(cfg, sft=replace(cfg.sft, steps=sft_steps, guess_fraction=0.0)))
+        finally:
+            torch.set_num_threads(threads)
+        stamp.write_text(str(sft_steps))
+        print(f"warm start: {sft_steps} SFT steps in {time.perf_counter() - t0:.0f} s", flush=True)
+    model, tok = load_model(warm)
+    desc = {"kind": f"params.yaml model, {sft_steps} SFT steps on scripted demos (guess_fraction 0)",
+            "parameters": sum(p.numel() for p in model.parameters()), "dtype": "float32"}
+    if device.startswith("cuda"):
+        import transformers
+
+        torch.manual_seed(0)
+        hf = transformers.Qwen2Config(vocab_size=len(tok), max_position_embeddings=4096, tie_word_embeddings=True,
+                                      pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+                                      bos_token_id=tok.bos_token_id, **GPU_MODEL)
+        model = transformers.Qwen2ForCausalLM(hf).to(getattr(torch, dtype))
+        desc = {"kind": "random Qwen2-shaped model", **GPU_MODEL,
+                "parameters": sum(p.numel() for p in model.parameters()), "dtype": dtype}
+    return model.to(device), tok, desc
+
+
+def add_common_args(ap: Any) -> None:
+    ap.add_argument("--full", action="store_true", help="the long version (more repeats, larger sweeps)")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (a GPU host: a larger random Qwen2-shaped model)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (1: leaves the other core alone)")
+    ap.add_argument("--repeats", type=int, default=None)
