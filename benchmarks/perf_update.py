@@ -1,0 +1,92 @@
+"""Update performance: the trainer's policy update against a bare torch training step.
+
+A: `RLTrainer.update(batch)`, the real code path (PPO epochs over shuffled minibatches: forward
+   with per-token log-probs and entropy, the clipped policy loss over the action mask, backward,
+   gradient clipping, AdamW step), on a batch that `RLTrainer.rollout` + `prepare` produced.
+B: a bare loop over the same minibatches and epochs: forward, masked token NLL, backward, AdamW step.
+Throughput = epochs x attention-mask tokens / wall second (the trainer's `update_tokens_per_s`);
+ratio = A / B per repeat (A and B alternated).
+
+    .venv/bin/python benchmarks/perf_update.py [--full] [--device cuda]
+
+Writes benchmarks/results/perf_update.json (or perf_update_cuda.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from perf_common import add_common_args, alternate, load_cfg, policy, ratio_summary, summary, write_result  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_common_args(ap)
+    args = ap.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
+    repeats = args.repeats or (9 if args.full else 5)
+    cuda = args.device.startswith("cuda")
+    cfg = load_cfg()
+    from agent_r1.retrieval.base import open_index
+    from agent_r1.training import trainer as trainer_mod
+    from agent_r1.training.setup import ensure_data, ensure_index, load_samples, make_env_factory
+
+    data_dir = ensure_data(cfg)
+    retriever = open_index(ensure_index(cfg, data_dir))
+    model, tok, model_desc = policy(cfg, args.device, dtype="bfloat16" if cuda else "float32")
+    trainer = trainer_mod.RLTrainer(cfg, model, tok, make_env_factory(cfg, retriever),
+                                    load_samples(data_dir / cfg.data.train_file))
+    trainer.engine.device = args.device
+    batch = trainer.prepare(trainer.rollout())
+    batch = {k: v.to(args.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+    retriever.close()
+    t = cfg.train
+    n, width = batch["input_ids"].shape
+    tokens = t.ppo_epochs * int(batch["attention_mask"].sum())
+    bare_opt = torch.optim.AdamW(model.parameters(), lr=t.lr, weight_decay=t.weight_decay)
+
+    def bare(r: int) -> None:
+        model.train()
+        gen = torch.Generator().manual_seed(r)
+        for _ in range(t.ppo_epochs):
+            order = torch.randperm(n, generator=gen)
+            for start in range(0, n, t.minibatch_size):
+                idx = order[start:start + t.minibatch_size]
+                ids, attn, mask = batch["input_ids"][idx], batch["attention_mask"][idx], batch["loss_mask"][idx]
+                logits = model(input_ids=ids, attention_mask=attn.long()).logits[:, :-1].float()
+                nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")
+                loss = (nll * mask[:, 1:]).sum() / mask[:, 1:].sum().clamp(min=1)
+                bare_opt.zero_grad(set_to_none=True)
+                loss.backward()
+                bare_opt.step()
+
+    sync = torch.cuda.synchronize if cuda else None
+    trainer.update(batch)  # warm-up
+    bare(0)
+    timed = alternate({"trainer_update": lambda r: trainer.update(batch), "bare_torch": bare}, repeats, sync)
+    secs = {k: [s for s, _ in v] for k, v in timed.items()}
+    tps = {k: [tokens / s for s in v] for k, v in secs.items()}
+    results: dict[str, Any] = {
+        "config": {"algo": vars(cfg.algo), "ppo_epochs": t.ppo_epochs, "minibatch_size": t.minibatch_size,
+                   "batch_trajectories": n, "batch_width": width, "tokens_per_update": tokens,
+                   "action_tokens": int(batch["action_mask"].sum()), "repeats": repeats, "threads": args.threads,
+                   "device": args.device, "model": model_desc},
+        "seconds": {k: summary(v) for k, v in secs.items()},
+        "tokens_per_s": {k: summary(v, 1) for k, v in tps.items()},
+        "trainer_over_bare": ratio_summary(tps["trainer_update"], tps["bare_torch"]),
+        "target": ">= 0.85",
+    }
+    print("trainer/bare:", results["trainer_over_bare"]["median"], flush=True)
+    write_result("perf_update" + ("_cuda" if cuda else ""), results, args.device)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
