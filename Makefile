@@ -36,9 +36,19 @@ rollout: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -p no:cacheprovider
 
+# Quick versions by default; `make bench FULL=1` runs the long ones. The perf benchmarks need the
+# `bench` extra (trl) for perf_trl.py; on a GPU host add DEVICE=cuda (perf_* only).
+FULL ?=
+DEVICE ?= cpu
+BENCH_FLAGS := $(if $(FULL),--full,)
+LEARNING_FLAGS := $(if $(FULL),,--quick)
 bench: $(STAMP)
+	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) benchmarks/retrieval.py
-	$(PY) benchmarks/learning.py --quick
+	$(PY) benchmarks/learning.py $(LEARNING_FLAGS)
+	$(PY) benchmarks/perf_rollout.py $(BENCH_FLAGS) --device $(DEVICE)
+	$(PY) benchmarks/perf_update.py $(BENCH_FLAGS) --device $(DEVICE)
+	$(PY) benchmarks/perf_trl.py $(BENCH_FLAGS) --device $(DEVICE)
 
 clean:
 	rm -rf runs data benchmarks/.work
