@@ -131,6 +131,8 @@ def policy(cfg: Any, device: str = "cpu", sft_steps: int = 60, dtype: str = "flo
 
     from agent_r1.models.build import load_model
 
+    if device.startswith("cuda"):
+        return _gpu_policy(cfg, device, dtype)
     warm = Path(cfg.sft.out_dir) / "model"
     stamp = Path(cfg.sft.out_dir) / "perf_sft_steps.txt"
     if not warm.exists() or not stamp.exists() or stamp.read_text() != str(sft_steps):
@@ -148,17 +150,41 @@ def policy(cfg: Any, device: str = "cpu", sft_steps: int = 60, dtype: str = "flo
     model, tok = load_model(warm)
     desc = {"kind": f"params.yaml model, {sft_steps} SFT steps on scripted demos (guess_fraction 0)",
             "parameters": sum(p.numel() for p in model.parameters()), "dtype": "float32"}
-    if device.startswith("cuda"):
-        import transformers
-
-        torch.manual_seed(0)
-        hf = transformers.Qwen2Config(vocab_size=len(tok), max_position_embeddings=4096, tie_word_embeddings=True,
-                                      pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
-                                      bos_token_id=tok.bos_token_id, **GPU_MODEL)
-        model = transformers.Qwen2ForCausalLM(hf).to(getattr(torch, dtype))
-        desc = {"kind": "random Qwen2-shaped model", **GPU_MODEL,
-                "parameters": sum(p.numel() for p in model.parameters()), "dtype": dtype}
     return model.to(device), tok, desc
+
+
+def _gpu_policy(cfg: Any, device: str, dtype: str) -> tuple[Any, Any, dict]:
+    """A random Qwen2-shaped model (GPU_MODEL) with the run's tokenizer (trained here, no SFT)."""
+    import torch
+    import transformers
+
+    from agent_r1.training.setup import build_policy, ensure_data
+
+    _, tok = build_policy(cfg, ensure_data(cfg))
+    torch.manual_seed(0)
+    hf = transformers.Qwen2Config(vocab_size=len(tok), max_position_embeddings=4096, tie_word_embeddings=True,
+                                  pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+                                  bos_token_id=tok.bos_token_id, **GPU_MODEL)
+    model = transformers.Qwen2ForCausalLM(hf).to(getattr(torch, dtype)).to(device)
+    return model, tok, {"kind": "random Qwen2-shaped model", **GPU_MODEL,
+                        "parameters": sum(p.numel() for p in model.parameters()), "dtype": dtype}
+
+
+def trainer_on_device(device: str) -> None:
+    """RLTrainer collates on the CPU and has no device setting: on a GPU host, the benchmarks move
+    each collated batch to `device` (a shim here; the trainer itself is unchanged)."""
+    if not device.startswith("cuda"):
+        return
+    import torch
+
+    from agent_r1.training import trainer as trainer_mod
+
+    collate = trainer_mod.collate
+
+    def collate_on_device(*a: Any, **k: Any) -> dict[str, Any]:
+        return {key: v.to(device) if isinstance(v, torch.Tensor) else v for key, v in collate(*a, **k).items()}
+
+    trainer_mod.collate = collate_on_device
 
 
 def add_common_args(ap: Any) -> None:

@@ -34,7 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from perf_common import WORK, add_common_args, load_cfg, policy, ratio_summary, summary, write_result  # noqa: E402
+from perf_common import WORK, add_common_args, trainer_on_device, load_cfg, policy, ratio_summary, summary, write_result  # noqa: E402
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
@@ -62,6 +62,7 @@ def main() -> int:
     repeats = args.repeats or (5 if args.full else 2)
     iterations = args.iterations or (4 if args.full else 1)
     cuda = args.device.startswith("cuda")
+    trainer_on_device(args.device)
     cfg = load_cfg()
     n_prompts = args.prompts or (cfg.train.prompts_per_iter if args.full else 8)
     results: dict[str, Any] = {"trl": trl_version(), "config": {

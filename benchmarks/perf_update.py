@@ -21,7 +21,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from perf_common import add_common_args, alternate, load_cfg, policy, ratio_summary, summary, write_result  # noqa: E402
+from perf_common import (add_common_args, alternate, load_cfg, policy, ratio_summary, summary,  # noqa: E402
+                         trainer_on_device, write_result)
 
 
 def main() -> int:
@@ -33,6 +34,7 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     repeats = args.repeats or (9 if args.full else 5)
     cuda = args.device.startswith("cuda")
+    trainer_on_device(args.device)
     cfg = load_cfg()
     from agent_r1.retrieval.base import open_index
     from agent_r1.training import trainer as trainer_mod
