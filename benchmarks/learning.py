@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import random
 import sys
@@ -70,10 +71,19 @@ def shuffle_scores(trainer) -> None:
     trainer.prepare = shuffled
 
 
+def previous_results(path: Path, base: dict) -> dict | None:
+    """Results already in `path` for the same config, so a long benchmark can run a variant at a
+    time (or continue after an interruption) without redoing the others."""
+    if not path.exists():
+        return None
+    old = json.loads(path.read_text())
+    return old if old.get("config") == base else None
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--work", default=str(ROOT / "benchmarks" / ".work" / "learning"))
+    ap.add_argument("--work", default="benchmarks/.work/learning", help="relative to the repo root")
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--iterations", type=int, default=None)
     ap.add_argument("--sft-steps", type=int, default=None)
@@ -81,14 +91,17 @@ def main() -> int:
     ap.add_argument("--lr", type=float, default=3e-4, help="RL learning rate (1e-3 collapsed the policy here)")
     ap.add_argument("-k", type=int, default=3, help="documents per search")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "learning.json"))
+    ap.add_argument("--rerun", action="store_true",
+                    help="run every variant again even if --out already holds it for the same config")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="extra config override for every run, e.g. --set model.tokenizer=bpe")
     args = ap.parse_args()
+    os.chdir(ROOT)  # config paths stay relative, so results from any clone compare equal
     work = Path(args.work)
-    iterations = args.iterations or (4 if args.quick else 150)
-    sft_steps = args.sft_steps or (40 if args.quick else 600)
+    iterations = args.iterations or (4 if args.quick else 100)
+    sft_steps = args.sft_steps or (40 if args.quick else 500)
     base = {
-        "data.dir": str(work / "data"), "search.index_dir": str(work / "index"),
+        "data.dir": str(work / "data"), "search.index_dir": str(work / "index"), "model.tokenizer": "syllable",
         "data.question_types": ["one_hop", "bridge"], "sft.out_dir": str(work / "sft"), "search.k": args.k,
         "sft.steps": sft_steps, "sft.guess_fraction": args.guess_fraction, "train.threads": 2,
         "train.iterations": iterations, "train.prompts_per_iter": 16, "rollout.n_samples": 4, "train.lr": args.lr,
@@ -108,16 +121,21 @@ def main() -> int:
     ensure_index(cfg, data_dir)
     test = load_samples(data_dir / cfg.data.eval_file, cfg.train.eval_size)
     sampled_rollout = replace(cfg.rollout)
-    results = {
-        "machine": {"cpus": torch.get_num_threads(), "python": platform.python_version(), "torch": torch.__version__,
-                    "platform": platform.platform()},
-        "config": {**base, "variants": args.variants},
-        "warm_start": {"greedy": evaluate(cfg, warm, test, True), "sampled": evaluate(cfg, warm, test, False),
-                       "sft_seconds": sft_s},
-        "runs": {},
-    }
+    results = previous_results(Path(args.out), base)
+    if results is None:
+        results = {
+            "machine": {"cpus": torch.get_num_threads(), "python": platform.python_version(),
+                        "torch": torch.__version__, "platform": platform.platform()},
+            "config": base,
+            "warm_start": {"greedy": evaluate(cfg, warm, test, True), "sampled": evaluate(cfg, warm, test, False),
+                           "sft_seconds": sft_s},
+            "runs": {},
+        }
     print("warm start:", json.dumps(results["warm_start"]), flush=True)
     for name in args.variants.split(","):
+        if name in results["runs"] and not args.rerun:
+            print(f"{name}: kept from {args.out} (--rerun to run it again)", flush=True)
+            continue
         run_cfg = load_config(None, {**base, **VARIANTS[name], "train.init_from": str(warm),
                                      "train.out_dir": str(work / "runs" / name)})
         start = time.perf_counter()
