@@ -8,7 +8,7 @@ Synthetic multi-hop world (invented names), tantivy search, a ~1M-parameter Llam
 Writes benchmarks/results/learning.json. Long: run it as a benchmark, not in CI.
 
     python benchmarks/learning.py                 # full (about 30-60 min on 2 cores)
-    python benchmarks/learning.py --quick         # a smoke version (a few minutes)
+    python benchmarks/learning.py --quick         # a smoke version (a few minutes; writes learning_quick.json)
 """
 
 from __future__ import annotations
@@ -83,21 +83,23 @@ def previous_results(path: Path, base: dict) -> dict | None:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--work", default="benchmarks/.work/learning", help="relative to the repo root")
+    ap.add_argument("--work", default=None, help="relative to the repo root (default benchmarks/.work/learning[_quick])")
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--iterations", type=int, default=None)
     ap.add_argument("--sft-steps", type=int, default=None)
     ap.add_argument("--guess-fraction", type=float, default=0.6)
     ap.add_argument("--lr", type=float, default=3e-4, help="RL learning rate (1e-3 collapsed the policy here)")
     ap.add_argument("-k", type=int, default=3, help="documents per search")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "learning.json"))
+    ap.add_argument("--out", default=None, help="default benchmarks/results/learning[_quick].json")
     ap.add_argument("--rerun", action="store_true",
                     help="run every variant again even if --out already holds it for the same config")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="extra config override for every run, e.g. --set model.tokenizer=bpe")
     args = ap.parse_args()
     os.chdir(ROOT)  # config paths stay relative, so results from any clone compare equal
-    work = Path(args.work)
+    suffix = "_quick" if args.quick else ""  # a smoke run never overwrites the full figures
+    work = Path(args.work or f"benchmarks/.work/learning{suffix}")
+    args.out = args.out or f"benchmarks/results/learning{suffix}.json"
     iterations = args.iterations or (4 if args.quick else 100)
     sft_steps = args.sft_steps or (40 if args.quick else 500)
     base = {
