@@ -41,7 +41,11 @@ from agent_r1.training.sft import run_sft  # noqa: E402
 VARIANTS = {
     "grpo": {"algo.adv_estimator": "grpo"},
     "ppo": {"algo.adv_estimator": "gae", "algo.lam": 0.95},
+    # loss mask off alone: observation tokens enter the loss but carry advantage 0 (the advantage
+    # mask still holds), so they only dilute the token mean; with both masks off they are trained
+    # on as if the policy had written them
     "grpo_loss_mask_off": {"algo.adv_estimator": "grpo", "algo.loss_mask": False},
+    "grpo_masks_off": {"algo.adv_estimator": "grpo", "algo.loss_mask": False, "algo.advantage_mask": False},
     "grpo_shuffled_rewards": {"algo.adv_estimator": "grpo"},  # control: see shuffle_scores below
 }
 
