@@ -131,3 +131,16 @@ def test_resume_equals_uninterrupted(tmp_path):
     pb = load_file(tmp_path / "b" / "checkpoints" / "iter_000004" / "model.safetensors")
     assert all(torch.allclose(pa[k], pb[k], atol=1e-6) for k in pa)
     assert json.loads((tmp_path / "b" / "config.json").read_text())["seed"] == 0
+
+
+def test_entropy_as_metric_only_keeps_values_and_drops_its_graph(tiny_model):
+    from agent_r1.training.policy import token_logprobs
+
+    model, tok = tiny_model
+    ids = torch.tensor([tok.encode("Where was Karivo born?", add_special_tokens=False)])
+    mask = torch.ones_like(ids)
+    logp_a, ent_a = token_logprobs(model, ids, mask, with_entropy=True)
+    logp_b, ent_b = token_logprobs(model, ids, mask, with_entropy=True, entropy_grad=False)
+    assert ent_a.requires_grad and not ent_b.requires_grad
+    assert logp_b.requires_grad  # the policy loss still gets its gradient
+    assert torch.allclose(ent_a, ent_b) and torch.allclose(logp_a, logp_b)

@@ -15,13 +15,21 @@ from agent_r1.algos import entropy_from_logits
 
 
 def token_logprobs(
-    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, with_entropy: bool = False
+    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, with_entropy: bool = False,
+    entropy_grad: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """input_ids, attention_mask `[B, T]` -> (log-probs `[B, T]`, entropy `[B, T]` or None)."""
+    """input_ids, attention_mask `[B, T]` -> (log-probs `[B, T]`, entropy `[B, T]` or None).
+
+    `entropy_grad=False` computes the entropy as a metric only (no autograd graph over the
+    vocabulary-wide softmax it needs), for losses without an entropy bonus.
+    """
     logits = model(input_ids=input_ids, attention_mask=attention_mask.long()).logits[:, :-1].float()
     logp = torch.log_softmax(logits, dim=-1).gather(-1, input_ids[:, 1:, None]).squeeze(-1)
     pad = torch.zeros_like(logp[:, :1])
-    entropy = torch.cat([pad, entropy_from_logits(logits)], dim=1) if with_entropy else None
+    entropy = None
+    if with_entropy:
+        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+            entropy = torch.cat([pad, entropy_from_logits(logits)], dim=1)
     return torch.cat([pad, logp], dim=1), entropy
 
 

@@ -114,7 +114,8 @@ class RLTrainer:
     def _step_minibatch(self, mb: dict[str, torch.Tensor], stats: dict[str, list[float]]) -> None:
         a, t = self.cfg.algo, self.cfg.train
         mask = mb["loss_mask"]
-        logp, entropy = token_logprobs(self.model, mb["input_ids"], mb["attention_mask"], with_entropy=True)
+        logp, entropy = token_logprobs(self.model, mb["input_ids"], mb["attention_mask"], with_entropy=True,
+                                       entropy_grad=a.entropy_coef != 0)
         pg_loss, pg_metrics = self.policy_loss(logp, mb["old_logp"], mb["advantages"], mask,
                                                clip_low=a.clip_low, clip_high=a.clip_high,
                                                dual_clip=a.dual_clip, agg=a.loss_agg)
