@@ -8,6 +8,9 @@
 - `policy(...)`: the benchmark policy: the default CPU model warm-started by a short SFT on the
   scripted-agent demos (so it writes searches and tantivy is really called), or on a GPU a larger,
   randomly initialised Qwen2-shaped model in bf16 (no weights needed).
+- `hermes_policy(...)`: the tool-mode policy of perf_trl.py: `policy()`'s warm start plus a short SFT
+  on the same demos written in the hermes format (`<tool_call>` JSON) through a given chat template,
+  so that it writes calls that parse (cached in the work folder).
 - `write_result(name, payload)`: benchmarks/results/<name>.json with machine, peak RSS and payload.
 """
 
@@ -151,6 +154,61 @@ def policy(cfg: Any, device: str = "cpu", sft_steps: int = 60, dtype: str = "flo
     desc = {"kind": f"params.yaml model, {sft_steps} SFT steps on scripted demos (guess_fraction 0)",
             "parameters": sum(p.numel() for p in model.parameters()), "dtype": "float32"}
     return model.to(device), tok, desc
+
+
+def hermes_policy(cfg: Any, chat_template: str, sft_steps: int = 100, batch_size: int = 16,
+                  base_steps: int = 60) -> tuple[Any, Any, dict]:
+    """(model, tokenizer, description) for a tool loop in the hermes format: `policy(cfg)` (the tag
+    warm start, `base_steps` SFT steps), its tokenizer given `chat_template`, then `sft_steps` more
+    SFT steps (batch `batch_size`, guess_fraction 0) on the scripted demos rendered with
+    `env.format=hermes` through that template (the tools' JSON schema in the system prompt, calls
+    as `<tool_call>{"name": ..., "arguments": ...}</tool_call>`, observations as tool messages).
+    Cached in WORK/sft_hermes; calls agent_r1.training.demos.build_demos and sft.sft_train as is."""
+    import hashlib
+    from dataclasses import replace
+
+    import torch
+
+    from agent_r1.models.build import load_model, save_model
+
+    out = Path(cfg.sft.out_dir).parent / "sft_hermes"
+    warm = out / "model"
+    key = f"base={base_steps} steps={sft_steps} batch={batch_size} lr={cfg.sft.lr} seed={cfg.seed} " \
+          f"template={hashlib.sha1(chat_template.encode()).hexdigest()[:12]}"
+    stamp = out / "perf_sft_key.txt"
+    base_model, base_tok, base_desc = policy(cfg, "cpu", base_steps)
+    if not warm.exists() or not stamp.exists() or stamp.read_text() != key:
+        from agent_r1.retrieval.base import open_index
+        from agent_r1.rollout.chat import ChatCodec
+        from agent_r1.training.demos import build_demos
+        from agent_r1.training.metrics_log import JsonlMetrics
+        from agent_r1.training.setup import ensure_data, ensure_index, load_samples, make_env_factory
+        from agent_r1.training.sft import sft_train
+
+        t0 = time.perf_counter()
+        hcfg = replace(cfg, env=replace(cfg.env, format="hermes"))
+        base_tok.chat_template = chat_template
+        data_dir = ensure_data(hcfg)
+        retriever = open_index(ensure_index(hcfg, data_dir))
+        samples = load_samples(data_dir / hcfg.data.train_file)
+        demos = build_demos(samples, make_env_factory(hcfg, retriever), ChatCodec(base_tok), "hermes", 0.0,
+                            hcfg.seed, hcfg.rollout.max_observation_tokens)
+        retriever.close()
+        threads = torch.get_num_threads()
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "metrics.jsonl").unlink(missing_ok=True)
+        losses = sft_train(base_model, base_tok, demos, sft_steps, batch_size, hcfg.sft.lr, hcfg.seed,
+                           JsonlMetrics(out / "metrics.jsonl"), 10)
+        torch.set_num_threads(threads)
+        save_model(base_model, base_tok, warm)
+        stamp.write_text(key)
+        print(f"hermes warm start: {sft_steps} SFT steps on {len(demos)} demos in {time.perf_counter() - t0:.0f} s, "
+              f"loss {losses[0]:.3f} -> {losses[-1]:.3f}", flush=True)
+    model, tok = load_model(warm)
+    tok.chat_template = chat_template
+    desc = {**base_desc, "kind": f"{base_desc['kind']}, then {sft_steps} SFT steps (batch {batch_size}) on the same "
+                                 "demos in the hermes format through the given chat template"}
+    return model, tok, desc
 
 
 def _gpu_policy(cfg: Any, device: str, dtype: str) -> tuple[Any, Any, dict]:
