@@ -20,7 +20,6 @@ import platform
 import random
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -126,7 +125,6 @@ def main() -> int:
     data_dir = ensure_data(cfg)
     ensure_index(cfg, data_dir)
     test = load_samples(data_dir / cfg.data.eval_file, cfg.train.eval_size)
-    sampled_rollout = replace(cfg.rollout)
     results = previous_results(Path(args.out), base)
     if results is None:
         results = {

@@ -115,7 +115,7 @@ class TransformersEngine:
         # (each row's past is a prefix of its cached ids, since len(prompt) - q <= cached length)
         q = max((len(prompts[i]) - (len(cached[i].ids) if cached[i] else 0) for i in rows), default=0)
         q = max(q, 1)
-        cache = self._batch_cache(rows, cached, prompts, width - q) if width > q else None
+        cache = self._batch_cache(rows, cached, prompts, width - q, q) if width > q else None
         step_input = ids[:, width - q:]
         self.stats["prompt_tokens"] += sum(len(prompts[i]) for i in rows)
         self.stats["encoded_prompt_tokens"] += int(attn[:, width - q:].sum())
@@ -194,21 +194,20 @@ class TransformersEngine:
         self._prefixes[key] = CachedPrefix(list(ids), kv)
 
     def _batch_cache(self, rows: list[int], cached: dict[int, CachedPrefix | None], prompts: list[list[int]],
-                     past: int) -> Any:
+                     past: int, q: int) -> Any:
         """A left-padded DynamicCache `[rows, heads, past, head_dim]` per layer: row b holds the
         first `len(prompt) - q` cached positions of its prefix, right-aligned (zeros elsewhere, masked)."""
         import torch
         from transformers import DynamicCache
 
-        q_width = max(len(prompts[i]) for i in rows) - past
         first = next(c for c in cached.values() if c is not None)
         layers = []
-        for li, (k0, v0) in enumerate(first.kv):
+        for li, (k0, _) in enumerate(first.kv):
             heads, _, dim = k0.shape
             k = torch.zeros((len(rows), heads, past, dim), dtype=k0.dtype, device=k0.device)
             v = torch.zeros_like(k)
             for b, i in enumerate(rows):
-                p = len(prompts[i]) - q_width  # this row's positions taken from the cache
+                p = len(prompts[i]) - q  # this row's positions taken from the cache
                 if p > 0:
                     entry = cached[i]
                     k[b, :, past - p:] = entry.kv[li][0][:, :p]
