@@ -11,6 +11,7 @@ Both end an episode with `<answer>..</answer>`.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -23,6 +24,35 @@ class ParsedAction:
     calls: list[ToolCall] = field(default_factory=list)
     answer: str | None = None
     error: str | None = None  # set when the text holds neither a usable call nor an answer
+
+
+class Observation(str):
+    """Observation text that remembers which parts are tool output (data) and which are the
+    format's own wrapper (`<information>`, `<tool_response>`).
+
+    It is a `str` so the env contract (`StepOutput.observation: str`) and every consumer stay as
+    they are; the codec reads `parts` to budget each result's content on its own (the wrapper is
+    never cut, issue 14.4) and to encode data without special-token parsing (issue 15.11).
+    """
+
+    parts: tuple[tuple[str, bool], ...]  # (text, is_data) in order; "".join(texts) == self
+
+    def __new__(cls, parts: list[tuple[str, bool]] | tuple[tuple[str, bool], ...]) -> "Observation":
+        parts = tuple((str(t), bool(d)) for t, d in parts if t)
+        obj = super().__new__(cls, "".join(t for t, _ in parts))
+        obj.parts = parts
+        return obj
+
+    def __getnewargs__(self) -> tuple:  # type: ignore[override]  # pickle rebuilds from the parts
+        return (self.parts,)
+
+
+def wrap_each(results: list[str], head: str, tail: str, sep: str = "") -> Observation:
+    """`head + r + tail` for each result, joined by `sep`, as an Observation."""
+    parts: list[tuple[str, bool]] = []
+    for i, r in enumerate(results):
+        parts += [((sep if i else "") + head, False), (r, True), (tail, False)]
+    return Observation(parts)
 
 
 class ToolCallFormat(Protocol):
@@ -72,6 +102,19 @@ def tagged_spans(text: str, names: list[str], limit: int | None = None) -> list[
     return found
 
 
+def _guarded(parse_one):
+    """Any exception from parsing one call becomes that call's error: a rollout never raises on
+    what a model wrote (a 5,000-digit number hits Python's int-str limit as a plain ValueError)."""
+
+    def wrapper(*args) -> ToolCall:
+        try:
+            return parse_one(*args)
+        except Exception as exc:  # noqa: BLE001  (deliberately broad: see the docstring)
+            return ToolCall("", {}, error=f"tool call could not be parsed ({type(exc).__name__}: {str(exc)[:80]})")
+
+    return wrapper
+
+
 def _cap(calls: list[ToolCall], max_calls: int) -> tuple[list[ToolCall], int]:
     return calls[:max_calls], max(0, len(calls) - max_calls)
 
@@ -99,13 +142,7 @@ class TagFormat:
         answer = _extract_answer(text)
         if answer is not None:
             return ParsedAction(answer=answer)
-        calls = []
-        for tag, body in tagged_spans(text, list(self.tools)):
-            body = body.strip()
-            if body:
-                calls.append(ToolCall(tag, {self.tools[tag]: body}))
-            else:
-                calls.append(ToolCall(tag, {}, error=f"empty {tag} {self.tools[tag]}"))
+        calls = [self._parse_call(tag, body) for tag, body in tagged_spans(text, list(self.tools))]
         calls, dropped = _cap(calls, max_calls)
         if not calls:
             unclosed = next((t for t in self.tools if f"<{t}>" in text), None)
@@ -113,11 +150,18 @@ class TagFormat:
             return ParsedAction(error=f"{hint}: write {self._examples()} or <answer>answer</answer>")
         return ParsedAction(calls=calls, error=f"{dropped} extra call(s) ignored" if dropped else None)
 
+    @_guarded
+    def _parse_call(self, tag: str, body: str) -> ToolCall:
+        body = body.strip()
+        if not body:
+            return ToolCall(tag, {}, error=f"empty {tag} {self.tools[tag]}")
+        return ToolCall(tag, {self.tools[tag]: body})
+
     def _examples(self) -> str:
         return " or ".join(f"<{t}>{arg}</{t}>" for t, arg in self.tools.items()) or "<answer>answer</answer>"
 
-    def wrap_observation(self, results: list[str]) -> str:
-        return "".join(f"<information>{r}</information>" for r in results)
+    def wrap_observation(self, results: list[str]) -> Observation:
+        return wrap_each(results, "<information>", "</information>")
 
     def instructions(self, tool_names: list[str]) -> str:
         if list(self.tools) == ["search"]:
@@ -144,6 +188,25 @@ def tag_argument(tool) -> str:
     return candidates[0]
 
 
+class _NonFinite(ValueError):
+    """NaN, Infinity or an overflowing float in model JSON (Python's reader accepts them)."""
+
+
+def _refuse(token: str) -> float:
+    raise _NonFinite(token)
+
+
+def _finite(token: str) -> float:
+    value = float(token)
+    if not math.isfinite(value):  # 1e999 reads as inf
+        raise _NonFinite(token[:40])
+    return value
+
+
+def _loads(text: str):
+    return json.loads(text, parse_constant=_refuse, parse_float=_finite)
+
+
 class HermesFormat:
     name = "hermes"
     stop_strings = ("</tool_call>", "</answer>")
@@ -162,9 +225,13 @@ class HermesFormat:
         return ParsedAction(calls=calls, error=f"{dropped} extra call(s) ignored" if dropped else None)
 
     @staticmethod
+    @_guarded
     def _parse_call(body: str) -> ToolCall:
+        # the body may carry the newlines Qwen2.5 writes around the JSON; json ignores them
         try:
-            obj = json.loads(body)
+            obj = _loads(body)
+        except _NonFinite as exc:
+            return ToolCall("", {}, error=f"tool call holds a non-finite number ({exc}); write finite numbers")
         except (json.JSONDecodeError, RecursionError) as exc:
             return ToolCall("", {}, error=f"tool call is not valid JSON ({exc.__class__.__name__}: {str(exc)[:80]})")
         if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
@@ -172,15 +239,17 @@ class HermesFormat:
         args = obj.get("arguments", {})
         if isinstance(args, str):  # some models emit arguments as a JSON string
             try:
-                args = json.loads(args)
-            except json.JSONDecodeError:
+                args = _loads(args)
+            except _NonFinite as exc:
+                return ToolCall(obj["name"], {}, error=f'"arguments" holds a non-finite number ({exc})')
+            except (json.JSONDecodeError, RecursionError):
                 return ToolCall(obj["name"], {}, error='"arguments" is a string that is not valid JSON')
         if not isinstance(args, dict):
             return ToolCall(obj["name"], {}, error='"arguments" must be a JSON object')
         return ToolCall(obj["name"], args)
 
-    def wrap_observation(self, results: list[str]) -> str:
-        return "\n".join(f"<tool_response>\n{r}\n</tool_response>" for r in results)
+    def wrap_observation(self, results: list[str]) -> Observation:
+        return wrap_each(results, "<tool_response>\n", "\n</tool_response>", sep="\n")
 
     @classmethod
     def for_tools(cls, tools: list) -> "HermesFormat":

@@ -91,8 +91,18 @@ class ToolEnv:
         return [{"role": "system", "content": system}, {"role": "user", "content": sample["question"]}]
 
     def plan(self, action_text: str) -> PendingStep:
-        parsed = self.fmt.parse(action_text, self.config.max_calls_per_turn)
-        valid = [i for i, c in enumerate(parsed.calls) if self.runner.validate(c) is None]
+        try:
+            parsed = self.fmt.parse(action_text, self.config.max_calls_per_turn)
+        except Exception as exc:  # noqa: BLE001  (any format, even a custom one: never raise on model output)
+            parsed = ParsedAction(error=f"the action could not be parsed ({type(exc).__name__}: {str(exc)[:80]})")
+        valid = []
+        for i, call in enumerate(parsed.calls):
+            try:
+                ok = self.runner.validate(call) is None
+            except Exception as exc:  # noqa: BLE001  (e.g. a schema validator recursing on odd arguments)
+                call.error, ok = f"arguments could not be checked ({type(exc).__name__})", False
+            if ok:
+                valid.append(i)
         return PendingStep(parsed=parsed, valid=valid)
 
     def finish(self, pending: PendingStep, results: list[ToolResult]) -> StepOutput:

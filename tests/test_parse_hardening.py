@@ -1,0 +1,119 @@
+"""Model output and tool output that used to escape the parser or the codec (issues 15.2, 15.11, 14.4).
+
+A rollout never raises on what a model writes: every exception from parsing one call becomes that
+call's error observation. Control tokens inside tool output or a question stay text. Observation
+truncation cuts each result's content, never the wrapper.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import pytest
+
+from agent_r1.envs.formats import Observation, get_format
+from agent_r1.envs.tool_env import EnvConfig, ToolEnv
+from agent_r1.rewards.scoring import RewardConfig
+from agent_r1.tools.base import ToolResult
+from agent_r1.tools.runner import ToolRunner
+
+BIG = "9" * 5000  # over Python's 4,300-digit int-str limit: json.loads raises a plain ValueError
+
+
+class Search:
+    name = "search"
+    description = "Search."
+    parameters = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+
+    def __init__(self, text: str = "Doc 1 (Karivo): a river town."):
+        self.text = text
+
+    def call(self, arguments):
+        return ToolResult(self.text, True, {"titles": ["Karivo"]})
+
+
+def _env(fmt: str, tool=None) -> ToolEnv:
+    env = ToolEnv(ToolRunner([tool or Search()], timeout_s=5.0), get_format(fmt), EnvConfig(format=fmt),
+                  RewardConfig())
+    env.reset({"id": "q", "question": "Where?", "answers": ["x"]})
+    return env
+
+
+ESCAPING = {
+    "huge int in arguments": '{"name": "search", "arguments": {"query": ' + BIG + "}}",
+    "huge int in a string of arguments": json.dumps({"name": "search", "arguments": '{"query": ' + BIG + "}"}),
+    "huge int as the name": '{"name": ' + BIG + "}",
+    "nested arguments string": json.dumps({"name": "search", "arguments": "[" * 100_000 + "]" * 100_000}),
+}
+NON_FINITE = {
+    "NaN": '{"name": "search", "arguments": {"query": NaN}}',
+    "Infinity": '{"name": "search", "arguments": {"query": "x", "k": Infinity}}',
+    "-Infinity": '{"name": "search", "arguments": {"query": "x", "k": -Infinity}}',
+    "1e999 overflows to inf": '{"name": "search", "arguments": {"query": "x", "k": 1e999}}',
+    "NaN in a string of arguments": json.dumps({"name": "search", "arguments": '{"query": NaN}'}),
+}
+
+
+@pytest.mark.parametrize("body", list(ESCAPING.values()), ids=list(ESCAPING))
+def test_parse_exceptions_become_the_calls_error_observation(body):
+    env = _env("hermes")
+    out = env.step(f"<tool_call>{body}</tool_call>")
+    assert not out.done and out.info["valid_tool_calls"] == 0
+    assert "Error" in out.observation and ("tool call" in out.observation or '"arguments"' in out.observation)
+
+
+@pytest.mark.parametrize("body", list(NON_FINITE.values()), ids=list(NON_FINITE))
+def test_non_finite_numbers_are_refused(body):
+    parsed = get_format("hermes").parse(f"<tool_call>{body}</tool_call>", 4)
+    assert len(parsed.calls) == 1 and parsed.calls[0].error
+    assert "non-finite" in parsed.calls[0].error
+
+
+@pytest.mark.parametrize("body, said", [
+    ('{"name": 7, "arguments": {}}', 'string "name"'),
+    ('{"name": ["search"], "arguments": {}}', 'string "name"'),
+    ('{"name": "search", "arguments": [1, 2]}', '"arguments" must be a JSON object'),
+    ('{"name": "search", "arguments": 3.5}', '"arguments" must be a JSON object'),
+    ('{"name": "search", "arguments": "[1]"}', '"arguments" must be a JSON object'),
+])
+def test_wrong_types_say_what_is_wrong(body, said):
+    out = _env("hermes").step(f"<tool_call>{body}</tool_call>")
+    assert said in out.observation
+
+
+def test_a_format_that_raises_is_an_error_observation_not_a_crash():
+    class Exploding:
+        name, stop_strings, inline_observations = "boom", ("</x>",), True
+
+        def parse(self, text, max_calls):
+            raise OverflowError("a bug in a custom format")
+
+        def wrap_observation(self, results):
+            return get_format("tag").wrap_observation(results)
+
+        def instructions(self, tool_names):
+            return ""
+
+    env = ToolEnv(ToolRunner([Search()], timeout_s=5.0), Exploding(), EnvConfig(), RewardConfig())
+    env.reset({"id": "q", "question": "Where?", "answers": ["x"]})
+    out = env.step("anything")
+    assert "Error" in out.observation and "OverflowError" in out.observation
+
+
+def test_qwen25_native_tool_call_shape():
+    """Qwen2.5-Instruct writes the JSON on its own line between the tags."""
+    text = '<tool_call>\n{"name": "search", "arguments": {"query": "Karivo river"}}\n</tool_call>'
+    parsed = get_format("hermes").parse(text, 4)
+    assert parsed.error is None and [(c.name, c.arguments, c.error) for c in parsed.calls] == [
+        ("search", {"query": "Karivo river"}, None)]
+    out = _env("hermes").step(text + "\n" + text)
+    assert out.info["valid_tool_calls"] == 2
+
+
+def test_observation_keeps_its_parts_and_pickles():
+    obs = get_format("tag").wrap_observation(["a", "b"])
+    assert obs == "<information>a</information><information>b</information>"
+    assert isinstance(obs, Observation) and [t for t, data in obs.parts if data] == ["a", "b"]
+    back = pickle.loads(pickle.dumps(obs))  # trajectories travel between Ray actors
+    assert back == obs and back.parts == obs.parts
