@@ -3,6 +3,15 @@
 A tool never raises into the rollout: `ToolRunner` (see runner.py) validates arguments,
 enforces the timeout and turns every failure into a `ToolResult(success=False)` whose text
 tells the model what went wrong.
+
+Two optional class attributes tell the runner how to run a tool (they are not Protocol members,
+so a tool without them still is a `Tool`):
+- `isolate` (default True): run calls in a worker process that is killed when a call times out.
+  Set it False only for tools whose work is bounded by their own limits and that must share this
+  process's objects (search: its retriever; the calculator: bounded inputs). A worker holds a
+  copy of the tool made when it started, so changes a call makes to the tool stay in the worker.
+- `max_consecutive_timeouts` (default none): that many timed-out round-trips in a row stop the run
+  with `ServiceTimeoutError`, for tools that front a service which may hang (search).
 """
 
 from __future__ import annotations
@@ -28,6 +37,11 @@ class ServiceUnavailableError(RuntimeError):
     retries. Unlike any other tool failure this is not the model's doing, so `ToolRunner` lets
     it through: the run stops with this message (its last checkpoint intact, `--resume` continues)
     instead of training on error observations."""
+
+
+class ServiceTimeoutError(ServiceUnavailableError):
+    """The service behind a tool hangs: its calls kept timing out (see `max_consecutive_timeouts`).
+    Handled like a dead service: the run stops, resumable, with this message."""
 
 
 @runtime_checkable

@@ -134,6 +134,9 @@ class _Evaluator:
 @register_tool("calculator")
 class CalculatorTool:
     name = "calculator"
+    # Runs in the rollout's process: CalculatorLimits bound every evaluation to microseconds and it
+    # has no side effects, so a worker process would add a round-trip and protect nothing.
+    isolate = False
     description = "Evaluate an arithmetic expression with + - * / // % ** and parentheses, e.g. (12 + 7) * 3."
     parameters = {
         "type": "object",

@@ -21,7 +21,15 @@ def format_hits(hits: list[Any], max_chars_per_doc: int) -> str:
 
 @register_tool("search")
 class SearchTool:
+    """Runs in the rollout's process (`isolate = False`): the retriever is a tantivy index handle
+    (Rust threads and file handles) or an Elasticsearch client (a pool of open sockets), neither of
+    which may be shared with a forked worker or pickled to one. Its calls are bounded without one:
+    tantivy is in-memory and fast, Elasticsearch calls end at the client's request timeout (then
+    retry and raise ServiceUnavailableError). A node that hangs longer than the runner's timeout
+    is caught by `max_consecutive_timeouts`: that many timed-out searches in a row stop the run."""
+
     name = "search"
+    isolate = False
     description = "Search the knowledge base. Returns the top documents for a query."
     parameters = {
         "type": "object",
@@ -30,8 +38,11 @@ class SearchTool:
         "additionalProperties": False,
     }
 
-    def __init__(self, retriever: Any, k: int = 3, max_chars_per_doc: int = 600):
+    def __init__(self, retriever: Any, k: int = 3, max_chars_per_doc: int = 600, max_consecutive_timeouts: int = 3):
+        if max_consecutive_timeouts < 1:
+            raise ValueError(f"search: max_consecutive_timeouts must be >= 1, got {max_consecutive_timeouts}")
         self.retriever = retriever
+        self.max_consecutive_timeouts = max_consecutive_timeouts
         self.k = k
         self.max_chars_per_doc = max_chars_per_doc
 
