@@ -1,31 +1,114 @@
-"""Atomic checkpoints: written to a temporary folder, then renamed into place.
+"""Atomic, durable, safe checkpoints.
 
-A folder `iter_000010/` holds the policy (save_pretrained), and `state.pt` with optimiser,
-critic, RNG states, the data position and the iteration. `latest` names the newest complete
-checkpoint; it is itself replaced atomically, so a kill at any moment leaves a usable one.
+A folder `iter_000010/` holds the policy (save_pretrained), `state.pt` with optimiser, critic, RNG
+states, the data position and the iteration, and `manifest.json` (every file's size). It is written
+to a temporary folder, fsynced (files, then the folder), renamed into place, and the parent folder
+is fsynced; `latest` names the newest complete checkpoint and is replaced the same way. So a kill
+or a power cut at any moment leaves a usable checkpoint.
+
+`state.pt` holds tensors and plain data only (dicts, lists, ints, floats, str) and is always read
+with `torch.load(weights_only=True)`: run folders travel between machines and as MLflow artifacts,
+and an unpickler that may call anything would run whatever a crafted file asks. A file that needs
+more is refused with `UnsafeCheckpointError`, naming it; its payload never runs.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
+import pickle
 import random
+import re
 import shutil
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+log = logging.getLogger(__name__)
+
+STATE_FILE = "state.pt"
+MANIFEST_FILE = "manifest.json"
+POINTER_FILE = "latest"
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be used."""
+
+
+class UnsafeCheckpointError(CheckpointError):
+    """state.pt needs more than tensors and plain data to load: never unpickled."""
+
+
+class CorruptCheckpointError(CheckpointError):
+    """A truncated or unreadable checkpoint (a kill or a full disk while it was copied)."""
+
+
+class NoCheckpointError(CheckpointError):
+    """`--resume` found nothing to resume from."""
+
+
+# --- RNG state as tensors and plain data ---------------------------------------------------------
 
 def rng_state() -> dict[str, Any]:
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    """Python, numpy, torch (and CUDA) generator states, as tensors / ints / floats only."""
+    version, internal, gauss_next = random.getstate()
+    name, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)
+    state: dict[str, Any] = {
+        "python": {"version": int(version), "state": torch.tensor(internal, dtype=torch.int64),
+                   "gauss_next": gauss_next},
+        "numpy": {"bit_generator": str(name), "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                  "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    py = state["python"]
+    random.setstate((py["version"], tuple(int(x) for x in py["state"].tolist()), py["gauss_next"]))
+    npy = state["numpy"]
+    np.random.set_state((npy["bit_generator"], npy["keys"].numpy().astype(np.uint32), npy["pos"],
+                         npy["has_gauss"], npy["cached_gaussian"]))
     torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(state["cuda"])
 
+
+# --- durable writes ------------------------------------------------------------------------------
+
+def fsync_path(path: Path) -> None:
+    """fsync a file or (on POSIX) a folder, so a rename that follows is not reordered before the data."""
+    if path.is_dir() and os.name != "posix":
+        return  # folders cannot be opened for fsync on Windows; NTFS journals renames itself
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(folder: Path) -> None:
+    for sub in sorted(folder.rglob("*"), reverse=True):  # files before the folders that hold them
+        fsync_path(sub)
+    fsync_path(folder)
+
+
+def write_text_durably(path: Path, text: str) -> None:
+    """Replaces `path` atomically with `text`: temp file, fsync, rename, fsync the folder."""
+    tmp = path.parent / f".{path.name}.tmp_{os.getpid()}"
+    tmp.write_text(text)
+    fsync_path(tmp)
+    os.replace(tmp, path)
+    fsync_path(path.parent)
+
+
+# --- save ----------------------------------------------------------------------------------------
 
 def save_checkpoint(root: str | Path, iteration: int, model: Any, tokenizer: Any, state: dict[str, Any],
                     keep: int = 2) -> Path:
@@ -38,36 +121,112 @@ def save_checkpoint(root: str | Path, iteration: int, model: Any, tokenizer: Any
     tmp.mkdir()
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    torch.save({**state, "iteration": iteration, "rng": rng_state()}, tmp / "state.pt")
-    if final.exists():
-        shutil.rmtree(final)
+    torch.save({**state, "iteration": iteration, "rng": rng_state()}, tmp / STATE_FILE)
+    # fail in the run that wrote it, not at a resume days later, if someone adds an object to the state
+    _read_state_file(tmp / STATE_FILE, mmap=True)
+    sizes = {str(p.relative_to(tmp)): p.stat().st_size for p in sorted(tmp.rglob("*")) if p.is_file()}
+    (tmp / MANIFEST_FILE).write_text(json.dumps({"iteration": iteration, "sizes": sizes}, indent=1))
+    _fsync_tree(tmp)
+    stale = root / f".stale_{final.name}_{os.getpid()}"
+    if final.exists():  # the same iteration saved again: move the old copy away, never leave neither
+        os.replace(final, stale)
     os.replace(tmp, final)
-    pointer_tmp = root / f".latest_{os.getpid()}"
-    pointer_tmp.write_text(final.name)
-    os.replace(pointer_tmp, root / "latest")
+    fsync_path(root)
+    write_text_durably(root / POINTER_FILE, final.name)
+    shutil.rmtree(stale, ignore_errors=True)
     _prune(root, keep)
     return final
 
 
-def latest_checkpoint(root: str | Path) -> Path | None:
-    """The newest complete checkpoint, or None. Stray temporary folders are ignored."""
-    root = Path(root)
-    pointer = root / "latest"
-    if pointer.exists():
-        path = root / pointer.read_text().strip()
-        if (path / "state.pt").exists():
-            return path
-    done = sorted(p for p in root.glob("iter_*") if (p / "state.pt").exists())
-    return done[-1] if done else None
+# --- find and load -------------------------------------------------------------------------------
+
+def _read_state_file(file: Path, mmap: bool = False) -> dict[str, Any]:
+    """torch.load with weights_only=True; `mmap` checks the structure without reading tensor data.
+    Only torch.save's zip archives are ever unpickled: a raw pickle is refused unread."""
+    if not file.is_file():
+        raise CorruptCheckpointError(f"{file} is missing")
+    with file.open("rb") as f:
+        head = f.read(4)
+    if head[:1] == b"\x80":  # a pickle protocol marker: a raw pickle (or torch's legacy format), never ours
+        raise UnsafeCheckpointError(_refusal(file, "it is a raw pickle, not a torch.save archive"))
+    if not zipfile.is_zipfile(file):  # a truncated archive loses its central directory, at the end
+        raise CorruptCheckpointError(f"{file} is truncated or corrupt: not a complete torch.save archive")
+    try:
+        state = torch.load(file, map_location="cpu", weights_only=True, mmap=mmap)
+    except pickle.UnpicklingError as e:
+        wanted = re.search(r"GLOBAL (\S+) was not an allowed global", str(e))
+        raise UnsafeCheckpointError(_refusal(file, f"it asks for {wanted.group(1)}" if wanted else
+                                             "it holds pickle instructions torch's safe loader refuses")) from None
+    except Exception as e:  # noqa: BLE001  (an untrusted file: any failure to parse it means corrupt)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
+        raise CorruptCheckpointError(f"{file} is truncated or corrupt: {type(e).__name__}: {first}") from e
+    if not isinstance(state, dict) or "iteration" not in state:
+        raise CorruptCheckpointError(f"{file} holds no checkpoint state (a dict with an 'iteration')")
+    return state
+
+
+def _refusal(file: Path, reason: str) -> str:
+    return (f"refusing to load {file}: {reason}; a file that needs more than tensors and plain data to load "
+            "could run code. agent-r1 writes tensors and plain data only (checkpoints from versions before safe "
+            "checkpoints held numpy arrays and cannot be resumed); if this file came from elsewhere, delete its "
+            "checkpoint folder and resume from another checkpoint.")
 
 
 def load_state(path: str | Path) -> dict[str, Any]:
-    return torch.load(Path(path) / "state.pt", weights_only=False)
+    """The state of checkpoint folder `path`, loaded with weights_only=True."""
+    return _read_state_file(Path(path) / STATE_FILE)
+
+
+def check_checkpoint(path: str | Path) -> int:
+    """Raises CorruptCheckpointError / UnsafeCheckpointError unless checkpoint `path` is usable;
+    returns its iteration. Cheap: sizes against the manifest and state.pt's structure (memory-mapped)."""
+    path = Path(path)
+    manifest = path / MANIFEST_FILE
+    if manifest.exists():  # checkpoints written before manifests existed are checked by state.pt alone
+        try:
+            sizes = json.loads(manifest.read_text())["sizes"]
+        except (ValueError, KeyError, TypeError) as e:
+            raise CorruptCheckpointError(f"{manifest} is unreadable: {e}") from e
+        for name, size in sizes.items():
+            f = path / name
+            actual = f.stat().st_size if f.is_file() else None
+            if actual != size:
+                raise CorruptCheckpointError(f"{f} is truncated or missing: {actual} bytes, the manifest says {size}")
+    return int(_read_state_file(path / STATE_FILE, mmap=True)["iteration"])
+
+
+def checkpoint_candidates(root: str | Path) -> list[Path]:
+    """Complete checkpoint folders (with a state.pt), the one `latest` names first, then newest first.
+    Stray temporary folders are ignored."""
+    root = Path(root)
+    done = sorted((p for p in root.glob("iter_*") if (p / STATE_FILE).exists()), reverse=True)
+    pointer = root / POINTER_FILE
+    named = root / pointer.read_text().strip() if pointer.is_file() else None
+    if named in done:
+        done.remove(named)
+        done.insert(0, named)
+    return done
+
+
+def latest_checkpoint(root: str | Path) -> Path | None:
+    """The newest usable checkpoint, or None. A truncated or corrupt one is skipped with a warning
+    (falling back to the previous one); a file that is not safe to load raises UnsafeCheckpointError."""
+    for path in checkpoint_candidates(root):
+        try:
+            check_checkpoint(path)
+            return path
+        except CorruptCheckpointError as e:
+            log.warning("checkpoint %s is unusable (%s); falling back to the previous checkpoint", path, e)
+    return None
+
+
+def checkpoint_iteration(path: str | Path) -> int:
+    return check_checkpoint(path)
 
 
 def _prune(root: Path, keep: int) -> None:
-    for stale in root.glob(".tmp_iter_*"):
+    for stale in (*root.glob(".tmp_iter_*"), *root.glob(".stale_iter_*")):
         shutil.rmtree(stale, ignore_errors=True)
-    done = sorted(p for p in root.glob("iter_*") if (p / "state.pt").exists())
+    done = sorted(p for p in root.glob("iter_*") if (p / STATE_FILE).exists())
     for old in done[:-keep] if keep > 0 else []:
         shutil.rmtree(old, ignore_errors=True)

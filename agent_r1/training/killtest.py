@@ -25,6 +25,7 @@ class TrialResult:
     final_iteration: int
     steps_logged: list[int]
     error: str = ""
+    restarted: bool = False  # killed before its first checkpoint: started over (as a user must), not resumed
 
 
 def _train_cmd(overrides: dict[str, object], resume: bool) -> list[str]:
@@ -58,13 +59,17 @@ def kill_and_resume(overrides: dict[str, object], iterations: int, kill_after_s:
     if killed:
         proc.send_signal(signal.SIGKILL)
     proc.wait()
-    resume = subprocess.run(_train_cmd(overrides, True), capture_output=True, text=True, env=env, timeout=timeout_s)
+    # `--resume` with no checkpoint is an error (never a silent restart), so a run killed before its
+    # first checkpoint is started over, as its user would; the partial history is moved aside
+    restarted = latest_checkpoint(out / "checkpoints") is None
+    resume = subprocess.run(_train_cmd(overrides, not restarted), capture_output=True, text=True, env=env,
+                            timeout=timeout_s)
     steps = [m["step"] for m in read_metrics(out / "metrics.jsonl")]
     ck = latest_checkpoint(out / "checkpoints")
     final = int(load_state(ck)["iteration"]) if ck else -1
     ok = resume.returncode == 0 and final == iterations and steps == sorted(set(steps)) and \
         steps[-iterations:] == list(range(1, iterations + 1))
-    return TrialResult(kill_after_s, killed, ok, final, steps, "" if ok else resume.stderr[-2000:])
+    return TrialResult(kill_after_s, killed, ok, final, steps, "" if ok else resume.stderr[-2000:], restarted)
 
 
 def random_delays(n: int, low: float, high: float, seed: int = 0) -> list[float]:

@@ -7,6 +7,9 @@ Ray worker actors (agent_r1/training/ray_trainer.py); the algorithm code is the 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,11 @@ from typing import Any
 from agent_r1.config import ExperimentConfig
 from agent_r1.training import checkpoint as ckpt
 from agent_r1.training.metrics_log import JsonlMetrics
+
+log = logging.getLogger(__name__)
+
+# what a training run writes into train.out_dir; a fresh start moves a previous run's copies aside
+RUN_ARTIFACTS = ("metrics.jsonl", "final_metrics.json", "config.json", "init_model", "checkpoints")
 
 
 @dataclass
@@ -30,18 +38,25 @@ class RunParts:
 
 
 def prepare_run(cfg: ExperimentConfig, resume: bool = False) -> RunParts:
-    """Data, index, policy (fresh, `train.init_from`, or the latest checkpoint with `resume`)."""
+    """Data, index, policy (fresh, `train.init_from`, or the latest checkpoint with `resume`).
+
+    With `resume`, a folder with no usable checkpoint is an error (never a silent restart); without
+    it, a previous run's history in the folder is moved aside first (`set_aside_previous_run`).
+    Policy and reference are loaded in `model.dtype`, as a fresh start builds them."""
     from agent_r1.models.build import load_model, save_model
     from agent_r1.training.setup import build_policy, ensure_data, ensure_index, load_samples
 
     out = Path(cfg.train.out_dir)
+    # decided before any data or model work, so a mistyped out_dir fails in a second
+    latest = resume_checkpoint(out) if resume else None
+    if latest is None:
+        set_aside_previous_run(out)
     data_dir = ensure_data(cfg)
     index_dir = ensure_index(cfg, data_dir)
-    latest = ckpt.latest_checkpoint(out / "checkpoints") if resume else None
     init_dir = out / "init_model"
     if latest is not None:
-        model, tokenizer = load_model(latest)
-        reference = load_model(init_dir)[0] if cfg.algo.kl_coef > 0 else None
+        model, tokenizer = load_model(latest, cfg.model.dtype)
+        reference = load_model(init_dir, cfg.model.dtype)[0] if cfg.algo.kl_coef > 0 else None
     else:
         model, tokenizer = build_policy(cfg, data_dir, cfg.train.init_from)
         save_model(model, tokenizer, init_dir)  # the KL reference, and what a resume starts from
@@ -50,6 +65,59 @@ def prepare_run(cfg: ExperimentConfig, resume: bool = False) -> RunParts:
     return RunParts(model, tokenizer, reference, latest, index_dir,
                     load_samples(data_dir / cfg.data.train_file),
                     load_samples(data_dir / cfg.data.eval_file, cfg.train.eval_size))
+
+
+def resume_checkpoint(out: Path) -> Path:
+    """The checkpoint `--resume` continues from: the newest intact one (a truncated newer one is
+    skipped with a warning). None usable is a NoCheckpointError naming the folder and why."""
+    root = out / "checkpoints"
+    found = ckpt.latest_checkpoint(root)
+    if found is not None:
+        return found
+    if not out.is_dir():
+        why = f"the folder {out} does not exist"
+    elif not root.is_dir():
+        why = f"{out} holds no checkpoints/ folder"
+    elif ckpt.checkpoint_candidates(root):
+        why = f"every checkpoint in {root} is truncated or corrupt (see the warnings above)"
+    elif any(root.glob("iter_*")):
+        why = f"the checkpoints in {root} are incomplete (no {ckpt.STATE_FILE}): the run was stopped while saving"
+    else:
+        why = f"{root} holds no checkpoint yet"
+    raise ckpt.NoCheckpointError(f"--resume: nothing to resume in train.out_dir={out}: {why}. Check train.out_dir, "
+                                 "or start over without --resume (the history there is moved aside, not deleted).")
+
+
+def set_aside_previous_run(out: Path) -> Path | None:
+    """A fresh start in a folder that holds a previous run's history (metrics or checkpoints) moves
+    that run's files to `out/previous/<UTC time>/` and says so. Returns that folder, or None.
+
+    Why not refuse, or overwrite: verl and the HF/TRL example scripts never wipe an output folder's
+    checkpoints on a new run, and Lightning gives each new run a new version folder; refusing would
+    break every rerun into the same folder (params.yaml's runs/default, the benchmarks' --rerun).
+    Writing over the old files would mix two runs: metrics.jsonl would lose its history, pruning
+    by name would keep the old run's higher iterations and delete the new ones, and a later
+    --resume would continue the wrong run. Moved aside, nothing is lost, the folder holds one run,
+    and the moved folder is itself a run folder (`train.out_dir=<it> --resume` continues it)."""
+    metrics = out / "metrics.jsonl"
+    has_history = (metrics.is_file() and metrics.stat().st_size > 0) or ckpt.checkpoint_candidates(out / "checkpoints")
+    if not has_history:
+        return None
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    dest = out / "previous" / stamp
+    n = 1
+    while dest.exists():  # two fresh starts within one second
+        n += 1
+        dest = out / "previous" / f"{stamp}_{n}"
+    dest.mkdir(parents=True)
+    moved = [name for name in RUN_ARTIFACTS if (out / name).exists()]
+    for name in moved:
+        os.replace(out / name, dest / name)
+    ckpt.fsync_path(dest)
+    ckpt.fsync_path(out)
+    log.warning("train.out_dir=%s already held a run (%s); starting over without --resume, so it was moved to %s "
+                "(pass --resume to continue a run instead)", out, ", ".join(moved), dest)
+    return dest
 
 
 def run_train(cfg: ExperimentConfig, resume: bool = False, sink: Any = None, on_iteration: Any = None) -> dict[str, Any]:
@@ -83,7 +151,7 @@ def run_train(cfg: ExperimentConfig, resume: bool = False, sink: Any = None, on_
 def default_sink(cfg: ExperimentConfig, latest: Path | None) -> JsonlMetrics:
     """metrics.jsonl in the run folder; on resume, steps after the checkpoint are dropped."""
     return JsonlMetrics(Path(cfg.train.out_dir) / "metrics.jsonl",
-                        resume_from_step=(ckpt.load_state(latest)["iteration"] + 1) if latest else None)
+                        resume_from_step=(ckpt.checkpoint_iteration(latest) + 1) if latest else None)
 
 
 def finish_run(out: Path, iterations: int, final: dict[str, float]) -> dict[str, Any]:

@@ -74,7 +74,18 @@ def build_policy(cfg: ExperimentConfig, data_dir: Path, source: str = "") -> tup
     path = source or cfg.model.name_or_path
     if path:
         return load_model(path, cfg.model.dtype)
-    return build_local_model(corpus_texts(data_dir), cfg.model, seed=cfg.seed)
+    model, tokenizer = build_local_model(corpus_texts(data_dir), cfg.model, seed=cfg.seed)
+    # the dtype a loaded or resumed policy gets too, so a run keeps one precision from start to resume
+    return model.to(torch_dtype(cfg.model.dtype)), tokenizer
+
+
+def torch_dtype(name: str) -> Any:
+    import torch
+
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(f"model.dtype={name!r} is not a torch floating-point dtype; use float32, bfloat16 or float16")
+    return dtype
 
 
 def make_env_factory(cfg: ExperimentConfig, retriever: Any) -> Callable[[dict[str, Any]], Any]:
