@@ -56,6 +56,7 @@ class RetrievalConfig:
     request_timeout_s: float = 60.0
     bulk_chunk_size: int = 500
     msearch_batch_size: int = 100
+    overwrite: bool = False        # index(): replace an existing index agent-r1 did not make (never in retriever.json)
 
     def to_manifest(self) -> dict[str, Any]:
         """The retriever.json content: what is needed to reopen this index, nothing secret."""
@@ -67,7 +68,8 @@ class RetrievalConfig:
     @classmethod
     def from_manifest(cls, data: dict[str, Any], index_dir: Path) -> "RetrievalConfig":
         known = {f.name for f in fields(cls)}
-        kwargs = {k: v for k, v in data.items() if k in known and k != "index_dir"}
+        # overwrite is the user's decision at `agent-r1 index`, never a file's
+        kwargs = {k: v for k, v in data.items() if k in known and k not in ("index_dir", "overwrite")}
         return cls(index_dir=index_dir, **kwargs)
 
 

@@ -25,6 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--url", default=os.environ.get("AGENT_R1_ES_URL", DEFAULT_ES_URL),
                    help="Elasticsearch URL (default: $AGENT_R1_ES_URL or %(default)s)")
     p.add_argument("--index-name", default="agent-r1-corpus", help="Elasticsearch index name")
+    p.add_argument("--overwrite", action="store_true",
+                   help="Elasticsearch: replace an existing index of that name even if agent-r1 did not make it "
+                        "(without it, only an index agent-r1 made is rebuilt)")
     p.set_defaults(func=cmd_index)
 
     p = subparsers.add_parser("search", help="search an index built by `agent-r1 index`")
@@ -44,7 +47,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def cmd_index(args: argparse.Namespace) -> int:
     start = time.perf_counter()
-    n = build_index(args.corpus, args.out, args.backend, url=args.url, index_name=args.index_name)
+    n = build_index(args.corpus, args.out, args.backend, url=args.url, index_name=args.index_name,
+                    overwrite=args.overwrite)
     seconds = time.perf_counter() - start
     print(f"indexed {n} documents with {args.backend} into {args.out} in {seconds:.2f}s")
     return 0

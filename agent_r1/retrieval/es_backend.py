@@ -39,7 +39,13 @@ ENV_PASSWORD = "AGENT_R1_ES_PASSWORD"
 
 SEARCH_FIELDS = ["title", "text"]
 
+# Written into every index we create (the mapping's `_meta`, kept by Elasticsearch as it is and
+# returned by GET /<index>/_mapping): only an index carrying it is deleted on a rebuild without
+# `overwrite`, so `agent-r1 index --index-name NAME` never drops someone else's index.
+AGENT_R1_MARKER: dict[str, Any] = {"created_by": "agent-r1"}
+
 MAPPING: dict[str, Any] = {
+    "_meta": AGENT_R1_MARKER,
     "properties": {
         "id": {"type": "keyword"},
         "title": {
@@ -51,6 +57,12 @@ MAPPING: dict[str, Any] = {
     }
 }
 SETTINGS: dict[str, Any] = {"number_of_shards": 1, "number_of_replicas": 0}
+
+
+def made_by_agent_r1(mappings: dict[str, Any]) -> bool:
+    """Whether one index's `mappings` (as GET /<index>/_mapping reports it) carries our marker."""
+    meta = mappings.get("_meta") if isinstance(mappings, dict) else None
+    return isinstance(meta, dict) and all(meta.get(k) == v for k, v in AGENT_R1_MARKER.items())
 
 
 class _Retryable(Exception):
@@ -129,11 +141,33 @@ class ElasticsearchRetriever:
 
     # ------------------------------------------------------------------ building
     def create_index(self) -> None:
-        """Drop and recreate the index with the explicit mapping (index() is a full rebuild)."""
+        """Drop and recreate the index with the explicit mapping (index() is a full rebuild).
+
+        An existing index is dropped only if agent-r1 made it (its mapping's `_meta` marker) or
+        `config.overwrite` is set; otherwise this raises, naming the index and the way out."""
         def create() -> None:
-            self.client.indices.delete(index=self.index_name, ignore_unavailable=True)
+            existing = self._existing_mappings()
+            if existing is not None:
+                foreign = sorted(name for name, mappings in existing.items() if not made_by_agent_r1(mappings))
+                if foreign and not self.config.overwrite:
+                    raise RuntimeError(
+                        f"Elasticsearch index {self.index_name!r} at {self.url} already exists and was not made by "
+                        f"agent-r1 (no _meta.created_by = 'agent-r1' in the mapping of {', '.join(foreign)}); "
+                        "refusing to delete it. Pick another --index-name, or pass --overwrite to replace it "
+                        "(its documents are lost)")
+                self.client.indices.delete(index=self.index_name, ignore_unavailable=True)
             self.client.indices.create(index=self.index_name, mappings=MAPPING, settings=SETTINGS)
         self._call("index creation", create)
+
+    def _existing_mappings(self) -> dict[str, Any] | None:
+        """{concrete index: mappings} behind `index_name` (an alias may name several), or None."""
+        try:
+            resp = self.client.indices.get_mapping(index=self.index_name)
+        except ApiError as err:
+            if err.status_code == 404:
+                return None
+            raise
+        return {name: body.get("mappings", {}) for name, body in dict(resp).items()}
 
     def _actions(self, docs: Iterable[Document]) -> Iterator[dict[str, Any]]:
         for doc in docs:
