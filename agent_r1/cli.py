@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "agent_r1.rollout.commands",
     "agent_r1.training.commands",
     "agent_r1.evaluation.commands",
+    "agent_r1.models.commands",
 )
 
 

@@ -3,9 +3,11 @@ config, or any local folder / hub id through the same `load_model` call."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from agent_r1.models.lora import LoraConfig
 
 
 @dataclass
@@ -21,6 +23,8 @@ class ModelConfig:
     tokenizer: str = "bpe"  # pre-tokenizer of a locally trained tokenizer: bpe | syllable (models/tokenizer.py)
     tie_word_embeddings: bool = True
     dtype: str = "float32"
+    lora: LoraConfig = field(default_factory=LoraConfig)  # r = 0: full fine-tuning (models/lora.py)
+    gradient_checkpointing: bool = False  # recompute activations in backward (non-reentrant)
 
 
 ARCHS: dict[str, tuple[str, str]] = {
@@ -55,16 +59,21 @@ def build_model(config: ModelConfig, tokenizer: Any, seed: int = 0):
 
 
 def load_model(name_or_path: str | Path, dtype: str = "float32"):
-    """Loads (model, tokenizer) from a local folder or hub id; a missing folder is a clear error."""
+    """Loads (model, tokenizer) from a local folder or hub id; a missing folder is a clear error.
+    A LoRA adapter folder (models/lora.py) loads its base, then the adapters on top, trainable."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from agent_r1.models.lora import is_adapter_folder, load_adapter_model
 
     path = Path(name_or_path)
     if not path.exists() and (str(name_or_path).startswith((".", "/")) or path.suffix):
         raise FileNotFoundError(
-            f"model folder {str(name_or_path)!r} does not exist; build one with `agent-r1 build-model` "
-            "or set model.name_or_path to a hub id"
+            f"model folder {str(name_or_path)!r} does not exist; build one with `agent-r1 build-model "
+            "--like qwen2.5 --out DIR` or set model.name_or_path to a hub id"
         )
+    if is_adapter_folder(path):
+        return load_adapter_model(path, dtype=dtype)
     tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
     model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=getattr(torch, dtype))
     if tokenizer.pad_token_id is None:

@@ -1,0 +1,149 @@
+"""LoRA through peft: the `model.lora` config, adapters on a policy, the reference policy as the
+same weights with the adapters switched off, adapter checkpoints and a merged export.
+
+The reference is the base with adapters disabled (as TRL and verl do with `ref_in_actor`), so a
+LoRA run holds one copy of the base weights. An adapter folder is what `save_pretrained` writes
+for a peft model (adapter_config.json + adapter weights) plus the tokenizer; its
+`base_model_name_or_path` names the base folder or hub id it loads on top of.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ADAPTER_CONFIG = "adapter_config.json"
+DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass
+class LoraConfig:
+    """`model.lora`: r = 0 trains every weight (full fine-tuning); r > 0 trains adapters only."""
+    r: int = 0
+    alpha: float = 16.0  # the update is scaled by alpha / r
+    dropout: float = 0.0
+    target_modules: tuple[str, ...] = DEFAULT_TARGETS  # names of linear layers (the last part of the path)
+
+    def __post_init__(self) -> None:
+        if self.r < 0:
+            raise ValueError(f"model.lora.r={self.r} must be >= 0 (0 = full fine-tuning)")
+        if self.alpha <= 0:
+            raise ValueError(f"model.lora.alpha={self.alpha} must be > 0")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"model.lora.dropout={self.dropout} must be in [0, 1)")
+        if self.r > 0 and not self.target_modules:
+            raise ValueError("model.lora.target_modules is empty; name the linear layers to adapt, "
+                             f"e.g. {list(DEFAULT_TARGETS)}")
+
+    @property
+    def enabled(self) -> bool:
+        return self.r > 0
+
+
+def linear_layer_names(model: Any) -> list[str]:
+    """The distinct last path components of the model's linear layers (what target_modules names)."""
+    import torch
+
+    return sorted({name.rsplit(".", 1)[-1] for name, m in model.named_modules()
+                   if name and isinstance(m, torch.nn.Linear)})
+
+
+def apply_lora(model: Any, cfg: LoraConfig, base: str | Path | None = None) -> Any:
+    """`model` with trainable LoRA adapters on `cfg.target_modules` and every base weight frozen;
+    unchanged when `cfg.r` is 0. `base` (a folder or hub id) is recorded in the adapter config so
+    an adapter checkpoint knows what to load under it; default: where the model was loaded from."""
+    if not cfg.enabled:
+        return model
+    from peft import LoraConfig as PeftLoraConfig
+    from peft import get_peft_model
+
+    names = linear_layer_names(model)
+    missing = [t for t in cfg.target_modules if t not in names]
+    if missing:
+        raise ValueError(f"model.lora.target_modules: {type(model).__name__} has no linear layer named "
+                         f"{missing}; its linear layers are {names}")
+    peft_cfg = PeftLoraConfig(r=cfg.r, lora_alpha=cfg.alpha, lora_dropout=cfg.dropout,
+                              target_modules=list(cfg.target_modules), bias="none", task_type="CAUSAL_LM")
+    wrapped = get_peft_model(model, peft_cfg)
+    if base is not None:
+        set_adapter_base(wrapped, base)
+    return wrapped
+
+
+def has_adapters(model: Any) -> bool:
+    from peft import PeftModel
+
+    return isinstance(model, PeftModel)
+
+
+@contextmanager
+def reference_context(model: Any) -> Iterator[Any]:
+    """Inside, `model` computes the reference policy: the base weights, adapters off."""
+    if not has_adapters(model):
+        # a silent no-op would make the trained policy its own reference (KL always 0)
+        raise TypeError(f"reference_context needs a model with LoRA adapters (model.lora.r > 0), got "
+                        f"{type(model).__name__}; with full fine-tuning the reference is a separate copy")
+    with model.disable_adapter():
+        yield model
+
+
+def set_adapter_base(model: Any, base: str | Path) -> None:
+    """Records the base an adapter loads on; a local folder is stored as an absolute path."""
+    path = Path(base)
+    model.peft_config[model.active_adapter].base_model_name_or_path = (
+        str(path.resolve()) if path.exists() else str(base))
+
+
+def save_adapter(model: Any, tokenizer: Any, out_dir: str | Path) -> Path:
+    """Writes the adapter weights, its config (naming the base) and the tokenizer."""
+    if not has_adapters(model):
+        raise TypeError(f"save_adapter needs a model with LoRA adapters, got {type(model).__name__}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def is_adapter_folder(path: str | Path) -> bool:
+    return (Path(path) / ADAPTER_CONFIG).is_file()
+
+
+def adapter_base(path: str | Path) -> str:
+    return json.loads((Path(path) / ADAPTER_CONFIG).read_text()).get("base_model_name_or_path") or ""
+
+
+def load_adapter_model(path: str | Path, base: str | Path | None = None, dtype: str = "float32",
+                       trainable: bool = True) -> tuple[Any, Any]:
+    """(peft model, tokenizer) from an adapter folder over `base` (default: the one it records)."""
+    from peft import PeftModel
+
+    from agent_r1.models.build import load_model
+
+    path = Path(path)
+    base = str(base or adapter_base(path))
+    if not base:
+        raise FileNotFoundError(f"adapter folder {str(path)!r} does not name its base model "
+                                f"(base_model_name_or_path in {ADAPTER_CONFIG} is empty); pass the base folder")
+    if Path(base).is_absolute() and not Path(base).exists():
+        raise FileNotFoundError(f"adapter folder {str(path)!r} was trained on {base!r}, which does not exist "
+                                "here; pass the base model folder (e.g. `agent-r1 export --base DIR`)")
+    model, tokenizer = load_model(base, dtype)
+    if (path / "tokenizer_config.json").exists():  # the run's tokenizer, if it was saved with the adapter
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(path))
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+    peft_model = PeftModel.from_pretrained(model, str(path), is_trainable=trainable)
+    set_adapter_base(peft_model, base)
+    return peft_model, tokenizer
+
+
+def merged(model: Any) -> Any:
+    """A plain transformers model with the adapters folded into the base weights."""
+    return model.merge_and_unload() if has_adapters(model) else model
