@@ -1,17 +1,22 @@
 """One typed config tree, read from params.yaml (the single source of truth) plus overrides.
 
-Unknown keys, wrong types and impossible values fail at start with the key named.
+Unknown keys, wrong types (list and dict elements included), numbers out of range (`LIMITS`), unknown
+choices and YAML aliases fail at start with the key named and what is allowed.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+import yaml
 
 from agent_r1.envs.tool_env import EnvConfig
 from agent_r1.models.build import ModelConfig
@@ -74,6 +79,86 @@ class ExperimentConfig:
         return dataclasses.asdict(self)
 
 
+@dataclass(frozen=True)
+class Range:
+    """Allowed values of a number, printed as a user writes them: `>= 0`, `> 0`, `[0, 1)`."""
+
+    lo: float = -math.inf
+    hi: float = math.inf
+    lo_open: bool = False
+    hi_open: bool = False
+
+    def contains(self, v: float) -> bool:
+        if not math.isfinite(v):  # NaN and inf poison rewards and losses; no key wants them
+            return False
+        return (v > self.lo if self.lo_open else v >= self.lo) and (v < self.hi if self.hi_open else v <= self.hi)
+
+    def __str__(self) -> str:
+        if self.hi == math.inf:
+            return f"{'>' if self.lo_open else '>='} {_num(self.lo)}"
+        return f"{'(' if self.lo_open else '['}{_num(self.lo)}, {_num(self.hi)}{')' if self.hi_open else ']'}"
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+def R(spec: str) -> Range:
+    """`R(">= 0")`, `R("> 0")`, `R("[0, 1)")`, `R("(0, 1]")`."""
+    if m := re.fullmatch(r"(>=|>)\s*(\S+)", spec):
+        return Range(float(m[2]), lo_open=m[1] == ">")
+    m = re.fullmatch(r"([\[(])\s*([^,\s]+)\s*,\s*([^\s\])]+)\s*([\])])", spec)
+    if not m:
+        raise ValueError(f"bad range spec {spec!r}")
+    return Range(float(m[2]), float(m[3]), m[1] == "(", m[4] == ")")
+
+
+GE0, GT0, GE1, UNIT = R(">= 0"), R("> 0"), R(">= 1"), R("[0, 1]")
+
+#: The allowed range of every number in the config tree, by section and key (the test
+#: tests/test_config_ranges.py fails when a numeric key has none). Optional keys are checked only
+#: when set. Per-sample `env` values (envs/tool_env.py) are checked against the same table.
+LIMITS: dict[str, dict[str, Range]] = {
+    "": {"seed": R("[0, 4294967295]")},  # numpy's seed range
+    "model": dict.fromkeys(("hidden_size", "num_layers", "num_heads", "intermediate_size", "max_position_embeddings",
+                            "vocab_size"), GE1),
+    "model.lora": {"r": GE0, "alpha": GT0, "dropout": R("[0, 1)")},
+    "data": {"n_people": GE1},
+    "search": {"k": GE1, "max_chars_per_doc": GE1, "timeout_s": GT0},
+    "env": {"max_calls_per_turn": GE1},
+    "rollout": {**dict.fromkeys(("max_turns", "max_tokens_per_turn", "max_observation_tokens", "max_total_tokens",
+                                 "n_samples"), GE1), "temperature": GE0, "top_k": GE0, "top_p": R("(0, 1]")},
+    "reward": {"format_penalty": R("[-10, 0]"), "valid_call_reward": R("[-10, 10]"),
+               "retrieval_hit_reward": R("[-10, 10]"), "max_process_reward": R("[0, 100]")},
+    "algo": {"clip_low": R("[0, 1)"), "clip_high": GE0, "dual_clip": R("> 1"), "gamma": R("(0, 1]"), "lam": UNIT,
+             "kl_coef": GE0, "entropy_coef": GE0, "vf_clip": GT0, "critic_lr": GT0},
+    "train": {"iterations": GE0, "prompts_per_iter": GE1, "ppo_epochs": GE1, "minibatch_size": GE1, "lr": GT0,
+              "weight_decay": GE0, "max_grad_norm": GT0, "checkpoint_every": GE1,
+              "keep_checkpoints": GE0,  # 0 keeps every checkpoint
+              "eval_every": GE0, "eval_size": GE0, "threads": GE0, "log_trajectories_every": GE0,
+              "max_bad_updates": GE1, "micro_batch_size": GE0, "warmup_iterations": GE0},
+    "sft": {"steps": GE0, "batch_size": GE1, "lr": GT0, "guess_fraction": UNIT, "log_every": GE1},
+    "ray": {"num_workers": GE1, "cpus_per_worker": GE0, "gpus_per_worker": GE0, "learner_cpus": GE0,
+            "max_restarts": GE0, "num_cpus": GE0},
+}
+
+
+def check_limits(obj: Any, section: str = "", label: str | None = None) -> None:
+    """Every number of `obj`, the config section `section` (and of the sections inside it), within
+    its `LIMITS` range; errors name `label` (default: the section) and the key."""
+    limits = LIMITS.get(section, {})
+    prefix = f"{section if label is None else label}." if (section or label) else ""
+    for f in dataclasses.fields(obj):
+        value, key = getattr(obj, f.name), prefix + f.name
+        if dataclasses.is_dataclass(value):
+            check_limits(value, f"{section}.{f.name}".lstrip("."), None if label is None else key)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            rng = limits.get(f.name)
+            if not (rng.contains(value) if rng else math.isfinite(value)):
+                where = f"in {rng}" if rng and rng.hi != math.inf else str(rng or "finite")
+                raise ValueError(f"{key} must be {where} (got {value!r})")
+
+
 def _coerce(value: Any, hint: Any, key: str) -> Any:
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
@@ -88,8 +173,14 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
         raise ValueError(f"config key {key!r}: {value!r} is not a {hint}")
     if origin in (tuple, list):
         if not isinstance(value, (list, tuple)):
-            raise ValueError(f"config key {key!r}: expected a list, got {value!r}")
-        return origin(value)
+            raise ValueError(f"config key {key!r}: expected a list, got {_short(value)}")
+        item = next((a for a in typing.get_args(hint) if a is not Ellipsis), Any)
+        return origin(_coerce(v, item, f"{key}[{i}]") for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ValueError(f"config key {key!r}: expected a mapping, got {_short(value)}")
+        key_hint, value_hint = typing.get_args(hint) or (Any, Any)
+        return {_coerce(k, key_hint, f"{key} (a key)"): _coerce(v, value_hint, f"{key}[{k!r}]") for k, v in value.items()}
     if hint is bool:
         if isinstance(value, bool):
             return value
@@ -108,10 +199,15 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
             raise ValueError(f"config key {key!r}: expected an integer, got {value!r}")
         return hint(value)
     if hint is str:
-        if not isinstance(value, (str, int, float)):
-            raise ValueError(f"config key {key!r}: expected a string, got {value!r}")
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            raise ValueError(f"config key {key!r}: expected a string, got {_short(value)}")
         return str(value)
     return value
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _default_of(cls: type, name: str) -> Any:
@@ -155,29 +251,49 @@ def _set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
+class _NoAliasLoader(yaml.SafeLoader):
+    """YAML without aliases: 7 nested aliases under env.tool_args once expanded to a 335 MB config
+    (a "billion laughs" bomb). A params file has no need for them, so any alias is refused."""
+
+    source = "<yaml>"
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise ValueError(f"{self.source}:{event.start_mark.line + 1}: YAML alias *{event.anchor} is not allowed "
+                             "(aliases can expand a small file into gigabytes); write the value out instead")
+        return super().compose_node(parent, index)
+
+
+def safe_yaml(text: str, source: str) -> Any:
+    """`yaml.safe_load` that refuses aliases; errors name `source` and the line."""
+    loader = _NoAliasLoader(text)
+    loader.source = source
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
 def parse_overrides(items: list[str]) -> dict[str, Any]:
     """`["train.algo=grpo", "train.lr=1e-3"]` -> {"train.algo": "grpo", ...} (YAML-typed values)."""
-    import yaml
-
     out = {}
     for item in items:
         if "=" not in item:
             raise ValueError(f"override {item!r} must look like section.key=value")
         k, v = item.split("=", 1)
-        out[k.strip()] = yaml.safe_load(v) if v.strip() else ""  # `key=` means an empty string
+        out[k.strip()] = safe_yaml(v, f"override {item[:60]!r}") if v.strip() else ""  # `key=`: an empty string
     return out
 
 
 def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> ExperimentConfig:
     """Reads params.yaml (if given) and applies dotted overrides, then validates."""
-    import yaml
-
     tree: dict[str, Any] = {}
     if path is not None:
         p = Path(path)
         if not p.exists():
             raise FileNotFoundError(f"params file {str(p)!r} not found; pass --params PATH")
-        tree = yaml.safe_load(p.read_text()) or {}
+        tree = safe_yaml(p.read_text(), str(p)) or {}
         if not isinstance(tree, dict):
             raise ValueError(f"params file {str(p)!r} must hold a mapping at the top level")
     for dotted, value in (overrides or {}).items():
@@ -188,36 +304,24 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
 
 
 def validate(c: ExperimentConfig) -> None:
-    """Cross-field checks a dataclass cannot express on its own."""
-    from agent_r1.algos import ADV_ESTIMATORS, POLICY_LOSSES
+    """Ranges of every number (`LIMITS`), choices from their registries, cross-field checks."""
+    from agent_r1.algos import ADV_ESTIMATORS, AGG_MODES, KL_PENALTIES, POLICY_LOSSES
     from agent_r1.envs.formats import FORMATS
+    from agent_r1.models.build import ARCHS
 
-    checks = [
-        (c.train.lr > 0, "train.lr must be > 0"),
-        (c.sft.lr > 0, "sft.lr must be > 0"),
-        (c.train.iterations >= 0, "train.iterations must be >= 0"),
-        (c.train.prompts_per_iter >= 1, "train.prompts_per_iter must be >= 1"),
-        (c.train.ppo_epochs >= 1, "train.ppo_epochs must be >= 1"),
-        (c.train.minibatch_size >= 1, "train.minibatch_size must be >= 1"),
-        (c.algo.adv_estimator in ADV_ESTIMATORS,
-         f"algo.adv_estimator={c.algo.adv_estimator!r}; known: {sorted(ADV_ESTIMATORS)}"),
-        (c.algo.policy_loss in POLICY_LOSSES, f"algo.policy_loss={c.algo.policy_loss!r}; known: {sorted(POLICY_LOSSES)}"),
-        (c.env.format in FORMATS, f"env.format={c.env.format!r}; known: {sorted(FORMATS)}"),
-        (not (c.algo.adv_estimator in {"grpo", "grpo_no_std", "rloo", "reinforce_pp_baseline"}
-              and c.rollout.n_samples < 2),
-         f"algo.adv_estimator={c.algo.adv_estimator!r} compares samples of one prompt: "
-         f"set rollout.n_samples >= 2 (got {c.rollout.n_samples})"),
-        (0.0 <= c.sft.guess_fraction <= 1.0, "sft.guess_fraction must be in [0, 1]"),
-        (c.search.k >= 1, "search.k must be >= 1"),
-        (c.ray.num_workers >= 1, "ray.num_workers must be >= 1"),
-        (c.ray.engine in ("auto", "transformers", "vllm"), f"ray.engine={c.ray.engine!r}; known: auto, transformers, vllm"),
-        (c.ray.cpus_per_worker >= 0 and c.ray.gpus_per_worker >= 0 and c.ray.learner_cpus >= 0,
-         "ray.cpus_per_worker, ray.gpus_per_worker and ray.learner_cpus must be >= 0"),
-        (0 < c.algo.gamma <= 1 and 0 <= c.algo.lam <= 1, "algo.gamma must be in (0, 1] and algo.lam in [0, 1]"),
+    check_limits(c)
+    choices = [  # (key, value, registry): a typo fails here, not after a full rollout
+        ("algo.adv_estimator", c.algo.adv_estimator, ADV_ESTIMATORS), ("algo.policy_loss", c.algo.policy_loss, POLICY_LOSSES),
+        ("algo.loss_agg", c.algo.loss_agg, AGG_MODES), ("algo.kl_kind", c.algo.kl_kind, KL_PENALTIES),
+        ("env.format", c.env.format, FORMATS), ("model.arch", c.model.arch, ARCHS),
+        ("ray.engine", c.ray.engine, ("auto", "transformers", "vllm")),
     ]
-    for ok, message in checks:
-        if not ok:
-            raise ValueError(message)
+    for key, value, known in choices:
+        if value not in known:
+            raise ValueError(f"{key}={value!r}; choose one of {sorted(known)}")
+    if c.algo.adv_estimator in {"grpo", "grpo_no_std", "rloo", "reinforce_pp_baseline"} and c.rollout.n_samples < 2:
+        raise ValueError(f"algo.adv_estimator={c.algo.adv_estimator!r} compares samples of one prompt: "
+                         f"set rollout.n_samples >= 2 (got {c.rollout.n_samples})")
     for key in ("train_file", "eval_file"):  # file names inside data.dir: they may not leave it
         name = getattr(c.data, key)
         if not name or Path(name).is_absolute() or ".." in Path(name).parts:

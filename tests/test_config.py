@@ -32,7 +32,7 @@ def test_overrides_are_typed():
         ({"algo.loss_mask": "maybe"}, r"'algo.loss_mask': expected true/false"),
         ({"train.lr": -0.1}, r"train.lr must be > 0"),
         ({"rollout.n_samples": 1}, r"rollout.n_samples >= 2"),
-        ({"algo.adv_estimator": "ppo2"}, r"algo.adv_estimator='ppo2'; known"),
+        ({"algo.adv_estimator": "ppo2"}, r"algo.adv_estimator='ppo2'; choose one of"),
         ({"rollout.max_turns": 0}, r"rollout.max_turns must be >= 1"),
         ({"reward.metric": "bleu"}, r"reward.metric='bleu'"),
         ({"env.format": "xml"}, r"env.format='xml'"),

@@ -7,6 +7,7 @@ placed by the trajectory at the token that closed that action.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -47,6 +48,12 @@ class RewardConfig:
     def __post_init__(self) -> None:
         if self.metric not in ANSWER_METRICS:
             raise ValueError(f"reward.metric={self.metric!r}; choose one of {sorted(ANSWER_METRICS)}")
+        # NaN or inf here poisons every reward until the loss is NaN (Python's JSON reader accepts
+        # NaN in a data row); the allowed ranges are checked with the config (config.LIMITS)
+        for key in ("format_penalty", "valid_call_reward", "retrieval_hit_reward", "max_process_reward"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"reward.{key} must be a finite number (got {value!r})")
 
 
 def outcome_reward(answer: str | None, golds: Sequence[str], config: RewardConfig) -> float:
