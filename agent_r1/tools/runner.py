@@ -56,7 +56,7 @@ class ToolRunner:
     def __init__(self, tools: list[Tool], timeout_s: float = 10.0, max_result_chars: int = 20_000,
                  max_workers: int = 4):
         if timeout_s <= 0:
-            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+            raise ValueError(f"tool timeout_s (search.timeout_s in params.yaml) must be > 0 seconds, got {timeout_s}")
         self.tools = {t.name: t for t in tools}
         self.timeout_s = timeout_s
         self.max_result_chars = max_result_chars
