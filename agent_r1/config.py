@@ -188,8 +188,8 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
             return value.lower() == "true"
         raise ValueError(f"config key {key!r}: expected true/false, got {value!r}")
     if hint in (int, float):
-        if isinstance(value, bool):
-            raise ValueError(f"config key {key!r}: expected a number, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ValueError(f"config key {key!r}: expected a number, got {_short(value)}")
         if isinstance(value, str):
             try:
                 value = float(value) if hint is float else int(value)
@@ -217,8 +217,9 @@ def _default_of(cls: type, name: str) -> Any:
     return None if f.default is dataclasses.MISSING else f.default
 
 
-def _build(cls: type, data: dict[str, Any], prefix: str, base: Any = None) -> Any:
-    """`base` is the field's own default instance, so a partial section keeps its other defaults."""
+def build_section(cls: type, data: dict[str, Any], prefix: str, base: Any = None) -> Any:
+    """`cls` from a mapping, each value coerced to its type hint (errors name `prefix` + key); `base`
+    is the field's own default instance, so a partial section keeps its other defaults."""
     if not isinstance(data, dict):
         raise ValueError(f"config section {prefix.rstrip('.') or 'root'!r} must be a mapping, got {data!r}")
     hints = typing.get_type_hints(cls)
@@ -232,7 +233,7 @@ def _build(cls: type, data: dict[str, Any], prefix: str, base: Any = None) -> An
         hint = hints[name]
         key = prefix + name
         if dataclasses.is_dataclass(hint):
-            kwargs[name] = _build(hint, value, key + ".", _default_of(cls, name))
+            kwargs[name] = build_section(hint, value, key + ".", _default_of(cls, name))
         else:
             kwargs[name] = _coerce(value, hint, key)
     try:
@@ -298,7 +299,7 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
             raise ValueError(f"params file {str(p)!r} must hold a mapping at the top level")
     for dotted, value in (overrides or {}).items():
         _set_path(tree, dotted, value)
-    config = _build(ExperimentConfig, tree, "")
+    config = build_section(ExperimentConfig, tree, "")
     validate(config)
     return config
 

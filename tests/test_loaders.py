@@ -210,3 +210,61 @@ def test_prepare_questions_only_cli(tmp_path: Path):
     assert cli_main(["prepare", "musique", "--input", str(src), "--out", str(tmp_path)]) == 0
     assert len(load_questions_jsonl(tmp_path / "questions.jsonl")) == 200
     assert not (tmp_path / "corpus.jsonl").exists()
+
+
+# ------------------------------------------------------------------ hardening (issue 15.4)
+
+def test_question_length_is_capped_at_load(tmp_path: Path):
+    from agent_r1.data.loaders import MAX_QUESTION_CHARS
+
+    big = "Who? " * (MB // 5)  # a 1 MB question
+    path = _write(tmp_path / "hp.jsonl", [json.dumps(_hp_row(1)), json.dumps(_hp_row(2, question=big))])
+    with pytest.raises(ValueError) as err:
+        load_hotpotqa(path)
+    msg = str(err.value)
+    assert f"{path}:2" in msg and f"{len(big.strip()):,}" in msg and f"{MAX_QUESTION_CHARS:,}" in msg, msg
+    assert "MAX_QUESTION_CHARS" in msg
+    assert [s.id for s in load_hotpotqa(path, skip_bad=True)] == ["q1"]
+    assert len(load_hotpotqa(path, max_question_chars=len(big))) == 2
+    own = _write(tmp_path / "questions.jsonl", [json.dumps({"id": "a", "question": big, "answers": ["x"]})])
+    with pytest.raises(ValueError, match="questions.jsonl:1: question is"):
+        load_questions_jsonl(own)
+
+
+MB = 1 << 20
+DEEP = '{"a": ' * 100_000 + "1" + "}" * 100_000
+
+
+@pytest.mark.parametrize("bad, reason", [
+    (DEEP, "nested too deeply"),
+    ('{"_id": "x", "question": "q?", "answer": ' + "7" * 5000 + "}", "4300"),
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+])
+def test_skip_bad_skips_rows_that_used_to_abort_the_load(tmp_path: Path, bad, reason):
+    path = _write(tmp_path / "hp.jsonl", [json.dumps(_hp_row(1)), bad, json.dumps(_hp_row(3))])
+    with pytest.raises(ValueError, match=r"hp\.jsonl:2"):
+        load_hotpotqa(path)
+    report = LoadReport()
+    assert [s.id for s in load_hotpotqa(path, skip_bad=True, report=report)] == ["q1", "q3"]
+    assert report.skipped[0].line == 2 and reason in str(report.skipped[0])
+
+
+def test_own_rows_with_fields_of_the_wrong_type_are_bad_rows(tmp_path: Path):
+    rows = [{"id": "a", "question": "q?", "answers": ["x"]}, {"id": "b", "question": "q?", "answers": ["x"], "meta": []},
+            {"id": "c", "question": 5, "answers": ["x"]}, {"id": "d", "question": "q?", "answers": ["x"], "plan": 3}]
+    path = _write(tmp_path / "questions.jsonl", [json.dumps(r) for r in rows])
+    report = LoadReport()
+    assert [s.id for s in load_questions_jsonl(path, skip_bad=True, report=report)] == ["a"]
+    assert [e.line for e in report.skipped] == [2, 3, 4]
+
+
+def test_prepare_skip_bad_skips_every_bad_row_with_its_line(tmp_path: Path, capsys):
+    rows = [json.dumps(_hp_row(1)), DEEP, "garbage", json.dumps(_hp_row(4, question="Why? " * 2000)),
+            json.dumps(_hp_row(5, answer=7 * [None])), json.dumps(_hp_row(6))]
+    src = _write(tmp_path / "hp.jsonl", rows)
+    assert cli_main(["prepare", "hotpotqa", "--input", str(src), "--out", str(tmp_path / "out"), "--skip-bad"]) == 0
+    out = capsys.readouterr().out
+    assert "skipped 4 bad rows" in out
+    for line in (2, 3, 4, 5):
+        assert f"hp.jsonl:{line}:" in out, out
+    assert [q.id for q in load_questions_jsonl(tmp_path / "out" / "questions.jsonl")] == ["q1", "q6"]

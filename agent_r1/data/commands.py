@@ -14,6 +14,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+MAX_LISTED = 20  # skipped rows printed with their reason; the rest by line number only
 HOTPOTQA_DEV_DISTRACTOR_URL = "http://curtis.ml.cmu.edu/datasets/hotpot/hotpot_dev_distractor_v1.json"
 
 
@@ -91,6 +92,10 @@ def cmd_prepare_qa(args: argparse.Namespace) -> int:
         n_d = write_jsonl(args.out / "corpus.jsonl", docs)
         msg += f"; {n_d} paragraphs to {args.out / 'corpus.jsonl'}"
     print(msg)
+    for err in report.skipped[:MAX_LISTED]:  # each skipped row with its file:line and reason
+        print(f"  skipped {err}")
+    if report.n_skipped > MAX_LISTED:
+        print(f"  ... and {report.n_skipped - MAX_LISTED} more (lines {', '.join(str(e.line) for e in report.skipped[MAX_LISTED:])})")
     return 0
 
 

@@ -76,11 +76,7 @@ def iter_records(path: str | os.PathLike[str], *, skip_bad: bool = False,
             continue
         try:
             text = _decode(path, raw, line_no)
-            try:
-                value = json.loads(text)
-            except json.JSONDecodeError as err:
-                raise RowError(path, line_no, f"malformed JSON ({err.msg} at column {err.colno})",
-                               "each line must be one complete JSON object") from None
+            value = _parse_line(path, line_no, text)
         except RowError as err:
             if not skip_bad:
                 raise
@@ -88,6 +84,20 @@ def iter_records(path: str | os.PathLike[str], *, skip_bad: bool = False,
                 bad.append(err)
             continue
         yield Record(line_no, value)
+
+
+def _parse_line(path: Path, line: int, text: str) -> Any:
+    """One JSONL row. Besides syntax errors, a row nested ~1,000+ levels deep (RecursionError) or with
+    an integer over Python's 4,300-digit limit (ValueError) is a bad row, never a crash."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise RowError(path, line, f"malformed JSON ({err.msg} at column {err.colno})",
+                       "each line must be one complete JSON object") from None
+    except RecursionError:
+        raise RowError(path, line, "JSON nested too deeply to read", "flatten the row") from None
+    except ValueError as err:  # e.g. "Exceeds the limit (4300 digits) for integer string conversion"
+        raise RowError(path, line, f"unreadable JSON value ({str(err)[:100]})", "fix the value") from None
 
 
 def _iter_array(path: Path, data: bytes) -> Iterator[Record]:
@@ -102,6 +112,9 @@ def _iter_array(path: Path, data: bytes) -> Iterator[Record]:
     except json.JSONDecodeError as err:
         raise RowError(path, err.lineno, f"malformed JSON array ({err.msg} at column {err.colno})",
                        "fix the JSON syntax or convert the file to JSON lines") from None
+    except (RecursionError, ValueError) as err:  # too deep, or a 4,300+ digit integer: the array is unreadable
+        raise ValueError(f"{path}: unreadable JSON array ({type(err).__name__}: {str(err)[:100]}); "
+                         "convert the file to JSON lines so one bad row can be skipped") from None
     if not isinstance(value, list):
         raise ValueError(f"{path}: expected a JSON array of objects, got {type(value).__name__}")
     if not value:

@@ -12,12 +12,18 @@ on bad input. Accepted formats:
   `is_supporting`) or questions-only (`question`, `answer` string or list).
 - Our own `questions.jsonl`: one `QASample.to_dict()` per line (`load_questions_jsonl`).
 
+Every loader caps the question at `MAX_QUESTION_CHARS` (a 1 MB question took 1.1 s and 579 MB to
+tokenise before any token budget applied), and with `skip_bad` skips every bad row, whatever is wrong
+with it, recording `file:line` and the reason. Our own rows' `env` settings are typed and
+range-checked here, at load, with the run's config schema (envs/tool_env.py `check_sample_env`).
+
 Rows without an id get a content-derived one (`<source>-<sha1(question)[:12]>`): stable
 across runs and across re-orderings of the file, so cached rollouts keyed by id stay valid.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -32,6 +38,9 @@ from agent_r1.data.schema import QASample
 log = logging.getLogger(__name__)
 
 PathLike = str | os.PathLike[str]
+
+#: Longest question a loader accepts (characters); pass `max_question_chars=` to a loader to change it.
+MAX_QUESTION_CHARS = 4096
 
 
 @dataclass
@@ -170,18 +179,35 @@ def _bamboogle_row(row: dict[str, Any]) -> QASample:
                     answers=_answers(_field(row, "answer", "answers")), source="bamboogle")
 
 
-def _own_row(row: dict[str, Any]) -> QASample:
+_OWN_TYPES = {"supporting_titles": list, "plan": list, "meta": dict, "env": dict, "type": str, "source": str}
+
+
+def _own_row(row: dict[str, Any], env: Any = None, reward: Any = None) -> QASample:
+    """A `QASample.to_dict()` row; its `env` is checked against the run's `env`/`reward` configs when
+    given (a sample may only tighten them), else against the config schema alone."""
     for name in ("id", "question", "answers"):
         _field(row, name)
+    _text(row, "question")
+    for name, kind in _OWN_TYPES.items():
+        if name in row and not isinstance(row[name], kind):
+            what = {dict: "a JSON object (mapping)", list: "a JSON array", str: "a string"}[kind]
+            raise _FieldError(f"field {name!r} must be {what}, got {type(row[name]).__name__}", f"write {name!r} as {what}")
     sample = QASample.from_dict(row)
     sample.answers = _answers(sample.answers, "answers")
+    if sample.env:
+        from agent_r1.envs.tool_env import check_sample_env  # only rows with their own env need it
+
+        try:
+            check_sample_env(sample.env, env, reward)
+        except ValueError as err:
+            raise _FieldError(str(err), "fix the row's env value, or drop it to use the run's config") from None
     return sample
 
 
 # ---------------------------------------------------------------------------- driver
 
 def _load(path: PathLike, convert: Callable[[dict[str, Any]], QASample], *, skip_bad: bool,
-          report: LoadReport | None) -> list[QASample]:
+          report: LoadReport | None, max_question_chars: int = MAX_QUESTION_CHARS) -> list[QASample]:
     path = Path(path)
     report = report if report is not None else LoadReport()
     report.path = path
@@ -193,10 +219,16 @@ def _load(path: PathLike, convert: Callable[[dict[str, Any]], QASample], *, skip
                 raise _FieldError(f"expected a JSON object, got {type(rec.value).__name__}",
                                   "each row must be a {...} object")
             sample = convert(rec.value)
+            if len(sample.question) > max_question_chars:
+                raise _FieldError(f"question is {len(sample.question):,} characters, over the cap of "
+                                  f"{max_question_chars:,} (loaders.MAX_QUESTION_CHARS)",
+                                  "shorten the question, or pass max_question_chars= to the loader")
             if sample.id in first_line:
                 raise _FieldError(f"duplicate id {sample.id!r} (first on line {first_line[sample.id]})",
                                   "ids must be unique: remove or rename the duplicate row")
-        except _FieldError as err:
+        except Exception as exc:  # noqa: BLE001  (any bad row, RecursionError included, is that row's error)
+            err = exc if isinstance(exc, _FieldError) else _FieldError(
+                f"unreadable row ({type(exc).__name__}: {str(exc)[:120]})", "fix or remove the row")
             row_err = RowError(path, rec.line, err.reason, err.fix)
             if not skip_bad:
                 raise row_err from None
@@ -213,33 +245,39 @@ def _load(path: PathLike, convert: Callable[[dict[str, Any]], QASample], *, skip
 
 
 def load_hotpotqa(path: PathLike, skip_bad: bool = False,
-                  report: LoadReport | None = None) -> list[QASample]:
+                  report: LoadReport | None = None, max_question_chars: int = MAX_QUESTION_CHARS) -> list[QASample]:
     """HotpotQA (official fields); supporting_titles from supporting_facts, level in meta."""
-    return _load(path, _hotpotqa_row, skip_bad=skip_bad, report=report)
+    return _load(path, _hotpotqa_row, skip_bad=skip_bad, report=report, max_question_chars=max_question_chars)
 
 
 def load_2wiki(path: PathLike, skip_bad: bool = False,
-               report: LoadReport | None = None) -> list[QASample]:
+               report: LoadReport | None = None, max_question_chars: int = MAX_QUESTION_CHARS) -> list[QASample]:
     """2WikiMultihopQA, official or questions-only (answer string or alias list)."""
-    return _load(path, _2wiki_row, skip_bad=skip_bad, report=report)
+    return _load(path, _2wiki_row, skip_bad=skip_bad, report=report, max_question_chars=max_question_chars)
 
 
 def load_musique(path: PathLike, skip_bad: bool = False,
-                 report: LoadReport | None = None) -> list[QASample]:
+                 report: LoadReport | None = None, max_question_chars: int = MAX_QUESTION_CHARS) -> list[QASample]:
     """MuSiQue, official (answer + answer_aliases, paragraphs) or questions-only."""
-    return _load(path, _musique_row, skip_bad=skip_bad, report=report)
+    return _load(path, _musique_row, skip_bad=skip_bad, report=report, max_question_chars=max_question_chars)
 
 
 def load_bamboogle(path: PathLike, skip_bad: bool = False,
-                   report: LoadReport | None = None) -> list[QASample]:
+                   report: LoadReport | None = None, max_question_chars: int = MAX_QUESTION_CHARS) -> list[QASample]:
     """Bamboogle questions (question + answer string or list)."""
-    return _load(path, _bamboogle_row, skip_bad=skip_bad, report=report)
+    return _load(path, _bamboogle_row, skip_bad=skip_bad, report=report, max_question_chars=max_question_chars)
 
 
-def load_questions_jsonl(path: PathLike, skip_bad: bool = False,
-                         report: LoadReport | None = None) -> list[QASample]:
-    """Our own questions.jsonl (`QASample.to_dict()` rows), as written by `agent-r1 prepare`."""
-    return _load(path, _own_row, skip_bad=skip_bad, report=report)
+def load_questions_jsonl(path: PathLike, skip_bad: bool = False, report: LoadReport | None = None,
+                         max_question_chars: int = MAX_QUESTION_CHARS, env: Any = None,
+                         reward: Any = None) -> list[QASample]:
+    """Our own questions.jsonl (`QASample.to_dict()` rows), as written by `agent-r1 prepare`.
+
+    With the run's `env` (EnvConfig) and `reward` (RewardConfig), each row's own `env` is also held
+    to the run's limits (a sample may tighten them, never loosen them): pass them when loading
+    training or evaluation data for a run, so a bad row fails here with its file:line."""
+    return _load(path, functools.partial(_own_row, env=env, reward=reward), skip_bad=skip_bad, report=report,
+                 max_question_chars=max_question_chars)
 
 
 Loader = Callable[..., list[QASample]]
@@ -253,11 +291,11 @@ LOADERS: dict[str, Loader] = {
 }
 
 
-def load_dataset(name: str, path: PathLike, skip_bad: bool = False,
-                 report: LoadReport | None = None) -> list[QASample]:
+def load_dataset(name: str, path: PathLike, skip_bad: bool = False, report: LoadReport | None = None,
+                 max_question_chars: int = MAX_QUESTION_CHARS) -> list[QASample]:
     """Load by dataset name (see LOADERS)."""
     try:
         loader = LOADERS[name]
     except KeyError:
         raise ValueError(f"unknown dataset {name!r}; choose one of {sorted(LOADERS)}") from None
-    return loader(path, skip_bad=skip_bad, report=report)
+    return loader(path, skip_bad=skip_bad, report=report, max_question_chars=max_question_chars)

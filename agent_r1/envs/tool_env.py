@@ -7,7 +7,6 @@ Stepping is split in two so the rollout can batch tool calls of all trajectories
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,35 +30,59 @@ class EnvConfig:
 # What a dataset row's "env" mapping may set for its own episode (the format is fixed per run:
 # the rollout stops generation on its tags for the whole batch).
 SAMPLE_ENV_KEYS = ("tools", "max_calls_per_turn", "system_prompt", "format_instructions", "reward")
+# Run values a sample may lower but never raise: (section, key)
+SAMPLE_CEILINGS = (("env", "max_calls_per_turn"), ("reward", "max_process_reward"))
 
 
-def sample_env_config(sample: dict[str, Any], env: EnvConfig, reward: RewardConfig) -> tuple[EnvConfig, RewardConfig]:
-    """The run's env and reward configs with the sample's own `env` settings applied.
-
-    `sample["env"]` e.g. {"tools": ["calculator"], "max_calls_per_turn": 2, "reward": {"metric": "numeric"}}.
+def check_sample_env(overrides: Any, env: EnvConfig | None = None, reward: RewardConfig | None = None,
+                     where: str = "env") -> tuple[EnvConfig, RewardConfig]:
+    """The run's env and reward configs with a sample's `env` mapping applied, typed and range-checked
+    with the run's own schema (config.py: the same coercion, so "2" is read as 2 as `--set` does, and
+    the same LIMITS). With the run's `env`/`reward` given, a sample may also only tighten the run's
+    limits (SAMPLE_CEILINGS, env.tools); without them (data loaded on its own) the defaults stand in
+    and only types and ranges are checked. Errors are ValueErrors naming `where` + key.
     """
-    overrides = dict(sample.get("env") or {})
-    if not overrides:
-        return env, reward
-    where = f"sample {sample.get('id', '?')!r}: env"
-    unknown = sorted(set(overrides) - set(SAMPLE_ENV_KEYS))
+    from agent_r1.config import build_section, check_limits  # config imports this module
+
+    if not isinstance(overrides, dict):
+        raise ValueError(f"{where} must be a mapping of settings, got {type(overrides).__name__}")
+    overrides = dict(overrides)
+    unknown = sorted(map(str, set(overrides) - set(SAMPLE_ENV_KEYS)))
     if unknown:
         fixed = " (the tool-call format is set per run by env.format)" if "format" in unknown else ""
         raise ValueError(f"{where} has unknown key(s) {unknown}{fixed}; a sample may set {list(SAMPLE_ENV_KEYS)}")
     reward_overrides = overrides.pop("reward", None) or {}
-    if "tools" in overrides:
-        tools = overrides["tools"]
-        if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
-            raise ValueError(f"{where}.tools must be a list of tool names, got {tools!r}")
-        missing = [t for t in tools if t not in env.tools]
-        if missing:
-            raise ValueError(f"{where}.tools asks for {missing}, which the run does not provide (env.tools = "
-                             f"{env.tools}); add them, e.g. --set env.tools=[{','.join(env.tools + missing)}]")
-    try:
-        reward = dataclasses.replace(reward, **reward_overrides) if reward_overrides else reward
-        return dataclasses.replace(env, **overrides), reward
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{where}: {err}") from None
+    if not isinstance(reward_overrides, dict):
+        raise ValueError(f"{where}.reward must be a mapping of reward settings, got {type(reward_overrides).__name__}")
+    run_env, run_reward = env or EnvConfig(), reward or RewardConfig()
+    new_env = build_section(EnvConfig, overrides, f"{where}.", run_env)
+    new_reward = build_section(RewardConfig, reward_overrides, f"{where}.reward.", run_reward)
+    check_limits(new_env, "env", label=where)
+    check_limits(new_reward, "reward", label=f"{where}.reward")
+    if env is None:
+        return new_env, new_reward
+    missing = [t for t in new_env.tools if t not in env.tools]
+    if missing:
+        raise ValueError(f"{where}.tools asks for {missing}, which the run does not provide (env.tools = "
+                         f"{env.tools}); add them, e.g. --set env.tools=[{','.join(env.tools + missing)}]")
+    for section, key in SAMPLE_CEILINGS:
+        mine, run = (new_env, env) if section == "env" else (new_reward, run_reward)
+        if getattr(mine, key) > getattr(run, key):
+            label = where if section == "env" else f"{where}.reward"
+            raise ValueError(f"{label}.{key}={getattr(mine, key)!r} is above the run's {section}.{key}="
+                             f"{getattr(run, key)!r}: a sample may tighten the run's limits, never loosen them")
+    return new_env, new_reward
+
+
+def sample_env_config(sample: dict[str, Any], env: EnvConfig, reward: RewardConfig) -> tuple[EnvConfig, RewardConfig]:
+    """The run's env and reward configs with the sample's own `env` settings applied (see check_sample_env).
+
+    `sample["env"]` e.g. {"tools": ["calculator"], "max_calls_per_turn": 2, "reward": {"metric": "numeric"}}.
+    """
+    overrides = sample.get("env")
+    if not overrides:
+        return env, reward
+    return check_sample_env(overrides, env, reward, where=f"sample {sample.get('id', '?')!r}: env")
 
 
 @dataclass
