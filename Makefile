@@ -8,12 +8,13 @@ PARAMS ?= params.yaml
 
 .PHONY: install run ui test bench rollout clean
 
-$(STAMP): pyproject.toml
+# pyproject.toml declares compatible ranges; constraints.txt pins the versions verified together.
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	# torch first and pinned: the CPU wheel; an unpinned torch would pull a multi-GB CUDA build
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[dev]'
+	# torch first, at its pinned version: the CPU wheel; an unpinned torch would pull a multi-GB CUDA build
+	$(PY) -m pip install -q -c constraints.txt torch
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
 install: $(STAMP)
