@@ -37,9 +37,12 @@ def _trainer_like_state():
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     model(torch.randn(3, 4)).sum().backward()
     opt.step()
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda it: 1.0 / (it + 1))  # a function, as schedule.py's
+    sched.step()
     sampler = PromptSampler([{"id": str(i)} for i in range(5)], seed=3)
     sampler.next_batch(3)
-    return {"optimizer": opt.state_dict(), "sampler": sampler.state_dict(), "bad_updates": 0, "skipped_updates": 2,
+    return {"optimizer": opt.state_dict(), "sampler": sampler.state_dict(), "scheduler": sched.state_dict(),
+            "bad_updates": 0, "skipped_updates": 2,
             "critic": model.state_dict(), "critic_optimizer": opt.state_dict()}
 
 
@@ -51,7 +54,7 @@ def test_trainer_state_and_rng_load_with_weights_only(tmp_path):
     expected = (random.random(), random.gauss(0, 1), np.random.rand(), np.random.randn(), torch.rand(1))
     raw = torch.load(path / "state.pt", weights_only=True)  # what a careful user would type
     assert raw["sampler"] == {"epoch": 0, "offset": 3} and raw["skipped_updates"] == 2
-    assert raw["optimizer"]["state"][0]["exp_avg"].shape == (2, 4)
+    assert raw["optimizer"]["state"][0]["exp_avg"].shape == (2, 4) and raw["scheduler"]["last_epoch"] == 1
     ckpt.set_rng_state(ckpt.load_state(path)["rng"])
     again = (random.random(), random.gauss(0, 1), np.random.rand(), np.random.randn(), torch.rand(1))
     assert again[:4] == expected[:4] and torch.equal(again[4], expected[4])
