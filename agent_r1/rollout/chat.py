@@ -4,14 +4,26 @@ The glue around an observation (closing the assistant turn, a role header, re-op
 assistant turn) is derived from the tokenizer's own chat template by rendering a conversation
 with sentinel contents and cutting at the sentinels, so any ChatML/Qwen-style template works
 without hard-coded strings in the rollout.
+
+Data (message contents: questions, documents, tool output) is encoded without special-token
+parsing: a document holding `<|im_end|>\\n<|im_start|>user` stays text and cannot open a turn
+(issue 15.11). Only the template's glue and a format's own wrapper become special tokens.
 """
 
 from __future__ import annotations
 
+import logging
+import re
 from typing import Any
+
+from agent_r1.envs.formats import Observation
+
+log = logging.getLogger(__name__)
 
 _ACTION = "\x00ACTION\x00"
 _OBS = "\x00OBSERVATION\x00"
+_DATA = re.compile("\x00DATA(\\d+)\x00")
+_PROBE = " \n <probe> \n "  # a content a verbatim template leaves exactly as it is
 
 
 class ChatCodec:
@@ -32,30 +44,96 @@ class ChatCodec:
         # Qwen2.5's template wraps tool messages in <tool_response> itself; then the env's own
         # wrapper is peeled off once so the model never sees the tags doubled
         self.template_wraps_tool = self.glue_before.rstrip().endswith("<tool_response>")
+        # the added tokens that split_special_tokens leaves as text (control tokens, format tags)
+        specials = sorted({t.content for t in tokenizer.added_tokens_decoder.values() if t.special}, key=len,
+                          reverse=True)
+        self._special_ids = {t: tokenizer.convert_tokens_to_ids(t) for t in specials}
+        self._special_re = re.compile("|".join(map(re.escape, specials))) if specials else None
+        self._verbatim = self._render_with_slots(base[:1] + [{"role": "user", "content": _PROBE}], None) is not None
 
     def encode(self, text: str) -> list[int]:
+        """Trusted text (template glue, the model's own action text): special tokens are parsed."""
         return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def encode_data(self, text: str) -> list[int]:
+        """Data (questions, documents, tool output): special-token text stays ordinary text."""
+        if not text:
+            return []
+        return self.tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=False)
 
+    def encode_parts(self, parts: list[tuple[str, bool]] | tuple[tuple[str, bool], ...]) -> list[int]:
+        """(text, is_data) pieces in order: special tokens are parsed in the trusted pieces only.
+
+        Text runs across piece boundaries are encoded together, so when no data holds special-token
+        text the ids equal `encode("".join(texts))` exactly."""
+        ids: list[int] = []
+        run: list[str] = []
+        for text, is_data in parts:
+            if is_data or self._special_re is None:
+                run.append(text)
+                continue
+            pos = 0
+            for m in self._special_re.finditer(text):
+                run.append(text[pos:m.start()])
+                ids += self.encode_data("".join(run)) + [self._special_ids[m.group()]]
+                run, pos = [], m.end()
+            run.append(text[pos:])
+        return ids + self.encode_data("".join(run))
+
     def prompt_ids(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> list[int]:
-        text = self.tokenizer.apply_chat_template(
-            messages, tools=tools or None, tokenize=False, add_generation_prompt=True)
-        return self.encode(text)
+        parts = self._render_with_slots(messages, tools) if self._verbatim else None
+        if parts is None:  # a template that rewrites contents: its own render, parsed as before
+            log.warning("chat template does not insert message contents verbatim; the prompt is encoded whole")
+            return self.encode(self.tokenizer.apply_chat_template(
+                messages, tools=tools or None, tokenize=False, add_generation_prompt=True))
+        return self.encode_parts(parts)
+
+    def _render_with_slots(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None):
+        """The rendered prompt as (text, is_data) parts, each string content a data part; None when the
+        template does not insert contents verbatim (checked by rendering them for real)."""
+        slotted = [dict(m, content=f"\x00DATA{i}\x00") if isinstance(m.get("content"), str) else m
+                   for i, m in enumerate(messages)]
+        text = self.tokenizer.apply_chat_template(slotted, tools=tools or None, tokenize=False,
+                                                  add_generation_prompt=True)
+        parts: list[tuple[str, bool]] = []
+        pos = 0
+        for m in _DATA.finditer(text):
+            parts += [(text[pos:m.start()], False), (messages[int(m.group(1))]["content"], True)]
+            pos = m.end()
+        parts.append((text[pos:], False))
+        if messages and messages[-1].get("content") == _PROBE:  # the one-time verbatim check
+            real = self.tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False,
+                                                      add_generation_prompt=True)
+            return parts if "".join(t for t, _ in parts) == real else None
+        return parts
 
     def observation_ids(
         self, observation: str, inline: bool, action_ids: list[int], max_tokens: int
     ) -> tuple[list[int], bool]:
-        """(ids, truncated): the observation content cut to `max_tokens`, wrapped in glue.
+        """(ids, truncated): the observation cut to `max_tokens`, wrapped in glue.
 
+        The format's wrapper (`<information>`, `<tool_response>`) is kept whole and counted first;
+        the rest of the budget is shared fairly among the results' contents, each cut on its own, so
+        a long first result can neither cut the closing tag nor hide the later results (issue 14.4).
         Inline observations (tag format) are appended inside the assistant turn with no glue.
         """
+        parts = observation.parts if isinstance(observation, Observation) else ((observation, True),)
         if not inline and self.template_wraps_tool:
-            observation = _peel(observation, "<tool_response>\n", "\n</tool_response>")
-        content = self.encode(observation)
-        truncated = len(content) > max_tokens
-        content = content[:max_tokens]
+            parts = _peel(parts, "<tool_response>\n", "\n</tool_response>")
+        encoded = [(self.encode_parts([(t, False)]) if not d else self.encode_data(t), d) for t, d in parts]
+        wrapper = sum(len(ids) for ids, d in encoded if not d)
+        shares = iter(_fair_shares([len(ids) for ids, d in encoded if d], max(max_tokens - wrapper, 0)))
+        content: list[int] = []
+        truncated = False
+        for ids, is_data in encoded:
+            if is_data:
+                share = next(shares)
+                truncated |= share < len(ids)
+                ids = ids[:share]
+            content += ids
         if inline:
             return content, truncated
         before = self.glue_before
@@ -65,7 +143,25 @@ class ChatCodec:
         return self.encode(before) + content + self.encode(self.glue_after), truncated
 
 
-def _peel(text: str, head: str, tail: str) -> str:
-    if text.startswith(head) and text.endswith(tail):
-        return text[len(head): len(text) - len(tail)]
-    return text
+def _fair_shares(lengths: list[int], budget: int) -> list[int]:
+    """Water-filling: short contents keep all their tokens, the long ones split what is left evenly."""
+    shares = [0] * len(lengths)
+    left = budget
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    for k, i in enumerate(order):
+        shares[i] = min(lengths[i], left // (len(order) - k))
+        left -= shares[i]
+    return shares
+
+
+def _peel(parts: tuple[tuple[str, bool], ...], head: str, tail: str) -> tuple[tuple[str, bool], ...]:
+    """Drops `head` from the start and `tail` from the end of the observation, when it has both."""
+    if not parts or not (parts[0][0].startswith(head) and parts[-1][0].endswith(tail)):
+        return parts
+    if len(parts) == 1:
+        text, is_data = parts[0]
+        return ((text[len(head): len(text) - len(tail)], is_data),) if len(text) >= len(head) + len(tail) else parts
+    out = list(parts)
+    out[0] = (parts[0][0][len(head):], parts[0][1])
+    out[-1] = (parts[-1][0][: len(parts[-1][0]) - len(tail)], parts[-1][1])
+    return tuple(p for p in out if p[0])
