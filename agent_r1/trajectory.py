@@ -31,6 +31,7 @@ class Turn:
     valid_tool_calls: int = 0
     truncated: bool = False  # the action hit the per-turn token budget
     observation_truncated: bool = False
+    masked: bool = False  # sampled but never trained on (a truncated action: rollout.mask_truncated_turns)
     info: dict[str, Any] = field(default_factory=dict)
 
 
@@ -60,7 +61,7 @@ class Trajectory:
     def action_mask(self) -> list[int]:
         mask = [0] * len(self.prompt_ids)
         for turn in self.turns:
-            mask += [1] * len(turn.action_ids)
+            mask += [0 if turn.masked else 1] * len(turn.action_ids)
             mask += [0] * len(turn.observation_ids)
         return mask
 
@@ -75,15 +76,24 @@ class Trajectory:
 
     @property
     def token_rewards(self) -> list[float]:
-        """Process rewards at the token that closed each action; outcome at the last action token."""
+        """Process rewards at the token that closed each action; outcome at the last action token.
+
+        Only trained (unmasked) action tokens carry rewards: a masked turn's reward moves to the
+        last trained action token before it (token-level estimators ignore masked positions)."""
         rewards = [0.0] * len(self.prompt_ids)
         last_action_pos = -1
+        pending = 0.0  # rewards of masked turns with no trained token before them yet
         for turn in self.turns:
             start = len(rewards)
             rewards += [0.0] * len(turn.action_ids)
-            if turn.action_ids:
+            if turn.action_ids and not turn.masked:
                 last_action_pos = start + len(turn.action_ids) - 1
+                rewards[last_action_pos] += turn.process_reward + pending
+                pending = 0.0
+            elif last_action_pos >= 0:
                 rewards[last_action_pos] += turn.process_reward
+            else:
+                pending += turn.process_reward
             rewards += [0.0] * len(turn.observation_ids)
         if last_action_pos >= 0:
             rewards[last_action_pos] += self.outcome_reward

@@ -89,13 +89,13 @@ def test_non_finite_updates_are_skipped_then_stop(tiny_model, tmp_path):
     batch = trainer.prepare(trainer.rollout())
     before = [p.detach().clone() for p in trainer.model.parameters()]
     batch["advantages"] = torch.full_like(batch["advantages"], float("nan")) * batch["loss_mask"] + float("nan")
-    mb = {k: v for k, v in batch.items() if isinstance(v, torch.Tensor) and v.dim() == 2}
+    rows = torch.arange(batch["input_ids"].shape[0])
     stats: dict = {}
-    trainer._step_minibatch(mb, stats)
+    trainer._step_minibatch(batch, rows, stats)
     assert trainer.skipped_updates == 1
     assert all(torch.equal(a, b) for a, b in zip(before, trainer.model.parameters()))  # weights untouched
     with pytest.raises(NonFiniteLossError, match="consecutive"):
-        trainer._step_minibatch(mb, stats)
+        trainer._step_minibatch(batch, rows, stats)
 
 
 def test_resume_equals_uninterrupted(tmp_path):

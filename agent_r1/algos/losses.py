@@ -20,6 +20,7 @@ from agent_r1.algos.masked import masked_mean, masked_sum
 __all__ = [
     "AGG_MODES",
     "aggregate_loss",
+    "loss_denominator",
     "ppo_policy_loss",
     "vanilla_policy_loss",
     "value_loss",
@@ -37,24 +38,39 @@ def _zero_masked(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.where(mask > 0, x, torch.zeros_like(x))
 
 
-def aggregate_loss(loss_mat: torch.Tensor, mask: torch.Tensor, mode: str = "token-mean") -> torch.Tensor:
+def aggregate_loss(loss_mat: torch.Tensor, mask: torch.Tensor, mode: str = "token-mean",
+                   denom: float | torch.Tensor | None = None) -> torch.Tensor:
     """Reduce a per-token loss [B, T] to a scalar.
 
     "token-mean":          sum over all masked tokens / number of masked tokens.
     "seq-mean-token-mean": mean over rows of (row token mean).
     "seq-mean-token-sum":  mean over rows of (row token sum).
     Rows with no masked token are excluded from the seq-mean; an empty mask gives 0.
+
+    `denom` replaces the normaliser (masked tokens for token-mean, rows with tokens for the
+    seq-mean modes) by one counted over a larger batch: a micro-batch then contributes exactly its
+    share of the mini-batch loss, so accumulated gradients equal the one-shot gradient.
     """
-    if mode == "token-mean":
-        return masked_mean(loss_mat, mask)
     if mode not in AGG_MODES:
         raise ValueError(f"unknown loss aggregation mode {mode!r}; known: {list(AGG_MODES)}")
+    if mode == "token-mean":
+        if denom is None:
+            return masked_mean(loss_mat, mask)
+        return masked_sum(loss_mat, mask) / max(float(denom), 1.0)
     row_has_tokens = ((mask > 0).any(dim=-1)).to(loss_mat.dtype)  # [B]
     if mode == "seq-mean-token-mean":
         per_seq = masked_mean(loss_mat, mask, dim=-1)  # [B]
     else:
         per_seq = masked_sum(loss_mat, mask, dim=-1)  # [B]
-    return masked_sum(per_seq, row_has_tokens) / row_has_tokens.sum().clamp(min=1.0)
+    n = row_has_tokens.sum().clamp(min=1.0) if denom is None else max(float(denom), 1.0)
+    return masked_sum(per_seq, row_has_tokens) / n
+
+
+def loss_denominator(mask: torch.Tensor, mode: str) -> float:
+    """The normaliser `aggregate_loss` uses for `mask` (count it over a whole mini-batch)."""
+    if mode == "token-mean":
+        return float((mask > 0).sum())
+    return float((mask > 0).any(dim=-1).sum())
 
 
 def ppo_policy_loss(
@@ -66,6 +82,7 @@ def ppo_policy_loss(
     clip_high: float = 0.2,
     dual_clip: float | None = None,
     agg: str = "token-mean",
+    denom: float | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """PPO clipped surrogate (asymmetric clip, optional dual clip) as in verl.
 
@@ -91,7 +108,7 @@ def ppo_policy_loss(
     else:
         pg_losses = clipped
         lower = torch.zeros((), dtype=ratio.dtype, device=ratio.device)
-    loss = aggregate_loss(pg_losses, action_mask, agg)
+    loss = aggregate_loss(pg_losses, action_mask, agg, denom)
     metrics = {
         "clipfrac": clipfrac.detach(),
         "clipfrac_lower": lower.detach(),
@@ -110,6 +127,7 @@ def vanilla_policy_loss(
     clip_high: float = 0.2,
     dual_clip: float | None = None,
     agg: str = "token-mean",
+    denom: float | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Plain policy gradient L = -A * ratio, no clipping (clip args ignored).
 
@@ -119,7 +137,7 @@ def vanilla_policy_loss(
     log_ratio = _zero_masked(log_probs - old_log_probs, action_mask).clamp(min=-20.0, max=20.0)
     advantages = _zero_masked(advantages, action_mask)
     ratio = torch.exp(log_ratio)
-    loss = aggregate_loss(-advantages * ratio, action_mask, agg)
+    loss = aggregate_loss(-advantages * ratio, action_mask, agg, denom)
     zero = torch.zeros((), dtype=ratio.dtype, device=ratio.device)
     metrics = {
         "clipfrac": zero,
@@ -149,6 +167,7 @@ def value_loss(
     action_mask: torch.Tensor,
     clip: float | None = 0.2,
     agg: str = "token-mean",
+    denom: float | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Clipped value loss 0.5 * max((v - R)^2, (v_clip - R)^2) (clip=None: unclipped).
 
@@ -167,7 +186,7 @@ def value_loss(
         loss2 = (v_clip - returns).square()
         loss_mat = torch.maximum(loss1, loss2)
         clipfrac = masked_mean((loss2 > loss1).to(values.dtype), action_mask)
-    loss = 0.5 * aggregate_loss(loss_mat, action_mask, agg)
+    loss = 0.5 * aggregate_loss(loss_mat, action_mask, agg, denom)
     metrics = {"vf_clipfrac": clipfrac.detach(), "vpred_mean": masked_mean(values, action_mask).detach()}
     return loss, metrics
 

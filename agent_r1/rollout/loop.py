@@ -36,6 +36,10 @@ class RolloutConfig:
     # keep each trajectory's KV cache between turns, so a turn encodes only its new tokens
     # (engines that support it: TransformersEngine); outputs are unchanged up to float rounding
     kv_reuse: bool = True
+    # an action cut by max_tokens_per_turn inside a tool call (or an answer) gets action mask 0 (never
+    # trained on, as DAPO's overlong filtering): the glue closing it was never written by the model.
+    # A cut outside any call stays trained, so rambling without acting can still be penalised.
+    mask_truncated_turns: bool = True
 
     def __post_init__(self) -> None:
         for key in ("max_turns", "max_tokens_per_turn", "max_observation_tokens", "max_total_tokens", "n_samples"):
@@ -64,16 +68,17 @@ def run_rollout(
             envs.append(env)
             trajs.append(Trajectory(sample_id=str(sample["id"]), prompt_ids=prompt, sample=sample))
     fmt = envs[0].fmt if envs else None
-    # stop strings the tokenizer holds as one token become cheap id checks; the rest stay strings
+    # stop strings the tokenizer holds as one token are also cheap id checks; every stop string stays
+    # a text check too, since a model may spell a special token's text with ordinary tokens
     stop_strings = fmt.stop_strings if fmt else ()
-    single = {s: _single_id(codec, s) for s in stop_strings}
-    stop_ids = tuple(i for i in [codec.eos_token_id, *single.values()] if i is not None)
-    text_stops = tuple(s for s, i in single.items() if i is None)
+    single = [_single_id(codec, s) for s in stop_strings]
+    stop_ids = tuple(dict.fromkeys(i for i in [*_eos_ids(engine, codec), *single] if i is not None))
+    text_stops = tuple(stop_strings)
     reuse = config.kv_reuse and getattr(engine, "supports_prefix_reuse", False)
     rollout_id = next(_ROLLOUT_IDS)
     try:
         _run_turns(engine, codec, envs, trajs, config, fmt, stop_ids, text_stops, seed, greedy,
-                   rollout_id if reuse else None)
+                   rollout_id if reuse else None, reward.max_process_reward)
     finally:
         if reuse:
             engine.drop_prefixes([(rollout_id, i) for i in range(len(trajs))])
@@ -94,7 +99,7 @@ def run_rollout(
 
 def _run_turns(engine: Any, codec: ChatCodec, envs: list[ToolEnv], trajs: list[Trajectory], config: RolloutConfig,
                fmt: Any, stop_ids: tuple[int, ...], text_stops: tuple[str, ...], seed: int | None, greedy: bool,
-               rollout_id: int | None) -> None:
+               rollout_id: int | None, reward_cap: float = float("inf")) -> None:
     """The turns: generate for every active trajectory, step the envs, append observations.
     With `rollout_id`, each trajectory's KV cache stays in the engine between its turns."""
     active = list(range(len(trajs)))
@@ -126,8 +131,10 @@ def _run_turns(engine: Any, codec: ChatCodec, envs: list[ToolEnv], trajs: list[T
         still = []
         for i, out, text, step in zip(active, outputs, texts, steps):
             traj = trajs[i]
+            truncated = out.finish_reason == "length"
             turn = Turn(action_ids=list(out.token_ids), action_logprobs=list(out.logprobs), action_text=text,
-                        truncated=out.finish_reason == "length", process_reward=step.reward,
+                        truncated=truncated,
+                        masked=truncated and config.mask_truncated_turns and _open_call(text, fmt),
                         tool_calls=step.info.get("tool_calls", 0),
                         valid_tool_calls=step.info.get("valid_tool_calls", 0), info=step.info)
             traj.turns.append(turn)
@@ -148,10 +155,41 @@ def _run_turns(engine: Any, codec: ChatCodec, envs: list[ToolEnv], trajs: list[T
                 traj.stop_reason = "max_total_tokens"
                 continue
             turn.observation_ids = obs_ids
+            # a call's process reward is granted only once its observation is shown (not on the last
+            # turn, nor when the budget drops it), and the trajectory's total stays within the cap
+            turn.process_reward = _capped(step.reward, traj, envs[i], reward_cap)
             still.append(i)
         if rollout_id is not None:  # ended trajectories never come back: free their caches now
             engine.drop_prefixes([(rollout_id, i) for i in set(active) - set(still)])
         active = still
+
+
+def _open_call(text: str, fmt: Any) -> bool:
+    """Whether `text` ends inside a call or answer: an opening tag of one of the format's closing
+    stop strings (`<search>` for `</search>`, `<tool_call>` for `</tool_call>`) after its last close."""
+    for close in getattr(fmt, "stop_strings", ()):
+        if close.startswith("</"):
+            opener = "<" + close[2:]
+            if text.rfind(opener) > text.rfind(close):
+                return True
+    return False
+
+
+def _capped(reward: float, traj: Trajectory, env: Any, default_cap: float) -> float:
+    """`reward` cut so the trajectory's process rewards never sum above `max_process_reward`."""
+    cap = getattr(getattr(env, "reward_config", None), "max_process_reward", default_cap)
+    granted = sum(t.process_reward for t in traj.turns)
+    return min(reward, max(cap - granted, 0.0)) if reward > 0 else reward
+
+
+def _eos_ids(engine: Any, codec: ChatCodec) -> list[int]:
+    """The tokenizer's end of turn and every id of the model's `generation_config.eos_token_id`
+    (a list for Qwen2.5: <|im_end|> and <|endoftext|>)."""
+    ids = [codec.eos_token_id]
+    gen_cfg = getattr(getattr(engine, "model", None), "generation_config", None)
+    eos = getattr(gen_cfg, "eos_token_id", None)
+    ids += list(eos) if isinstance(eos, (list, tuple)) else [eos]
+    return [i for i in ids if isinstance(i, int)]
 
 
 def _single_id(codec: ChatCodec, text: str) -> int | None:

@@ -19,7 +19,6 @@ class AlgoConfig:
     kl_kind: str = "k3"  # k1 | k2 | k3 | abs
     kl_in_reward: bool = False  # True: subtract coef*KL from token rewards; False: add as a loss term
     entropy_coef: float = 0.0
-    vf_coef: float = 0.5
     vf_clip: float | None = 0.2
     critic_lr: float = 1e-3
     # ablation switches from the paper
@@ -45,6 +44,12 @@ class TrainConfig:
     threads: int = 2
     log_trajectories_every: int = 10  # sample trajectories to the metrics sink (e.g. an MLflow table)
     max_bad_updates: int = 3  # consecutive non-finite losses before the run stops
+    # where and how tensors are computed (agent_r1/training/compute.py)
+    device: str = "auto"  # auto (CUDA when visible) | cpu | cuda | cuda:N
+    precision: str = "fp32"  # fp32 | bf16 (autocast over float32 master weights and optimiser state)
+    micro_batch_size: int = 0  # rows per forward/backward inside a mini-batch (0 = the whole mini-batch)
+    lr_schedule: str = "constant"  # constant | linear | cosine (over train.iterations, after the warmup)
+    warmup_iterations: int = 0  # linear warmup from 0 to train.lr
 
 
 @dataclass

@@ -11,45 +11,32 @@ from typing import Any
 import torch
 from torch import nn
 
-from agent_r1.algos import entropy_from_logits
+from agent_r1.training.compute import token_logprobs
 
-
-def token_logprobs(
-    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, with_entropy: bool = False,
-    entropy_grad: bool = True,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """input_ids, attention_mask `[B, T]` -> (log-probs `[B, T]`, entropy `[B, T]` or None).
-
-    `entropy_grad=False` computes the entropy as a metric only (no autograd graph over the
-    vocabulary-wide softmax it needs), for losses without an entropy bonus.
-    """
-    logits = model(input_ids=input_ids, attention_mask=attention_mask.long()).logits[:, :-1].float()
-    logp = torch.log_softmax(logits, dim=-1).gather(-1, input_ids[:, 1:, None]).squeeze(-1)
-    pad = torch.zeros_like(logp[:, :1])
-    entropy = None
-    if with_entropy:
-        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
-            entropy = torch.cat([pad, entropy_from_logits(logits)], dim=1)
-    return torch.cat([pad, logp], dim=1), entropy
+__all__ = ["ValueModel", "token_logprobs"]
 
 
 class ValueModel(nn.Module):
-    """A critic: the policy's transformer body (a copy) with a scalar head per token.
+    """A critic: the policy's decoder stack (a copy) with a scalar head per token.
 
     The value at position t estimates the return from the state after token t-1 (the state
-    in which token t is chosen), aligned with the log-prob convention above.
+    in which token t is chosen), aligned with the log-prob convention above. The head is made in
+    the body's dtype, so a bf16-loaded body never meets a float32 head.
     """
 
     def __init__(self, policy: Any):
         super().__init__()
         import copy
 
-        self.body = copy.deepcopy(policy.model)  # the decoder stack of a *ForCausalLM
-        self.head = nn.Linear(policy.config.hidden_size, 1)
+        body = policy.get_decoder()
+        self.body = copy.deepcopy(body)
+        self.body.requires_grad_(True)
+        dtype = next(self.body.parameters()).dtype
+        self.head = nn.Linear(policy.config.hidden_size, 1, dtype=dtype)
         nn.init.zeros_(self.head.weight)
         nn.init.zeros_(self.head.bias)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         hidden = self.body(input_ids=input_ids, attention_mask=attention_mask.long()).last_hidden_state
-        values = self.head(hidden).squeeze(-1)[:, :-1]
+        values = self.head(hidden.to(self.head.weight.dtype)).squeeze(-1)[:, :-1].float()
         return torch.cat([torch.zeros_like(values[:, :1]), values], dim=1)

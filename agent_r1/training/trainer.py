@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import torch
 
 from agent_r1.algos import (AdvantageInputs, aggregate_loss, get_adv_estimator, get_policy_loss, kl_penalty,
-                            needs_critic, value_loss)
+                            loss_denominator, needs_critic, value_loss)
 from agent_r1.config import ExperimentConfig
 from agent_r1.evaluation.agent_eval import evaluate_policy, trajectory_stats
 from agent_r1.rollout.chat import ChatCodec
@@ -25,24 +25,38 @@ from agent_r1.rollout.loop import run_rollout
 from agent_r1.tools.runner import tool_metrics
 from agent_r1.trajectory import Trajectory, collate
 from agent_r1.training import checkpoint as ckpt
+from agent_r1.training.compute import Compute, place_frozen, place_policy
 from agent_r1.training.metrics_log import JsonlMetrics, MetricsSink
 from agent_r1.training.policy import ValueModel, token_logprobs
 from agent_r1.training.sampler import PromptSampler
+from agent_r1.training.schedule import make_scheduler
 
 
 class NonFiniteLossError(RuntimeError):
     pass
 
 
+def check_trainable_sampling(rollout: Any) -> None:
+    """Training rollouts sample from the full tempered distribution: the trainer's log-probs
+    (softmax(logits / T)) can reproduce that one, not a top-p / top-k truncation of it."""
+    if rollout.top_p < 1.0 or rollout.top_k > 0:
+        raise ValueError(f"rollout.top_p={rollout.top_p} / rollout.top_k={rollout.top_k}: training samples from the "
+                         "full distribution at rollout.temperature, since the trainer's log-probs cannot reproduce a "
+                         "truncated one; set rollout.top_p: 1.0 and rollout.top_k: 0 (evaluation decodes greedily)")
+
+
 class RLTrainer:
     def __init__(self, cfg: ExperimentConfig, model: Any, tokenizer: Any, make_env: Any,
                  train_samples: list[dict[str, Any]], eval_samples: list[dict[str, Any]] | None = None,
                  sink: MetricsSink | None = None, reference: Any | None = None):
+        check_trainable_sampling(cfg.rollout)
+        self.compute = Compute.from_config(cfg)
+        model = place_policy(model, self.compute, cfg.model.gradient_checkpointing)
         self.cfg, self.model, self.tokenizer, self.make_env = cfg, model, tokenizer, make_env
         self.eval_samples = eval_samples or []
         self.out_dir = Path(cfg.train.out_dir)
         self.codec = ChatCodec(tokenizer)
-        self.engine = TransformersEngine(model, tokenizer)
+        self.engine = TransformersEngine(model, tokenizer, device=str(self.compute.device))
         self.sampler = PromptSampler(train_samples, cfg.seed)
         self.sink = sink
         self.iteration = 0
@@ -53,24 +67,37 @@ class RLTrainer:
         self.policy_loss = get_policy_loss(a.policy_loss)
         self.reference = None
         if a.kl_coef > 0:
-            self.reference = reference if reference is not None else copy.deepcopy(model)
-            self.reference.eval().requires_grad_(False)
-        self.critic = ValueModel(model) if needs_critic(a.adv_estimator) else None
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
+            self.reference = place_frozen(reference if reference is not None else copy.deepcopy(model), self.compute)
+        self.critic = (ValueModel(model).to(self.compute.device) if needs_critic(a.adv_estimator) else None)
+        self.optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.train.lr,
+                                           weight_decay=cfg.train.weight_decay)
+        self.scheduler = make_scheduler(self.optimizer, cfg.train)
         self.critic_optimizer = (torch.optim.AdamW(self.critic.parameters(), lr=a.critic_lr)
                                  if self.critic is not None else None)
 
     # --- one iteration ------------------------------------------------------------------
     def rollout(self) -> list[Trajectory]:
         samples = self.sampler.next_batch(self.cfg.train.prompts_per_iter)
-        return run_rollout(self.engine, self.codec, self.make_env, samples, self.cfg.rollout, self.cfg.reward,
-                           seed=rollout_seed(self.cfg.seed, self.iteration))
+        with self.compute.autocast():
+            return run_rollout(self.engine, self.codec, self.make_env, samples, self.cfg.rollout, self.cfg.reward,
+                               seed=rollout_seed(self.cfg.seed, self.iteration))
 
     @torch.no_grad()
-    def _forward_no_grad(self, model: Any, batch: dict[str, Any]) -> torch.Tensor:
+    def _per_token(self, fn: Any, model: Any, batch: dict[str, Any]) -> torch.Tensor:
+        """`fn(model, micro_batch) -> [rows, width]` over micro-batches, gathered into `[B, T]` on the CPU."""
         model.eval()
-        logp, _ = token_logprobs(model, batch["input_ids"], batch["attention_mask"])
-        return logp
+        out = torch.zeros_like(batch["attention_mask"])
+        rows = torch.arange(out.shape[0])
+        size = self.compute.micro_batch_size or len(rows)
+        with self.compute.autocast():
+            for start, mb in zip(range(0, len(rows), size), self.compute.micro_batches(batch)):
+                values = fn(model, mb).float().cpu()
+                out[start:start + values.shape[0], :values.shape[1]] = values
+        return out
+
+    def _logprobs(self, model: Any, mb: dict[str, torch.Tensor]) -> torch.Tensor:
+        return token_logprobs(model, mb["input_ids"], mb["attention_mask"], self.compute.temperature,
+                              positions=mb["logp_mask"], chunk=self.compute.logit_chunk)[0]
 
     def prepare(self, trajs: list[Trajectory]) -> dict[str, Any]:
         """Collates, computes old/ref log-probs, values, and advantages (no gradients)."""
@@ -79,78 +106,111 @@ class RLTrainer:
         batch["loss_mask"] = batch["action_mask"] if a.loss_mask else batch["response_mask"]
         adv_mask = batch["action_mask"] if a.advantage_mask else batch["response_mask"]
         batch["adv_mask"] = adv_mask
-        batch["old_logp"] = self._forward_no_grad(self.model, batch)
-        rewards = batch["token_rewards"].clone()
+        batch["logp_mask"] = torch.maximum(batch["loss_mask"], adv_mask)  # where any term needs a log-prob
+        batch["old_logp"] = self._per_token(self._logprobs, self.model, batch)
+        rewards, scores = batch["token_rewards"].clone(), batch["scores"].clone()
         if self.reference is not None:
-            batch["ref_logp"] = self._forward_no_grad(self.reference, batch)
+            batch["ref_logp"] = self._per_token(self._logprobs, self.reference, batch)
             if a.kl_in_reward:
                 kl = kl_penalty(batch["old_logp"], batch["ref_logp"], a.kl_kind) * adv_mask
                 rewards = rewards - a.kl_coef * kl
+                # group estimators read one score per trajectory: the KL enters it as its sum (as verl)
+                scores = scores - a.kl_coef * kl.sum(-1)
         values = None
         if self.critic is not None:
-            with torch.no_grad():
-                self.critic.eval()
-                values = self.critic(batch["input_ids"], batch["attention_mask"]) * adv_mask
+            values = self._per_token(lambda m, mb: m(mb["input_ids"], mb["attention_mask"]), self.critic, batch)
+            values = values * adv_mask
             batch["old_values"] = values
-        out = self.estimator(AdvantageInputs(token_rewards=rewards, scores=batch["scores"], action_mask=adv_mask,
+        out = self.estimator(AdvantageInputs(token_rewards=rewards, scores=scores, action_mask=adv_mask,
                                              group_ids=batch["group_ids"], values=values, gamma=a.gamma, lam=a.lam))
         batch["advantages"], batch["returns"] = out.advantages, out.returns
         return batch
 
     def update(self, batch: dict[str, Any]) -> dict[str, float]:
-        a, t = self.cfg.algo, self.cfg.train
+        t = self.cfg.train
         n = batch["input_ids"].shape[0]
         stats: dict[str, list[float]] = {}
-        self.model.train()
         for epoch in range(t.ppo_epochs):
             gen = torch.Generator().manual_seed(self.cfg.seed * 7919 + self.iteration * 101 + epoch)
             order = torch.randperm(n, generator=gen)
             for start in range(0, n, t.minibatch_size):
-                idx = order[start:start + t.minibatch_size]
-                mb = {k: v[idx] for k, v in batch.items() if isinstance(v, torch.Tensor) and v.dim() == 2}
-                self._step_minibatch(mb, stats)
+                self._step_minibatch(batch, order[start:start + t.minibatch_size], stats)
         return {k: sum(v) / len(v) for k, v in stats.items() if v}
 
-    def _step_minibatch(self, mb: dict[str, torch.Tensor], stats: dict[str, list[float]]) -> None:
+    def _step_minibatch(self, batch: dict[str, Any], idx: torch.Tensor, stats: dict[str, list[float]]) -> None:
+        """One optimiser step over rows `idx`, accumulated over micro-batches: each micro-batch's
+        loss is normalised by the whole mini-batch's token (or sequence) count, so the gradient
+        equals the one-shot mini-batch gradient."""
         a, t = self.cfg.algo, self.cfg.train
-        mask = mb["loss_mask"]
-        logp, entropy = token_logprobs(self.model, mb["input_ids"], mb["attention_mask"], with_entropy=True,
-                                       entropy_grad=a.entropy_coef != 0)
-        pg_loss, pg_metrics = self.policy_loss(logp, mb["old_logp"], mb["advantages"], mask,
-                                               clip_low=a.clip_low, clip_high=a.clip_high,
-                                               dual_clip=a.dual_clip, agg=a.loss_agg)
-        ent = aggregate_loss(entropy, mask, a.loss_agg)
-        loss = pg_loss - a.entropy_coef * ent
-        kl_value = torch.zeros(())
-        if self.reference is not None:
-            kl_value = aggregate_loss(kl_penalty(logp, mb["ref_logp"], a.kl_kind), mask, a.loss_agg)
-            if not a.kl_in_reward:
-                loss = loss + a.kl_coef * kl_value
-        if not torch.isfinite(loss):
-            self._bad_update(f"policy loss is {loss.item()}")
+        denom = loss_denominator(batch["loss_mask"][idx], a.loss_agg)
+        if denom == 0:  # nothing to train on (e.g. every action truncated and masked): no step at all
             return
+        self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.max_grad_norm)
+        record: dict[str, float] = {}
+        micro = 0
+        for mb in self.compute.micro_batches(batch, idx):
+            mask = mb["loss_mask"]
+            with self.compute.autocast():
+                logp, entropy = token_logprobs(self.model, mb["input_ids"], mb["attention_mask"],
+                                               self.compute.temperature, positions=mb["logp_mask"], with_entropy=True,
+                                               entropy_grad=a.entropy_coef != 0, chunk=self.compute.logit_chunk)
+            pg_loss, pg_metrics = self.policy_loss(logp, mb["old_logp"], mb["advantages"], mask,
+                                                   clip_low=a.clip_low, clip_high=a.clip_high,
+                                                   dual_clip=a.dual_clip, agg=a.loss_agg, denom=denom)
+            ent = aggregate_loss(entropy, mask, a.loss_agg, denom)
+            loss = pg_loss - a.entropy_coef * ent
+            kl_value = torch.zeros(())
+            if self.reference is not None:
+                kl_value = aggregate_loss(kl_penalty(logp, mb["ref_logp"], a.kl_kind), mask, a.loss_agg, denom)
+                if not a.kl_in_reward:
+                    loss = loss + a.kl_coef * kl_value
+            if not torch.isfinite(loss):
+                self._bad_update(f"policy loss is {loss.item()}")
+                return
+            if loss.requires_grad:  # a micro-batch without trained tokens has no graph
+                loss.backward()
+            micro += 1
+            for k, v in {"policy_loss": pg_loss, "entropy": ent, "kl": kl_value}.items():
+                record[k] = record.get(k, 0.0) + float(v.detach())  # shares of the mini-batch value: they add up
+            for k, v in pg_metrics.items():
+                record[k] = record.get(k, 0.0) + float(v)
+        for k in ("clipfrac", "clipfrac_lower", "approx_kl", "ratio_mean"):
+            if k in record:
+                record[k] /= max(micro, 1)  # per-micro-batch means: averaged
+        grad_norm = torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad],
+                                                   t.max_grad_norm)
         if not torch.isfinite(grad_norm):
-            self.optimizer.zero_grad(set_to_none=True)
             self._bad_update(f"gradient norm is {float(grad_norm)}")
             return
         self.optimizer.step()
         self.bad_updates = 0
-        record = {"policy_loss": pg_loss.item(), "entropy": ent.item(), "kl": kl_value.item(),
-                  "grad_norm": float(grad_norm), **{k: float(v) for k, v in pg_metrics.items()}}
+        record["grad_norm"] = float(grad_norm)
         if self.critic is not None:
-            self.critic.train()
-            values = self.critic(mb["input_ids"], mb["attention_mask"])
-            vloss, vmetrics = value_loss(values, mb["old_values"], mb["returns"], mb["adv_mask"], a.vf_clip, a.loss_agg)
-            self.critic_optimizer.zero_grad(set_to_none=True)
-            (a.vf_coef * vloss).backward()
-            torch.nn.utils.clip_grad_norm_(self.critic.parameters(), t.max_grad_norm)
-            self.critic_optimizer.step()
-            record.update({"value_loss": vloss.item(), **{k: float(v) for k, v in vmetrics.items()}})
+            record.update(self._step_critic(batch, idx))
         for k, v in record.items():
             stats.setdefault(k, []).append(v)
+
+    def _step_critic(self, batch: dict[str, Any], idx: torch.Tensor) -> dict[str, float]:
+        a, t = self.cfg.algo, self.cfg.train
+        denom = loss_denominator(batch["adv_mask"][idx], a.loss_agg)
+        if denom == 0:
+            return {}
+        self.critic.train()
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        record: dict[str, float] = {"value_loss": 0.0}
+        for mb in self.compute.micro_batches(batch, idx):
+            with self.compute.autocast():
+                values = self.critic(mb["input_ids"], mb["attention_mask"])
+            vloss, vmetrics = value_loss(values, mb["old_values"], mb["returns"], mb["adv_mask"], a.vf_clip,
+                                         a.loss_agg, denom)
+            if vloss.requires_grad:
+                vloss.backward()
+            record["value_loss"] += float(vloss.detach())
+            record.update({k: float(v) for k, v in vmetrics.items()})
+        torch.nn.utils.clip_grad_norm_(self.critic.parameters(), t.max_grad_norm)
+        self.critic_optimizer.step()
+        return record
 
     def _bad_update(self, why: str) -> None:
         self.optimizer.zero_grad(set_to_none=True)
@@ -170,7 +230,8 @@ class RLTrainer:
         elsewhere (here, or by Ray rollout workers); advances the iteration."""
         t1 = time.perf_counter()
         batch = self.prepare(trajs)
-        update_metrics = self.update(batch)
+        update_metrics = {"lr": self.optimizer.param_groups[0]["lr"], **self.update(batch)}
+        self.scheduler.step()
         t2 = time.perf_counter()
         self.iteration += 1
         self.last_trajectories = trajs
@@ -187,6 +248,10 @@ class RLTrainer:
         stats = trajectory_stats(trajs)
         reasons = Counter(t.stop_reason for t in trajs)
         sampled = int(batch["action_mask"].sum())
+        # engine vs trainer log-probs of the sampled tokens: any drift (temperature, precision,
+        # KV reuse, another engine) between the policy that sampled and the one trained shows here
+        act = batch["action_mask"] > 0
+        drift = (batch["sampled_logprobs"] - batch["old_logp"]).abs()[act]
         m = {
             "reward_mean": float(scores.mean()), "reward_std": float(scores.std()) if len(scores) > 1 else 0.0,
             "em": stats["em"], "f1": stats["f1"], "search_first_rate": stats["search_first_rate"],
@@ -201,6 +266,9 @@ class RLTrainer:
             "skipped_updates": float(self.skipped_updates),
             "truncated_actions": float(sum(t.truncated for tr in trajs for t in tr.turns)),
             "truncated_observations": float(sum(t.observation_truncated for tr in trajs for t in tr.turns)),
+            "masked_truncated_turns": float(sum(t.masked for tr in trajs for t in tr.turns)),
+            "rollout/logprob_diff_max": float(drift.max()) if drift.numel() else 0.0,
+            "rollout/logprob_diff_mean": float(drift.mean()) if drift.numel() else 0.0,
             **{f"stop/{k}": float(v) for k, v in reasons.items()},
         }
         m.update(upd)
@@ -212,12 +280,14 @@ class RLTrainer:
         samples = self.eval_samples[: self.cfg.train.eval_size]
         if not samples:
             return {}
-        return evaluate_policy(self.engine, self.codec, self.make_env, samples, self.cfg.rollout, self.cfg.reward,
-                               greedy=greedy, seed=self.cfg.seed)
+        with self.compute.autocast():
+            return evaluate_policy(self.engine, self.codec, self.make_env, samples, self.cfg.rollout, self.cfg.reward,
+                                   greedy=greedy, seed=self.cfg.seed)
 
     def state_dict(self) -> dict[str, Any]:
         state = {"optimizer": self.optimizer.state_dict(), "sampler": self.sampler.state_dict(),
-                 "bad_updates": self.bad_updates}
+                 "scheduler": self.scheduler.state_dict(), "bad_updates": self.bad_updates,
+                 "skipped_updates": self.skipped_updates}
         if self.critic is not None:
             state["critic"] = self.critic.state_dict()
             state["critic_optimizer"] = self.critic_optimizer.state_dict()
@@ -233,6 +303,9 @@ class RLTrainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.sampler.load_state_dict(state["sampler"])
         self.bad_updates = state.get("bad_updates", 0)
+        self.skipped_updates = state.get("skipped_updates", 0)
+        if "scheduler" in state:
+            self.scheduler.load_state_dict(state["scheduler"])
         if self.critic is not None and "critic" in state:
             self.critic.load_state_dict(state["critic"])
             self.critic_optimizer.load_state_dict(state["critic_optimizer"])

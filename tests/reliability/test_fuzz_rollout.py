@@ -58,6 +58,7 @@ TAG_PIECES = ["<search>", "</search>", "<calculator>", "</calculator>", "<answer
 class CountingTool:
     """A real tool, counting how many calls reach it (to check the per-turn cap)."""
 
+    isolate = False  # counts calls in the caller's process (an isolated tool runs in a worker)
     inner: Any
     executed: int = 0
     name: str = field(init=False)

@@ -1,0 +1,171 @@
+"""Where tensors live and in what precision: device, bf16 autocast, micro-batches, and
+memory-bounded log-probs over large vocabularies.
+
+The trainer calls this module and nothing else for these concerns, so the RL code reads the same
+on a laptop CPU and on a GPU.
+
+Log-probs: a `[rows, tokens, vocab]` float32 logits tensor for Qwen2.5's 151,936-token vocabulary
+is 40 GB at 64 x 1,024 tokens. `token_logprobs` runs the decoder once, then applies the output
+head to `chunk` positions at a time, only at the positions asked for (the action tokens), takes
+`logit[token] - logsumexp(logits)` in float32, and under autograd recomputes each chunk's logits
+in backward (activation checkpointing of the head) so only the hidden states are kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils.checkpoint import checkpoint
+
+PRECISIONS = ("fp32", "bf16")
+
+
+def resolve_device(name: str) -> torch.device:
+    """`train.device`: auto | cpu | cuda | cuda:N (auto = CUDA when visible)."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cpu":
+        return torch.device("cpu")
+    if name == "cuda" or (name.startswith("cuda:") and name[5:].isdigit()):
+        if not torch.cuda.is_available():
+            raise ValueError(f"train.device={name!r} but no CUDA device is visible to torch "
+                             f"(torch {torch.__version__}); set train.device: cpu or auto")
+        index = int(name[5:]) if ":" in name else 0
+        if index >= torch.cuda.device_count():
+            raise ValueError(f"train.device={name!r} but only {torch.cuda.device_count()} CUDA device(s) are visible")
+        return torch.device(name)
+    raise ValueError(f"train.device={name!r}; choose auto, cpu, cuda or cuda:N")
+
+
+@dataclass
+class Compute:
+    """The run's device and precision; `micro_batch_size` rows go through one forward/backward."""
+
+    device: torch.device
+    precision: str = "fp32"
+    micro_batch_size: int = 0  # 0 = the whole mini-batch at once
+    temperature: float = 1.0  # the sampling temperature every trainer log-prob divides by
+    logit_chunk: int = 1024  # positions per output-head chunk
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> Compute:
+        t = cfg.train
+        if t.precision not in PRECISIONS:
+            raise ValueError(f"train.precision={t.precision!r}; choose one of {list(PRECISIONS)}")
+        device = resolve_device(t.device)
+        if t.precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+            raise ValueError(f"train.precision=bf16 but {torch.cuda.get_device_name(device)} cannot compute in "
+                             "bf16; set train.precision: fp32")
+        return cls(device=device, precision=t.precision, micro_batch_size=t.micro_batch_size,
+                   temperature=logprob_temperature(cfg.rollout.temperature))
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """bf16 compute over float32 master weights (CPU and CUDA); a no-op in fp32."""
+        if self.precision != "bf16":
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+
+    def to_device(self, mb: dict[str, Any]) -> dict[str, Any]:
+        return {k: v.to(self.device, non_blocking=True) if isinstance(v, torch.Tensor) else v for k, v in mb.items()}
+
+    def micro_batches(self, batch: dict[str, Any], rows: torch.Tensor | None = None) -> Iterator[dict[str, Any]]:
+        """The 2-D tensors of `batch` (rows `rows`, default all), `micro_batch_size` rows at a time,
+        on the device and cut to their longest row (padding columns never reach the model)."""
+        n = batch["input_ids"].shape[0]
+        rows = torch.arange(n) if rows is None else rows
+        size = self.micro_batch_size or len(rows)
+        for start in range(0, len(rows), size):
+            idx = rows[start:start + size]
+            width = int(batch["attention_mask"][idx].sum(-1).max().item()) if len(idx) else 0
+            width = max(width, 2)
+            mb = {k: v[idx, :width] for k, v in batch.items() if isinstance(v, torch.Tensor) and v.dim() == 2}
+            yield self.to_device(mb)
+
+
+def place_policy(model: Any, compute: Compute, gradient_checkpointing: bool = False) -> Any:
+    """Moves the policy to the device once; trainable weights become float32 master weights (AdamW
+    steps on bf16 weights lose updates smaller than bf16's resolution: 1e-6 steps change nothing)."""
+    for p in model.parameters():
+        if p.requires_grad and p.dtype != torch.float32:
+            p.data = p.data.float()
+    model.to(compute.device)
+    if gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if hasattr(model, "enable_input_require_grads"):  # frozen embeddings (LoRA) still pass gradients on
+            model.enable_input_require_grads()
+    return model
+
+
+def place_frozen(model: Any, compute: Compute) -> Any:
+    """A frozen copy (the reference policy) on the device; in bf16 runs it is stored in bf16."""
+    model.eval().requires_grad_(False)
+    if compute.precision == "bf16":
+        model.to(torch.bfloat16)
+    return model.to(compute.device)
+
+
+def logprob_temperature(temperature: float) -> float:
+    """The temperature of the distribution the engine sampled from (greedy reports T = 1)."""
+    return temperature if temperature > 0 else 1.0
+
+
+def pad_to(x: torch.Tensor, width: int) -> torch.Tensor:
+    """Right-pads a `[rows, w]` tensor with zeros to `width` columns (micro-batch -> batch width)."""
+    if x.shape[1] >= width:
+        return x
+    return torch.nn.functional.pad(x, (0, width - x.shape[1]))
+
+
+def _head_chunk(head: Any, hidden: torch.Tensor, targets: torch.Tensor, temperature: float,
+                with_entropy: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    logits = head(hidden).float() / temperature
+    lse = torch.logsumexp(logits, dim=-1)
+    logp = logits.gather(-1, targets[:, None]).squeeze(-1) - lse
+    if not with_entropy:
+        return logp, torch.zeros_like(logp)
+    p = torch.softmax(logits, dim=-1)
+    entropy = lse - (p * logits).sum(-1)
+    return logp, entropy
+
+
+def token_logprobs(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0,
+                   positions: torch.Tensor | None = None, with_entropy: bool = False, entropy_grad: bool = True,
+                   chunk: int = 1024) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """input_ids, attention_mask `[B, T]` -> (log-probs `[B, T]`, entropy `[B, T]` or None), both float32.
+
+    Position t holds the log-prob of token t under `softmax(logits[t-1] / temperature)`; position 0
+    and every position outside `positions` (a 0/1 `[B, T]` mask; default: every real token) are 0.
+    `entropy_grad=False` computes the entropy as a metric only (no graph over the vocabulary).
+    """
+    decoder, head = model.get_decoder(), model.get_output_embeddings()
+    hidden = decoder(input_ids=input_ids, attention_mask=attention_mask.long()).last_hidden_state
+    want = (attention_mask if positions is None else positions)[:, 1:] > 0
+    rows, cols = want.nonzero(as_tuple=True)
+    h = hidden[:, :-1][rows, cols]  # [N, H]: only the positions whose log-prob is wanted
+    targets = input_ids[:, 1:][rows, cols]
+    grad = torch.is_grad_enabled()
+    logps, ents = [], []
+    for s in range(0, h.shape[0], chunk):
+        hs, ts = h[s:s + chunk], targets[s:s + chunk]
+        ent_here = with_entropy and entropy_grad and grad
+        if grad:  # keep only the chunk's hidden states; logits are recomputed in backward
+            lp, en = checkpoint(_head_chunk, head, hs, ts, temperature, ent_here, use_reentrant=False)
+        else:
+            lp, en = _head_chunk(head, hs, ts, temperature, with_entropy)
+        if with_entropy and not ent_here:
+            with torch.no_grad():
+                en = _head_chunk(head, hs.detach(), ts, temperature, True)[1]
+        logps.append(lp)
+        ents.append(en)
+    out = torch.zeros(input_ids.shape, dtype=torch.float32, device=input_ids.device)
+    flat_lp = torch.cat(logps) if logps else out.new_zeros(0)
+    logp = out.index_put((rows, cols + 1), flat_lp)
+    entropy = None
+    if with_entropy:
+        flat_en = torch.cat(ents) if ents else out.new_zeros(0)
+        entropy = out.index_put((rows, cols + 1), flat_en)
+    return logp, entropy
