@@ -1,0 +1,181 @@
+"""Sending one record to MLflow through an explicit MlflowClient (no global active-run state).
+
+Replaying a record twice must not change what MLflow holds, because a flush can be killed between
+MLflow taking a record and the journal saying so:
+- params, tags, metrics (the SQL store drops a repeated point), artifacts (same path: overwritten)
+  and run ends are idempotent as they are;
+- a run is created with the tag `agent_r1.run_key` (the buffer's key for it); a `create_run` that
+  was begun but never marked done is first looked up by that tag, so a replay reuses the run;
+- `log_table` appends to an existing table, so a table record that was begun but never marked done
+  is skipped when its artifact already exists.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+RUN_KEY_TAG = "agent_r1.run_key"
+# MLflow error codes that mean "MLflow answered and refused this record": retrying cannot help.
+REJECTED_CODES = {"INVALID_PARAMETER_VALUE", "BAD_REQUEST", "RESOURCE_ALREADY_EXISTS", "INVALID_STATE",
+                  "RESOURCE_DOES_NOT_EXIST", "PERMISSION_DENIED", "UNAUTHENTICATED", "MALFORMED_REQUEST"}
+# the fields each op needs; a record without them is refused before anything is sent
+REQUIRED_FIELDS = {
+    "create_run": ("key", "experiment", "time_ms"), "params": ("key", "params"), "tags": ("key", "tags"),
+    "metrics": ("key", "metrics", "step", "time_ms"), "table": ("key", "columns", "artifact_file"),
+    "artifacts": ("key", "local_path"), "end": ("key", "status", "time_ms"),
+}
+
+
+class NotYet(Exception):
+    """A record whose run does not exist in MLflow yet: keep it for a later flush."""
+
+
+class BadRecord(Exception):
+    """A record that can never be sent (malformed, its run refused, its artifact copy gone)."""
+
+
+def is_rejected(err: BaseException) -> bool:
+    """MLflow answered and refused (4xx-style), or the record itself is unsendable."""
+    if isinstance(err, BadRecord):
+        return True
+    code = getattr(err, "error_code", None)
+    return isinstance(code, str) and code in REJECTED_CODES
+
+
+def check_record(record: Any) -> None:
+    if not isinstance(record, dict):
+        raise BadRecord(f"a record must be a JSON object, got {type(record).__name__}")
+    op = record.get("op")
+    if op not in REQUIRED_FIELDS:
+        raise BadRecord(f"unknown tracking record op {op!r} (known: {', '.join(REQUIRED_FIELDS)})")
+    missing = [f for f in REQUIRED_FIELDS[op] if f not in record]
+    if missing:
+        raise BadRecord(f"a {op!r} record lacks {', '.join(missing)}")
+    if not isinstance(record["key"], str) or not record["key"]:
+        raise BadRecord(f"a {op!r} record has no run key")
+
+
+class _Transport:
+    def __init__(self, tracking_uri: str, artifact_root: str | None):
+        self.tracking_uri = tracking_uri
+        self.artifact_root = artifact_root
+        self._client = None
+        self._experiments: dict[str, str] = {}
+        self._ops: dict[str, Callable[[Any, str, dict[str, Any]], None]] = {
+            "params": self._params, "tags": self._tags, "metrics": self._metrics, "table": self._table,
+            "artifacts": self._artifacts, "end": self._end}
+
+    @property
+    def client(self):
+        if self._client is None:
+            from mlflow.tracking import MlflowClient
+
+            self._client = MlflowClient(tracking_uri=self.tracking_uri)
+        return self._client
+
+    def reset(self) -> None:
+        """A fresh client (and connection pool) next time."""
+        self._client = None
+
+    def experiment_id(self, name: str) -> str:
+        if name not in self._experiments:
+            exp = self.client.get_experiment_by_name(name)
+            if exp is None:
+                local = self.tracking_uri.startswith(("sqlite:", "file:", "postgresql:", "mysql:"))
+                try:
+                    exp_id = self.client.create_experiment(
+                        name, artifact_location=self.artifact_root if local else None)
+                except Exception:  # noqa: BLE001 - created concurrently by another process?
+                    exp = self.client.get_experiment_by_name(name)
+                    if exp is None:
+                        raise
+                    exp_id = exp.experiment_id
+            else:
+                exp_id = exp.experiment_id
+            self._experiments[name] = exp_id
+        return self._experiments[name]
+
+    def send(self, record: dict[str, Any], run_ids: dict[str, str], uncertain: bool = False) -> str | None:
+        """Performs the record; returns the run id for a `create_run` that had none in `run_ids`.
+        `uncertain`: an earlier flush began this record and may have sent it (see the module doc)."""
+        check_record(record)
+        if record["op"] == "create_run":
+            return self._create_run(record, run_ids, uncertain)
+        run_id = run_ids.get(record["key"])
+        if run_id is None:
+            raise NotYet(f"run {record['key']} not created yet")
+        if uncertain and record["op"] == "table" and self._has_artifact(run_id, record["artifact_file"]):
+            return None
+        self._ops[record["op"]](self.client, run_id, record)
+        return None
+
+    def _create_run(self, record: dict[str, Any], run_ids: dict[str, str], uncertain: bool) -> str | None:
+        if record["key"] in run_ids:  # created by an earlier flush that was stopped before its journal
+            return None
+        tags = {**(record.get("tags") or {}), RUN_KEY_TAG: record["key"]}
+        parent = record.get("parent_key")
+        if parent:
+            if parent not in run_ids:
+                raise NotYet(f"parent run {parent} not created yet")
+            tags["mlflow.parentRunId"] = run_ids[parent]
+        exp_id = self.experiment_id(record["experiment"])
+        if uncertain:
+            found = self.client.search_runs([exp_id], f"tags.`{RUN_KEY_TAG}` = '{record['key']}'", max_results=1)
+            if found:
+                return found[0].info.run_id
+        run = self.client.create_run(exp_id, start_time=record["time_ms"], tags=tags, run_name=record.get("name"))
+        return run.info.run_id
+
+    def _has_artifact(self, run_id: str, artifact_file: str) -> bool:
+        folder = str(Path(artifact_file).parent)
+        listed = self.client.list_artifacts(run_id, None if folder == "." else folder)
+        return any(a.path == artifact_file for a in listed)
+
+    # one method per op, registered in self._ops
+    @staticmethod
+    def _params(c: Any, run_id: str, record: dict[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        items = [Param(k, str(v)[:6000]) for k, v in record["params"].items()]
+        for i in range(0, len(items), 100):
+            c.log_batch(run_id, params=items[i:i + 100])
+
+    @staticmethod
+    def _tags(c: Any, run_id: str, record: dict[str, Any]) -> None:
+        from mlflow.entities import RunTag
+
+        items = [RunTag(k, str(v)[:5000]) for k, v in record["tags"].items()]
+        for i in range(0, len(items), 100):
+            c.log_batch(run_id, tags=items[i:i + 100])
+
+    @staticmethod
+    def _metrics(c: Any, run_id: str, record: dict[str, Any]) -> None:
+        from mlflow.entities import Metric
+
+        try:
+            items = [Metric(k, float(v), int(record["time_ms"]), int(record["step"]))
+                     for k, v in record["metrics"].items()]
+        except (TypeError, ValueError, AttributeError) as err:
+            raise BadRecord(f"a 'metrics' record holds a value that is not a number ({err})") from err
+        for i in range(0, len(items), 1000):
+            c.log_batch(run_id, metrics=items[i:i + 1000])
+
+    @staticmethod
+    def _table(c: Any, run_id: str, record: dict[str, Any]) -> None:
+        c.log_table(run_id, data=record["columns"], artifact_file=record["artifact_file"])
+
+    @staticmethod
+    def _artifacts(c: Any, run_id: str, record: dict[str, Any]) -> None:
+        path = Path(record["local_path"])
+        target = path / record["file_name"] if record.get("file_name") else path
+        if not target.exists():
+            raise BadRecord(f"the artifact copy {target} is gone")
+        if target.is_dir():
+            c.log_artifacts(run_id, str(target), record.get("artifact_path"))
+        else:
+            c.log_artifact(run_id, str(target), record.get("artifact_path"))
+
+    @staticmethod
+    def _end(c: Any, run_id: str, record: dict[str, Any]) -> None:
+        c.set_terminated(run_id, record["status"], end_time=record["time_ms"])
