@@ -89,8 +89,9 @@ def test_truncated_line_is_skipped_reported_and_set_aside(store, tmp_path, capsy
     assert later.run_id and client.get_run(later.run_id).info.status == "FINISHED"
     rejected = [json.loads(line) for line in (buffer / "rejected.jsonl").read_text().splitlines()]
     assert len(rejected) == 1 and "unreadable line 8" in rejected[0]["error"]
+    assert rejected[0]["raw"].startswith('{"op": "metrics", "key": "k1", "step": 9')
     after = _status(buffer, uri, capsys)
-    assert after["pending"] == 0 and after["partial_lines"] == 0
+    assert after["pending"] == 0 and after["partial_lines"] == 0 and after["set_aside"] == 1
 
 
 _WRITER = """

@@ -17,7 +17,9 @@ def test_redact_uri():
     assert redact_uri(f"http://alice:{PASSWORD}@mlflow.example:5000/x?y=1") == "http://***@mlflow.example:5000/x?y=1"
     assert redact_uri("https://token@host") == "https://***@host"
     assert redact_uri(f"postgresql://u:{PASSWORD}@db/mlflow") == "postgresql://***@db/mlflow"
-    for plain in ("sqlite:////tmp/mlruns/mlflow.db", "http://127.0.0.1:5000", "file:///a@b/c"):
+    assert redact_uri("http://u:p@ss@host:1/a@b") == "http://***@host:1/a@b"  # a raw `@` in the password
+    for plain in ("sqlite:////tmp/mlruns/mlflow.db", "http://127.0.0.1:5000", "file:///a@b/c", "http://host/a@b",
+                  "http://host?to=a@b"):
         assert redact_uri(plain) == plain
     message = f"API request to http://alice:{PASSWORD}@h:1/api failed; retry http://bob:x@h2"
     assert redact_uri(message) == "API request to http://***@h:1/api failed; retry http://***@h2"
@@ -40,12 +42,13 @@ def test_password_never_printed_or_logged(tmp_path, monkeypatch, capsys, caplog)
     tracker.log_metrics({"loss": 1.0}, 1)
     report = tracker.close()
     hint = tracker.ui_hint()
+    shown_uri = tracker.display_uri
     assert main(["status", "--buffer", str(buffer)]) == 0
     assert main(["flush", "--buffer", str(buffer), "--tracking-uri", uri]) == 1
 
     captured = capsys.readouterr()
     shown = {"stdout": captured.out, "stderr": captured.err, "logging": caplog.text, "ui hint": hint,
-             "report": json.dumps(report)}
+             "report": json.dumps(report), "display_uri": shown_uri}
     for where, text in shown.items():
         assert PASSWORD not in text and "alice" not in text, f"the password leaked into {where}"
     # the paths did speak (the test would pass vacuously otherwise), naming the server without its secret

@@ -66,12 +66,11 @@ def _read_jsonl(path: Path) -> tuple[list[tuple[dict[str, Any], bytes]], list[tu
 
 def _append_line(path: Path, line: bytes) -> None:
     """Appends one line; a file that ends mid-line (a writer killed mid-append) gets its newline first."""
-    with path.open("ab") as f:
-        if f.tell() > 0:
-            with path.open("rb") as r:
-                r.seek(-1, os.SEEK_END)
-                if r.read(1) != b"\n":
-                    f.write(b"\n")
+    with path.open("ab+") as f:  # reads may seek; writes always go to the end
+        if f.seek(0, os.SEEK_END) > 0:
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":
+                line = b"\n" + line
         f.write(line + b"\n")
 
 

@@ -164,4 +164,4 @@ class _Channel:
         return {**self.counts, "pending": len(scan.records),
                 "partial_lines": self.counts["partial_lines"] + len(scan.partial),
                 "offline": self.offline, "buffer": str(self.buffer.pending_path), "last_error": self.last_error,
-                "tracking_uri": self.display_uri}
+                "set_aside": self.buffer.rejected_count(), "tracking_uri": self.display_uri}

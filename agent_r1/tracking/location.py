@@ -14,8 +14,9 @@ from pathlib import Path
 DEFAULT_EXPERIMENT = "agent-r1"
 
 # `scheme://userinfo@`: the user info of any URI, whether the text is the URI alone or an error
-# message quoting it. User info cannot hold `/`, `@` or whitespace unencoded, so the match stops there.
-_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)[^/\s@]+@")
+# message quoting it. As in urllib.parse, the authority ends at `/ ? #` and the user info runs to its
+# last `@`, so a password holding a raw `@` is hidden whole.
+_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)[^/?#\s]+@")
 
 
 def redact_uri(text: str) -> str:

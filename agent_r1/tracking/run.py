@@ -47,7 +47,13 @@ class RunTracker:
 
     @property
     def tracking_uri(self) -> str:
+        """The URI as given (it may hold credentials: print `display_uri` instead)."""
         return self.channel.transport.tracking_uri
+
+    @property
+    def display_uri(self) -> str:
+        """The URI without its user info, for messages and logs."""
+        return redact_uri(self.tracking_uri)
 
     def child(self, name: str, tags: dict[str, str] | None = None) -> "RunTracker":
         return RunTracker(name, tags=tags, parent=self)
