@@ -48,7 +48,7 @@ BAD_AT_LOAD = [  # (env, words the message must hold); refused whatever the run'
     ({"reward": {"bonus": 1}}, "bonus"),
     ({"reward": [1]}, "reward"),
     ({"tools": "search"}, "tools"),
-    ({"tools": ["search", {}]}, "tools[1]"),
+    ({"tools": ["search", {}]}, "list of tool names"),
     ({"format_instructions": "maybe"}, "format_instructions"),
     ({"system_prompt": {"x": 1}}, "system_prompt"),
     ({"format": "hermes"}, "format"),

@@ -51,6 +51,9 @@ def check_sample_env(overrides: Any, env: EnvConfig | None = None, reward: Rewar
     if unknown:
         fixed = " (the tool-call format is set per run by env.format)" if "format" in unknown else ""
         raise ValueError(f"{where} has unknown key(s) {unknown}{fixed}; a sample may set {list(SAMPLE_ENV_KEYS)}")
+    tools = overrides.get("tools", [])
+    if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
+        raise ValueError(f"{where}.tools must be a list of tool names, got {str(tools)[:80]}")
     reward_overrides = overrides.pop("reward", None) or {}
     if not isinstance(reward_overrides, dict):
         raise ValueError(f"{where}.reward must be a mapping of reward settings, got {type(reward_overrides).__name__}")
