@@ -90,11 +90,15 @@ def place_policy(model: Any, compute: Compute, gradient_checkpointing: bool = Fa
     """Moves the policy to the device once; trainable weights become float32 master weights (AdamW
     steps on bf16 weights lose updates smaller than bf16's resolution: 1e-6 steps change nothing)."""
     for p in model.parameters():
-        if p.requires_grad and p.dtype != torch.float32:
+        if p.requires_grad and p.dtype in (torch.bfloat16, torch.float16):
             p.data = p.data.float()
     model.to(compute.device)
     if gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        # non-reentrant: the reentrant variant gives no gradients when the inputs need none (LoRA)
+        if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.2x
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if hasattr(model, "enable_input_require_grads"):  # frozen embeddings (LoRA) still pass gradients on
             model.enable_input_require_grads()
     return model
@@ -122,7 +126,8 @@ def pad_to(x: torch.Tensor, width: int) -> torch.Tensor:
 
 def _head_chunk(head: Any, hidden: torch.Tensor, targets: torch.Tensor, temperature: float,
                 with_entropy: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    logits = head(hidden).float() / temperature
+    logits = head(hidden)
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32)) / temperature
     lse = torch.logsumexp(logits, dim=-1)
     logp = logits.gather(-1, targets[:, None]).squeeze(-1) - lse
     if not with_entropy:
@@ -161,7 +166,8 @@ def token_logprobs(model: Any, input_ids: torch.Tensor, attention_mask: torch.Te
                 en = _head_chunk(head, hs.detach(), ts, temperature, True)[1]
         logps.append(lp)
         ents.append(en)
-    out = torch.zeros(input_ids.shape, dtype=torch.float32, device=input_ids.device)
+    dtype = logps[0].dtype if logps else torch.float32  # float32, or float64 for a float64 model
+    out = torch.zeros(input_ids.shape, dtype=dtype, device=input_ids.device)
     flat_lp = torch.cat(logps) if logps else out.new_zeros(0)
     logp = out.index_put((rows, cols + 1), flat_lp)
     entropy = None

@@ -138,15 +138,34 @@ class RLTrainer:
         return {k: sum(v) / len(v) for k, v in stats.items() if v}
 
     def _step_minibatch(self, batch: dict[str, Any], idx: torch.Tensor, stats: dict[str, list[float]]) -> None:
-        """One optimiser step over rows `idx`, accumulated over micro-batches: each micro-batch's
-        loss is normalised by the whole mini-batch's token (or sequence) count, so the gradient
-        equals the one-shot mini-batch gradient."""
-        a, t = self.cfg.algo, self.cfg.train
+        """One optimiser step over rows `idx` (gradients accumulated over micro-batches)."""
+        t = self.cfg.train
+        self.optimizer.zero_grad(set_to_none=True)
+        record = self._backward_minibatch(batch, idx)
+        if record is None:
+            return
+        grad_norm = torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad],
+                                                   t.max_grad_norm)
+        if not torch.isfinite(grad_norm):
+            self._bad_update(f"gradient norm is {float(grad_norm)}")
+            return
+        self.optimizer.step()
+        self.bad_updates = 0
+        record["grad_norm"] = float(grad_norm)
+        if self.critic is not None:
+            record.update(self._step_critic(batch, idx))
+        for k, v in record.items():
+            stats.setdefault(k, []).append(v)
+
+    def _backward_minibatch(self, batch: dict[str, Any], idx: torch.Tensor) -> dict[str, float] | None:
+        """Policy-loss gradients of rows `idx` into `.grad`, one micro-batch at a time. Each
+        micro-batch's loss is normalised by the whole mini-batch's token (or sequence) count, so the
+        accumulated gradient equals the one-shot mini-batch gradient. None: nothing to step on."""
+        a = self.cfg.algo
         denom = loss_denominator(batch["loss_mask"][idx], a.loss_agg)
         if denom == 0:  # nothing to train on (e.g. every action truncated and masked): no step at all
-            return
+            return None
         self.model.train()
-        self.optimizer.zero_grad(set_to_none=True)
         record: dict[str, float] = {}
         micro = 0
         for mb in self.compute.micro_batches(batch, idx):
@@ -167,7 +186,7 @@ class RLTrainer:
                     loss = loss + a.kl_coef * kl_value
             if not torch.isfinite(loss):
                 self._bad_update(f"policy loss is {loss.item()}")
-                return
+                return None
             if loss.requires_grad:  # a micro-batch without trained tokens has no graph
                 loss.backward()
             micro += 1
@@ -178,18 +197,7 @@ class RLTrainer:
         for k in ("clipfrac", "clipfrac_lower", "approx_kl", "ratio_mean"):
             if k in record:
                 record[k] /= max(micro, 1)  # per-micro-batch means: averaged
-        grad_norm = torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad],
-                                                   t.max_grad_norm)
-        if not torch.isfinite(grad_norm):
-            self._bad_update(f"gradient norm is {float(grad_norm)}")
-            return
-        self.optimizer.step()
-        self.bad_updates = 0
-        record["grad_norm"] = float(grad_norm)
-        if self.critic is not None:
-            record.update(self._step_critic(batch, idx))
-        for k, v in record.items():
-            stats.setdefault(k, []).append(v)
+        return record
 
     def _step_critic(self, batch: dict[str, Any], idx: torch.Tensor) -> dict[str, float]:
         a, t = self.cfg.algo, self.cfg.train
