@@ -28,9 +28,15 @@ class ValueModel(nn.Module):
         super().__init__()
         import copy
 
-        body = policy.get_decoder()
-        self.body = copy.deepcopy(body)
-        self.body.requires_grad_(True)
+        # A separate value model, as verl, OpenRLHF and TRL have: with LoRA, a copy of the decoder
+        # whose base stays frozen and whose adapter (a copy of the policy's) trains, so the critic
+        # adds one frozen base copy and no optimiser state for it. Sharing the policy's base between
+        # two adapters would save that copy but makes every forward switch peft's active adapter.
+        from agent_r1.models.lora import has_adapters
+
+        self.body = copy.deepcopy(policy.get_decoder())
+        if not has_adapters(policy):
+            self.body.requires_grad_(True)
         dtype = next(self.body.parameters()).dtype
         self.head = nn.Linear(policy.config.hidden_size, 1, dtype=dtype)
         nn.init.zeros_(self.head.weight)

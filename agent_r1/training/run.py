@@ -44,6 +44,7 @@ def prepare_run(cfg: ExperimentConfig, resume: bool = False) -> RunParts:
     it, a previous run's history in the folder is moved aside first (`set_aside_previous_run`).
     Policy and reference are loaded in `model.dtype`, as a fresh start builds them."""
     from agent_r1.models.build import load_model, save_model
+    from agent_r1.models.lora import apply_lora
     from agent_r1.training.setup import build_policy, ensure_data, ensure_index, load_samples
 
     out = Path(cfg.train.out_dir)
@@ -54,12 +55,14 @@ def prepare_run(cfg: ExperimentConfig, resume: bool = False) -> RunParts:
     data_dir = ensure_data(cfg)
     index_dir = ensure_index(cfg, data_dir)
     init_dir = out / "init_model"
-    if latest is not None:
+    lora = cfg.model.lora.enabled  # the reference is then the policy with its adapters off: no copy
+    if latest is not None:  # a LoRA checkpoint is an adapter folder: load_model puts it over its base
         model, tokenizer = load_model(latest, cfg.model.dtype)
-        reference = load_model(init_dir, cfg.model.dtype)[0] if cfg.algo.kl_coef > 0 else None
+        reference = load_model(init_dir, cfg.model.dtype)[0] if cfg.algo.kl_coef > 0 and not lora else None
     else:
         model, tokenizer = build_policy(cfg, data_dir, cfg.train.init_from)
         save_model(model, tokenizer, init_dir)  # the KL reference, and what a resume starts from
+        model = apply_lora(model, cfg.model.lora, base=init_dir)  # adapters record init_dir as their base
         reference = None
         (out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2, default=str))
     return RunParts(model, tokenizer, reference, latest, index_dir,

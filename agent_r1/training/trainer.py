@@ -6,6 +6,7 @@ This is the reference implementation; the Ray layer distributes the same steps.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import time
@@ -19,6 +20,7 @@ from agent_r1.algos import (AdvantageInputs, aggregate_loss, get_adv_estimator, 
                             loss_denominator, needs_critic, value_loss)
 from agent_r1.config import ExperimentConfig
 from agent_r1.evaluation.agent_eval import evaluate_policy, trajectory_stats
+from agent_r1.models.lora import apply_lora, has_adapters, reference_context
 from agent_r1.rollout.chat import ChatCodec
 from agent_r1.rollout.engine import TransformersEngine
 from agent_r1.rollout.loop import run_rollout
@@ -51,6 +53,8 @@ class RLTrainer:
                  sink: MetricsSink | None = None, reference: Any | None = None):
         check_trainable_sampling(cfg.rollout)
         self.compute = Compute.from_config(cfg)
+        if cfg.model.lora.enabled and not has_adapters(model):
+            model = apply_lora(model, cfg.model.lora)
         model = place_policy(model, self.compute, cfg.model.gradient_checkpointing)
         self.cfg, self.model, self.tokenizer, self.make_env = cfg, model, tokenizer, make_env
         self.eval_samples = eval_samples or []
@@ -65,14 +69,17 @@ class RLTrainer:
         a = cfg.algo
         self.estimator = get_adv_estimator(a.adv_estimator)
         self.policy_loss = get_policy_loss(a.policy_loss)
+        # LoRA: the reference is the policy with its adapters off (one copy of the base weights)
+        self.ref_in_policy = a.kl_coef > 0 and has_adapters(model)
         self.reference = None
-        if a.kl_coef > 0:
+        if a.kl_coef > 0 and not self.ref_in_policy:
             self.reference = place_frozen(reference if reference is not None else copy.deepcopy(model), self.compute)
         self.critic = (ValueModel(model).to(self.compute.device) if needs_critic(a.adv_estimator) else None)
         self.optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.train.lr,
                                            weight_decay=cfg.train.weight_decay)
         self.scheduler = make_scheduler(self.optimizer, cfg.train)
-        self.critic_optimizer = (torch.optim.AdamW(self.critic.parameters(), lr=a.critic_lr)
+        self.critic_optimizer = (torch.optim.AdamW([p for p in self.critic.parameters() if p.requires_grad],
+                                                   lr=a.critic_lr)
                                  if self.critic is not None else None)
 
     # --- one iteration ------------------------------------------------------------------
@@ -95,6 +102,9 @@ class RLTrainer:
                 out[start:start + values.shape[0], :values.shape[1]] = values
         return out
 
+    def _reference(self) -> contextlib.AbstractContextManager:
+        return reference_context(self.model) if self.ref_in_policy else contextlib.nullcontext(self.reference)
+
     def _logprobs(self, model: Any, mb: dict[str, torch.Tensor]) -> torch.Tensor:
         return token_logprobs(model, mb["input_ids"], mb["attention_mask"], self.compute.temperature,
                               positions=mb["logp_mask"], chunk=self.compute.logit_chunk)[0]
@@ -109,8 +119,9 @@ class RLTrainer:
         batch["logp_mask"] = torch.maximum(batch["loss_mask"], adv_mask)  # where any term needs a log-prob
         batch["old_logp"] = self._per_token(self._logprobs, self.model, batch)
         rewards, scores = batch["token_rewards"].clone(), batch["scores"].clone()
-        if self.reference is not None:
-            batch["ref_logp"] = self._per_token(self._logprobs, self.reference, batch)
+        if self.reference is not None or self.ref_in_policy:
+            with self._reference() as reference:
+                batch["ref_logp"] = self._per_token(self._logprobs, reference, batch)
             if a.kl_in_reward:
                 kl = kl_penalty(batch["old_logp"], batch["ref_logp"], a.kl_kind) * adv_mask
                 rewards = rewards - a.kl_coef * kl
@@ -180,7 +191,7 @@ class RLTrainer:
             ent = aggregate_loss(entropy, mask, a.loss_agg, denom)
             loss = pg_loss - a.entropy_coef * ent
             kl_value = torch.zeros(())
-            if self.reference is not None:
+            if "ref_logp" in mb:
                 kl_value = aggregate_loss(kl_penalty(logp, mb["ref_logp"], a.kl_kind), mask, a.loss_agg, denom)
                 if not a.kl_in_reward:
                     loss = loss + a.kl_coef * kl_value
