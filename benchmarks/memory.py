@@ -1,0 +1,291 @@
+"""Memory of one RL update with Qwen2.5's 151,936-token vocabulary (issue 16 item 11).
+
+Each configuration runs in a fresh subprocess (so one configuration's allocator state never
+lifts another's peak) and reports its peak resident set size:
+
+- `update/*`: one `RLTrainer.prepare` + `RLTrainer.update` (GRPO, 2 PPO epochs, one mini-batch of
+  all rows) over synthetic trajectories of 1,024 tokens: a ~200-token prompt, then action and
+  observation spans alternating (4 turns; about 40% of the tokens are actions), groups of 4 per
+  prompt, 0/1 outcome rewards. The policy is a `--like qwen2.5` folder (hidden 64, 2 layers, the real
+  151,936-row embedding, tied), built once with `agent-r1 build-model` and loaded as a user would.
+  Swept: rows 8/16/32/64 at micro-batch 4; micro-batch 2/4/8 (the slope is the memory per
+  micro-batch token); fp32 vs bf16; gradient checkpointing on/off.
+- `train/e2e`: `agent-r1 train` on such a folder, hermes format, 8 prompts x 4 samples = 32
+  trajectories per iteration, 2 iterations, micro-batch 4 (the child's whole lifetime peak).
+
+Peak RSS is `ru_maxrss` of the child (its lifetime peak; the loaded model and tokenizer are in it)
+plus the RSS sampled every 5 ms during the update alone and the RSS before it, so the update's own
+share is `update_peak - before_update`. Wall times are recorded but are NOT comparable figures: they
+were taken on a 2-core machine shared with other jobs.
+
+    .venv/bin/python benchmarks/memory.py              # every configuration (about an hour on 2 cores)
+    .venv/bin/python benchmarks/memory.py --only update/rows64_micro4_fp32
+    .venv/bin/python benchmarks/memory_table.py        # the GPU table of docs/real-models.md from the result
+
+Writes benchmarks/results/memory.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+WORK = ROOT / "benchmarks" / ".work" / "memory"
+SEQ_TOKENS, PROMPT_TOKENS, TURNS, GROUP = 1024, 200, 4, 4
+TARGET_GIB = 6.0
+
+
+def _update(rows: int, micro: int, precision: str = "fp32", ckpt: bool = False) -> dict[str, Any]:
+    return {"kind": "update", "rows": rows, "micro_batch_size": micro, "precision": precision,
+            "gradient_checkpointing": ckpt}
+
+
+#: name -> child spec; the first is the issue's target configuration
+#: name -> child spec. Micro-batch, precision and checkpointing are compared at 8 rows: with
+#: micro-batches the peak does not depend on the rows (the rows sweep checks that), and 8 rows take
+#: minutes where 64 take a quarter of an hour on a shared core.
+CONFIGS: dict[str, dict[str, Any]] = {
+    "update/rows8_micro4_fp32": _update(8, 4),
+    "update/rows8_micro2_fp32": _update(8, 2),
+    "update/rows8_micro8_fp32": _update(8, 8),
+    "update/rows8_micro4_bf16": _update(8, 4, "bf16"),
+    "update/rows8_micro4_fp32_ckpt": _update(8, 4, ckpt=True),
+    "update/rows8_micro4_bf16_ckpt": _update(8, 4, "bf16", ckpt=True),
+    "train/e2e": {"kind": "train", "prompts_per_iter": 8, "n_samples": 4, "iterations": 2, "micro_batch_size": 4},
+    "update/rows64_micro4_fp32": _update(64, 4),  # the issue's target: <= 6 GiB
+    "update/rows16_micro4_fp32": _update(16, 4),
+    "update/rows32_micro4_fp32": _update(32, 4),
+}
+
+
+# ----------------------------------------------------------------------------- the child side
+class RssSampler:
+    """The process's RSS every `period` seconds in a thread; `peak` is the highest seen."""
+
+    def __init__(self, period: float = 0.005):
+        import psutil
+
+        self.proc, self.period, self.peak = psutil.Process(), period, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.proc.memory_info().rss)
+            time.sleep(self.period)
+
+    def __enter__(self) -> RssSampler:
+        self.peak = self.proc.memory_info().rss
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self.proc.memory_info().rss)
+
+
+def rss_mib() -> float:
+    import psutil
+
+    return psutil.Process().memory_info().rss / 2**20
+
+
+def max_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def synthetic_trajectories(rows: int, seed: int = 0) -> list[Any]:
+    """`rows` trajectories of exactly SEQ_TOKENS tokens: prompt, then TURNS action/observation
+    pairs (the last turn an answer without observation), lengths jittered per row."""
+    from agent_r1.trajectory import Trajectory, Turn
+
+    rng = random.Random(seed)
+    trajs = []
+    for i in range(rows):
+        prompt = PROMPT_TOKENS + rng.randint(-16, 16)
+        left = SEQ_TOKENS - prompt
+        turns = []
+        for t in range(TURNS):
+            last = t == TURNS - 1
+            n_act = left if last else rng.randint(70, 130)
+            n_obs = 0 if last else min(rng.randint(90, 150), left - n_act - 40 * (TURNS - 1 - t))
+            turns.append(Turn(action_ids=[rng.randrange(151_643) for _ in range(n_act)],
+                              action_logprobs=[-2.0] * n_act, action_text="",
+                              observation_ids=[rng.randrange(151_643) for _ in range(n_obs)]))
+            left -= n_act + n_obs
+        # one right answer per group, the rest at random: no group is all-equal, so every row trains
+        reward = 1.0 if i % GROUP == 0 else float(rng.random() < 0.3)
+        trajs.append(Trajectory(sample_id=f"q{i // GROUP}", prompt_ids=[rng.randrange(151_643) for _ in range(prompt)],
+                                turns=turns, outcome_reward=reward, stop_reason="answer"))
+        assert len(trajs[-1].token_ids) == SEQ_TOKENS
+    return trajs
+
+
+def child_update(spec: dict[str, Any], model_dir: Path, threads: int) -> dict[str, Any]:
+    import torch
+
+    torch.set_num_threads(threads)
+    from agent_r1.config import load_config
+    from agent_r1.models.build import load_model
+    from agent_r1.training.trainer import RLTrainer
+
+    cfg = load_config(ROOT / "params.yaml", {
+        "model.name_or_path": str(model_dir), "env.format": "hermes", "algo.adv_estimator": "grpo",
+        "rollout.n_samples": GROUP, "train.ppo_epochs": 2, "train.minibatch_size": spec["rows"],
+        "train.micro_batch_size": spec["micro_batch_size"], "train.precision": spec["precision"],
+        "model.gradient_checkpointing": spec["gradient_checkpointing"], "train.device": "cpu",
+        "train.out_dir": str(WORK / "unused")})
+    model, tok = load_model(model_dir)
+    trainer = RLTrainer(cfg, model, tok, make_env=None, train_samples=[{"id": "unused"}])
+    trajs = synthetic_trajectories(spec["rows"])
+    out: dict[str, Any] = {"parameters": sum(p.numel() for p in model.parameters()), "rss_model_loaded_mib": rss_mib()}
+    t0 = time.perf_counter()
+    with RssSampler() as prep:
+        batch = trainer.prepare(trajs)
+    t1 = time.perf_counter()
+    out["rss_before_update_mib"] = rss_mib()
+    with RssSampler() as upd:
+        metrics = trainer.update(batch)
+    t2 = time.perf_counter()
+    out.update({
+        "prepare_peak_mib": prep.peak / 2**20, "update_peak_mib": upd.peak / 2**20,
+        "update_share_mib": upd.peak / 2**20 - out["rss_before_update_mib"],
+        "tokens": int(batch["attention_mask"].sum()), "action_tokens": int(batch["action_mask"].sum()),
+        "prepare_s": t1 - t0, "update_s": t2 - t1, "policy_loss": metrics.get("policy_loss"),
+        "grad_norm": metrics.get("grad_norm"),
+    })
+    return out
+
+
+def child_train(spec: dict[str, Any], model_dir: Path, threads: int) -> dict[str, Any]:
+    """`agent-r1 train` in this process (its lifetime peak is this child's ru_maxrss)."""
+    from agent_r1.cli import main
+
+    out_dir = WORK / "train_e2e"
+    args = ["train", "--params", str(ROOT / "params.yaml"),
+            "--set", f"train.init_from={model_dir}", "--set", "env.format=hermes",
+            "--set", f"data.dir={WORK / 'data'}", "--set", f"search.index_dir={WORK / 'index'}",
+            "--set", f"train.out_dir={out_dir}", "--set", f"train.iterations={spec['iterations']}",
+            "--set", f"train.prompts_per_iter={spec['prompts_per_iter']}",
+            "--set", f"rollout.n_samples={spec['n_samples']}", "--set", "train.minibatch_size=32",
+            "--set", f"train.micro_batch_size={spec['micro_batch_size']}", "--set", "train.eval_size=0",
+            "--set", f"train.threads={threads}", "--set", "train.log_trajectories_every=0",
+            "--set", "train.checkpoint_every=100", "--set", "train.device=cpu"]
+    t0 = time.perf_counter()
+    rc = main(args)
+    lines = [json.loads(x) for x in (out_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    rows = [r for r in lines if "update_s" in r.get("metrics", r)]
+    last = rows[-1].get("metrics", rows[-1]) if rows else {}
+    return {"rc": rc, "command": "agent-r1 " + " ".join(args), "seconds": time.perf_counter() - t0,
+            "trajectories_per_iteration": spec["prompts_per_iter"] * spec["n_samples"],
+            "response_length": last.get("response_length"), "action_tokens": last.get("action_tokens"),
+            "rollout/logprob_diff_max": last.get("rollout/logprob_diff_max")}
+
+
+def run_child(spec: dict[str, Any], model_dir: Path, threads: int) -> dict[str, Any]:
+    fn = child_update if spec["kind"] == "update" else child_train
+    out = fn(spec, model_dir, threads)
+    out["peak_rss_mib"] = max_rss_mib()  # the whole child's lifetime peak
+    return out
+
+
+# ----------------------------------------------------------------------------- the parent side
+def ensure_model(work: Path) -> Path:
+    out = work / "qwen2.5-h64-l2"
+    if not (out / "config.json").exists():
+        subprocess.run([sys.executable, "-m", "agent_r1.cli", "build-model", "--like", "qwen2.5", "--out", str(out),
+                        "--hidden-size", "64", "--num-layers", "2"], check=True, cwd=ROOT)
+    return out
+
+
+def measure(name: str, spec: dict[str, Any], model_dir: Path, threads: int) -> dict[str, Any]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec), "--model", str(model_dir),
+           "--threads", str(threads)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if proc.returncode != 0:
+        return {**spec, "error": proc.stderr[-3000:], "returncode": proc.returncode}
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = {**spec, **{k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()}}
+    result["wall_s"] = round(time.perf_counter() - t0, 1)
+    print(f"{name}: peak RSS {result['peak_rss_mib']:.0f} MiB", flush=True)
+    return result
+
+
+def derived(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Per-token figures for extrapolation (docs/real-models.md)."""
+    out: dict[str, Any] = {}
+    main = results.get("update/rows64_micro4_fp32", {})
+    if "peak_rss_mib" in main:
+        out["target_rows64_micro4_peak_gib"] = round(main["peak_rss_mib"] / 1024, 3)
+        out["target_met"] = main["peak_rss_mib"] / 1024 <= TARGET_GIB
+        out["update_share_bytes_per_microbatch_token"] = round(
+            main["update_share_mib"] * 2**20 / (main["micro_batch_size"] * SEQ_TOKENS))
+        out["peak_bytes_per_batch_row_token"] = round(main["peak_rss_mib"] * 2**20 / (main["rows"] * SEQ_TOKENS))
+    rows = {r["rows"]: r["peak_rss_mib"] for n, r in results.items()
+            if n.startswith("update/rows") and n.endswith("micro4_fp32") and "peak_rss_mib" in r}
+    if rows:
+        out["peak_rss_mib_by_rows_at_micro4"] = dict(sorted(rows.items()))
+        out["rows_spread_mib"] = round(max(rows.values()) - min(rows.values()), 1)
+    micro = {r["micro_batch_size"]: r["update_share_mib"] for n, r in results.items()
+             if n.startswith("update/rows8_micro") and n.endswith("_fp32") and "update_share_mib" in r}
+    if len(micro) >= 2:
+        lo, hi = min(micro), max(micro)
+        slope = (micro[hi] - micro[lo]) * 2**20 / ((hi - lo) * SEQ_TOKENS)
+        out["update_share_mib_by_micro_at_rows8"] = dict(sorted(micro.items()))
+        # memory that grows with the micro-batch: body activations and the kept hidden states
+        out["activation_bytes_per_microbatch_token_fp32"] = round(slope)
+        # what does not: the logits chunk(s) over the vocabulary, gradients, AdamW state
+        out["update_fixed_mib_fp32"] = round(micro[lo] - slope * lo * SEQ_TOKENS / 2**20, 1)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--only", action="append", help=f"a configuration name (repeatable): {', '.join(CONFIGS)}")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per child (1 leaves the other core alone)")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--model", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(run_child(json.loads(args.child), Path(args.model), args.threads)))
+        return 0
+    from perf_common import machine
+
+    WORK.mkdir(parents=True, exist_ok=True)
+    model_dir = ensure_model(WORK)
+    path = ROOT / "benchmarks" / "results" / "memory.json"
+    doc = json.loads(path.read_text()) if path.exists() and args.only else {"results": {}}
+    unknown = sorted(set(args.only or []) - set(CONFIGS))
+    if unknown:
+        ap.error(f"--only {unknown}: choose from {list(CONFIGS)}")
+    for name in args.only or list(CONFIGS):
+        doc["results"][name] = measure(name, CONFIGS[name], model_dir, args.threads)
+        doc.update({"benchmark": "memory", "command": "python benchmarks/memory.py", "machine": machine("cpu"),
+                    "setup": {"seq_tokens": SEQ_TOKENS, "prompt_tokens": PROMPT_TOKENS, "turns": TURNS, "group": GROUP,
+                              "model": "agent-r1 build-model --like qwen2.5 --hidden-size 64 --num-layers 2",
+                              "vocab": 151_936, "algo": "grpo, ppo_epochs 2, one mini-batch of all rows",
+                              "timings": "not comparable: a 2-core machine shared with other jobs"},
+                    "target_gib": TARGET_GIB, "derived": derived(doc["results"])})
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(doc, indent=2) + "\n")  # after each, so a long run keeps what it measured
+    print(json.dumps(doc["derived"], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
