@@ -37,11 +37,11 @@ def evaluate_run(cfg: Any, checkpoint: str | Path | None = None, log: Callable[[
                  reuse: bool = True) -> dict[str, dict[str, dict[str, float]]]:
     from agent_r1.evaluation.agent_eval import evaluate_policy
     from agent_r1.models.build import load_model
-    from agent_r1.retrieval.base import open_index
     from agent_r1.rollout.chat import ChatCodec
     from agent_r1.rollout.engine import TransformersEngine
     from agent_r1.training import checkpoint as ckpt
-    from agent_r1.training.setup import ensure_data, ensure_index, load_samples, make_env_factory, set_threads
+    from agent_r1.training.setup import (ensure_data, ensure_index, load_samples, make_env_factory, open_run_index,
+                                         set_threads)
 
     set_threads(cfg.train.threads)
     out = Path(cfg.train.out_dir)
@@ -52,13 +52,13 @@ def evaluate_run(cfg: Any, checkpoint: str | Path | None = None, log: Callable[[
     if (out / "init_model").exists():
         models["start"] = str(out / "init_model")
     data_dir = ensure_data(cfg)
-    retriever = open_index(ensure_index(cfg, data_dir))
+    retriever = open_run_index(cfg, ensure_index(cfg, data_dir))
     datasets = {Path(cfg.data.eval_file).stem: data_dir / cfg.data.eval_file}
     results: dict[str, dict[str, dict[str, float]]] = {}
     try:
         env_factory = make_env_factory(cfg, retriever)
         for name, path in datasets.items():
-            samples = load_samples(path, cfg.train.eval_size)
+            samples = load_samples(path, cfg.train.eval_size, cfg=cfg)
             known = (_trainer_evals(cfg, Path(checkpoint), len(samples))
                      if reuse and path == data_dir / cfg.data.eval_file else {})
             for label, m in known.items():

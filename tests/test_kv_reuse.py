@@ -163,3 +163,52 @@ def test_kv_reuse_is_a_config_key():
 
     assert load_config().rollout.kv_reuse is True
     assert load_config(overrides=parse_overrides(["rollout.kv_reuse=false"])).rollout.kv_reuse is False
+
+
+@pytest.fixture
+def fresh_cache_keyword():
+    from agent_r1.rollout import engine as engine_mod
+
+    engine_mod.cache_keyword.cache_clear()
+    yield engine_mod
+    engine_mod.cache_keyword.cache_clear()  # the next test asks the real version again
+
+
+@pytest.mark.parametrize("version, name", [("5.17.0", "past_key_values"), ("5.23.2", "past_key_values"),
+                                           ("5.24.0", "cache"), ("5.24.0.dev0", "cache"), ("5.30.1", "cache")])
+def test_cache_keyword_follows_the_installed_transformers(fresh_cache_keyword, monkeypatch, version, name):
+    import transformers
+
+    monkeypatch.setattr(transformers, "__version__", version)
+    assert fresh_cache_keyword.cache_keyword() == name
+
+
+class _PreRenameModel(torch.nn.Module):
+    """The tiny model as transformers < 5.24 presents it: `past_key_values` in and out. Like those
+    releases, it would swallow an unknown `cache=` silently, so it refuses one here instead."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+        self.config = inner.config
+
+    def forward(self, past_key_values=None, **kwargs):
+        assert "cache" not in kwargs, "transformers < 5.24 has no `cache` argument"
+        out = self.inner(cache=past_key_values, **kwargs)
+        return type("Out", (), {"logits": out.logits, "past_key_values": out.cache})()
+
+
+def test_engine_uses_the_old_cache_names_before_5_24(tiny_model, fresh_cache_keyword, monkeypatch):
+    import transformers
+
+    model, tok = tiny_model
+    monkeypatch.setattr(transformers, "__version__", "5.17.0")
+    prompts = _prompts(tok, 3)
+    params = SamplingParams(max_new_tokens=[4, 7, 2], temperature=0.0)
+    old = TransformersEngine(_PreRenameModel(model), tok)
+    keys = ["a", "b", "c"]
+    first = old.generate(prompts, params, prefix_keys=keys)
+    monkeypatch.setattr(transformers, "__version__", "5.24.0")
+    fresh_cache_keyword.cache_keyword.cache_clear()
+    _assert_same(first, TransformersEngine(model, tok).generate(prompts, params))
+    assert set(old._prefixes) == set(keys)  # the cache came back under the old name and was kept

@@ -35,6 +35,10 @@ TABLE_COLUMNS = (
 )
 
 
+#: modes whose prompts carry the env's tool list (the format's template requirements apply to them)
+TOOL_MODES = {"agent"}
+
+
 # ------------------------------------------------------------------------------ question sets
 
 def _first_row(path: Path) -> dict[str, Any]:
@@ -132,18 +136,21 @@ def evaluate_model(model: str | Path, cfg: Any, datasets: dict[str, list[dict[st
     """Loads a model folder / checkpoint / hub id and evaluates it; the retriever is opened from
     `index_dir` (default `cfg.search.index_dir`) only when a mode needs one."""
     from agent_r1.models.build import load_model
-    from agent_r1.retrieval.base import open_index
+    from agent_r1.models.checks import check_chat_template
     from agent_r1.rollout.chat import ChatCodec
     from agent_r1.rollout.engine import TransformersEngine
+    from agent_r1.training.setup import open_run_index
 
     for mode in modes:
         get_mode(mode)  # fail on a typo before loading anything
     model_obj, tokenizer = load_model(model, cfg.model.dtype)
+    # every mode prompts through the template; only tool-using modes need it to list tools
+    check_chat_template(tokenizer, str(model), cfg.env.format if TOOL_MODES & set(modes) else "")
     device = pick_device(device)
     model_obj.to(device)
     retriever = None
     if any(m in NEEDS_RETRIEVER for m in modes):
-        retriever = open_index(index_dir or cfg.search.index_dir)
+        retriever = open_run_index(cfg, index_dir or cfg.search.index_dir)
     start = time.perf_counter()
     try:
         report = evaluate_datasets(TransformersEngine(model_obj, tokenizer, device=device), ChatCodec(tokenizer), cfg,

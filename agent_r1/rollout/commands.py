@@ -23,18 +23,18 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from agent_r1.config import load_config, parse_overrides
-    from agent_r1.retrieval.base import open_index
     from agent_r1.rollout.chat import ChatCodec
     from agent_r1.rollout.engine import TransformersEngine
     from agent_r1.rollout.loop import run_rollout
     from agent_r1.rollout.render import render_trajectory
-    from agent_r1.training.setup import build_policy, ensure_data, ensure_index, load_samples, make_env_factory
+    from agent_r1.training.setup import (build_policy, ensure_data, ensure_index, load_samples, make_env_factory,
+                                         open_run_index)
 
     cfg = load_config(args.params, parse_overrides(args.overrides))
     data_dir = ensure_data(cfg)
-    retriever = open_index(ensure_index(cfg, data_dir))
+    retriever = open_run_index(cfg, ensure_index(cfg, data_dir))
     model, tokenizer = build_policy(cfg, data_dir, args.model)
-    samples = load_samples(data_dir / cfg.data.eval_file, args.n)
+    samples = load_samples(data_dir / cfg.data.eval_file, args.n, cfg=cfg)
     trajs = run_rollout(TransformersEngine(model, tokenizer), ChatCodec(tokenizer), make_env_factory(cfg, retriever),
                         samples, replace(cfg.rollout, n_samples=args.samples), cfg.reward, seed=cfg.seed,
                         greedy=args.greedy)

@@ -12,6 +12,7 @@ beyond float rounding.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -39,6 +40,23 @@ class GenerationOutput:
 
 class GenerationEngine(Protocol):
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[GenerationOutput]: ...
+
+
+# the first transformers release whose causal LMs take `cache=` and return `out.cache`
+CACHE_RENAMED_IN = (5, 24)
+
+
+@functools.cache
+def cache_keyword() -> str:
+    """The model's KV-cache argument/output name: `cache` from transformers 5.24, `past_key_values`
+    before. Asked when generating, not at import, so importing the engine stays free of transformers.
+
+    Why it matters: before 5.24 a model swallows an unknown `cache=` into its **kwargs and returns no
+    `cache` attribute, so the old name is not an optional nicety: without it nothing is cached."""
+    import transformers
+    from packaging.version import Version  # a dependency of transformers itself
+
+    return "cache" if Version(transformers.__version__).release[:2] >= CACHE_RENAMED_IN else "past_key_values"
 
 
 @dataclass
@@ -120,6 +138,7 @@ class TransformersEngine:
         self.stats["prompt_tokens"] += sum(len(prompts[i]) for i in rows)
         self.stats["encoded_prompt_tokens"] += int(attn[:, width - q:].sum())
         done = [False] * len(rows)  # only used when finished rows stay in the batch
+        cache_kw = cache_keyword()
         was_training = self.model.training
         self.model.eval()
         try:
@@ -127,9 +146,9 @@ class TransformersEngine:
                 while rows:
                     pos = (attn.cumsum(-1) - 1).clamp(min=0)[:, -step_input.shape[1]:]
                     out = self.model(input_ids=step_input.to(self.device), attention_mask=attn.to(self.device),
-                                     position_ids=pos.to(self.device), cache=cache, use_cache=True,
-                                     logits_to_keep=1)
-                    cache = out.cache
+                                     position_ids=pos.to(self.device), use_cache=True, logits_to_keep=1,
+                                     **{cache_kw: cache})
+                    cache = getattr(out, cache_kw)
                     tokens, logps = sample_next(out.logits[:, -1, :].float().cpu(), params, gen)
                     finished = []
                     for b, row in enumerate(rows):

@@ -66,8 +66,8 @@ def prepare_run(cfg: ExperimentConfig, resume: bool = False) -> RunParts:
         reference = None
         (out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2, default=str))
     return RunParts(model, tokenizer, reference, latest, index_dir,
-                    load_samples(data_dir / cfg.data.train_file),
-                    load_samples(data_dir / cfg.data.eval_file, cfg.train.eval_size))
+                    load_samples(data_dir / cfg.data.train_file, cfg=cfg),
+                    load_samples(data_dir / cfg.data.eval_file, cfg.train.eval_size, cfg=cfg))
 
 
 def resume_checkpoint(out: Path) -> Path:

@@ -46,10 +46,23 @@ def ensure_index(cfg: ExperimentConfig, data_dir: Path) -> Path:
     return index_dir
 
 
-def load_samples(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
+def open_run_index(cfg: ExperimentConfig, index_dir: str | Path, check: bool = True) -> Any:
+    """The run's retriever. Elasticsearch requests time out within `search.timeout_s`: the tool runner
+    abandons a search thread at that timeout, and the request under it must end soon after instead of
+    holding a socket for the client's default 60 s (each retry attempt is bounded the same way)."""
+    from agent_r1.retrieval.base import open_index
+
+    return open_index(index_dir, check=check, request_timeout_s=cfg.search.timeout_s)
+
+
+def load_samples(path: str | Path, limit: int | None = None,
+                 cfg: ExperimentConfig | None = None) -> list[dict[str, Any]]:
+    """Question rows as sample dicts. With the run's `cfg`, each row's own `env` is held to the run's
+    env/reward limits (tighten only), so a bad row fails here naming its file:line, not mid-run."""
     from agent_r1.data.loaders import load_questions_jsonl
 
-    loaded = load_questions_jsonl(path)
+    loaded = (load_questions_jsonl(path, env=cfg.env, reward=cfg.reward) if cfg is not None
+              else load_questions_jsonl(path))
     samples = loaded[0] if isinstance(loaded, tuple) else loaded
     rows = [s.to_dict() if hasattr(s, "to_dict") else dict(s) for s in samples]
     return rows[:limit] if limit else rows
@@ -70,10 +83,14 @@ def corpus_texts(data_dir: Path) -> list[str]:
 def build_policy(cfg: ExperimentConfig, data_dir: Path, source: str = "") -> tuple[Any, Any]:
     """`source` (a model folder) > model.name_or_path > a fresh local model sized by cfg.model."""
     from agent_r1.models.build import build_local_model, load_model
+    from agent_r1.models.checks import check_chat_template
 
     path = source or cfg.model.name_or_path
     if path:
-        return load_model(path, cfg.model.dtype)
+        model, tokenizer = load_model(path, cfg.model.dtype)
+        # a folder without a usable template fails now, naming it, not inside the first rollout
+        check_chat_template(tokenizer, str(path), cfg.env.format)
+        return model, tokenizer
     model, tokenizer = build_local_model(corpus_texts(data_dir), cfg.model, seed=cfg.seed)
     # the dtype a loaded or resumed policy gets too, so a run keeps one precision from start to resume
     return model.to(torch_dtype(cfg.model.dtype)), tokenizer

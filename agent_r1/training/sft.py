@@ -48,16 +48,16 @@ def sft_train(model: Any, tokenizer: Any, demos: list[Trajectory], steps: int, b
 def run_sft(cfg: ExperimentConfig) -> Path:
     """`agent-r1 sft`: data -> index -> fresh model -> demos -> SFT -> `cfg.sft.out_dir/model`."""
     from agent_r1.models.build import save_model
-    from agent_r1.retrieval.base import open_index
     from agent_r1.rollout.chat import ChatCodec
     from agent_r1.training.demos import build_demos
-    from agent_r1.training.setup import build_policy, ensure_data, ensure_index, load_samples, make_env_factory, set_threads
+    from agent_r1.training.setup import (build_policy, ensure_data, ensure_index, load_samples, make_env_factory,
+                                         open_run_index, set_threads)
 
     set_threads(cfg.train.threads)
     data_dir = ensure_data(cfg)
-    retriever = open_index(ensure_index(cfg, data_dir))
+    retriever = open_run_index(cfg, ensure_index(cfg, data_dir))
     model, tokenizer = build_policy(cfg, data_dir)
-    samples = load_samples(data_dir / cfg.data.train_file)
+    samples = load_samples(data_dir / cfg.data.train_file, cfg=cfg)
     demos = build_demos(samples, make_env_factory(cfg, retriever), ChatCodec(tokenizer), cfg.env.format,
                         cfg.sft.guess_fraction, cfg.seed, cfg.rollout.max_observation_tokens)
     out = Path(cfg.sft.out_dir)
