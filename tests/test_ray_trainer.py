@@ -206,3 +206,16 @@ def test_ray_config_from_params():
         load_config(None, {"ray.engine": "tgi"})
     with pytest.raises(ValueError, match="num_workers"):
         load_config(None, {"ray.num_workers": 0})
+
+
+def test_resume_with_nothing_to_resume_fails_in_the_driver_before_ray(tmp_path, monkeypatch):
+    """The clean NoCheckpointError, not the same text wrapped in a Ray actor error minutes later."""
+    from agent_r1.training import ray_trainer
+    from agent_r1.training.checkpoint import NoCheckpointError
+    from agent_r1.training.run import run_train
+
+    monkeypatch.setattr(ray_trainer, "init_ray", lambda rc: pytest.fail("Ray was started before the resume check"))
+    (tmp_path / "run").mkdir()
+    cfg = load_config(None, {"ray.enabled": True, "train.out_dir": str(tmp_path / "run")})
+    with pytest.raises(NoCheckpointError, match=r"nothing to resume in train.out_dir=.*run: .*no checkpoints/ folder"):
+        run_train(cfg, resume=True)

@@ -267,9 +267,13 @@ class RayTrainer:
 def run_train_ray(cfg: ExperimentConfig, resume: bool = False, sink: Any = None,
                   on_iteration: Any = None) -> dict[str, Any]:
     """`agent-r1 train` with `ray.enabled`: the same run as `run_train`, on Ray actors."""
-    from agent_r1.training.run import finish_run
+    from agent_r1.training.run import finish_run, resume_checkpoint
 
     out = Path(cfg.train.out_dir)
+    if resume:
+        # checked here too: inside the Learner the same NoCheckpointError would reach the user
+        # wrapped in a Ray actor error, after Ray and the actor had started
+        resume_checkpoint(out)
     with RayTrainer(cfg, resume=resume) as trainer:
         if trainer.resumed_from:
             print(f"resumed from {trainer.resumed_from} at iteration {trainer.iteration}")
