@@ -309,6 +309,8 @@ def validate(c: ExperimentConfig) -> None:
     from agent_r1.algos import ADV_ESTIMATORS, AGG_MODES, KL_PENALTIES, POLICY_LOSSES
     from agent_r1.envs.formats import FORMATS
     from agent_r1.models.build import ARCHS
+    from agent_r1.training.compute import PRECISIONS
+    from agent_r1.training.schedule import LR_SCHEDULES
 
     check_limits(c)
     choices = [  # (key, value, registry): a typo fails here, not after a full rollout
@@ -316,6 +318,7 @@ def validate(c: ExperimentConfig) -> None:
         ("algo.loss_agg", c.algo.loss_agg, AGG_MODES), ("algo.kl_kind", c.algo.kl_kind, KL_PENALTIES),
         ("env.format", c.env.format, FORMATS), ("model.arch", c.model.arch, ARCHS),
         ("ray.engine", c.ray.engine, ("auto", "transformers", "vllm")),
+        ("train.precision", c.train.precision, PRECISIONS), ("train.lr_schedule", c.train.lr_schedule, LR_SCHEDULES),
     ]
     for key, value, known in choices:
         if value not in known:
@@ -323,6 +326,10 @@ def validate(c: ExperimentConfig) -> None:
     if c.algo.adv_estimator in {"grpo", "grpo_no_std", "rloo", "reinforce_pp_baseline"} and c.rollout.n_samples < 2:
         raise ValueError(f"algo.adv_estimator={c.algo.adv_estimator!r} compares samples of one prompt: "
                          f"set rollout.n_samples >= 2 (got {c.rollout.n_samples})")
+    if c.train.micro_batch_size > c.train.minibatch_size:
+        raise ValueError(f"train.micro_batch_size={c.train.micro_batch_size} is larger than train.minibatch_size="
+                         f"{c.train.minibatch_size}: a micro-batch splits a mini-batch; lower it (0 = the whole "
+                         "mini-batch at once)")
     for key in ("train_file", "eval_file"):  # file names inside data.dir: they may not leave it
         name = getattr(c.data, key)
         if not name or Path(name).is_absolute() or ".." in Path(name).parts:

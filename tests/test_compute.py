@@ -162,3 +162,23 @@ def test_lr_schedule_steps_per_iteration_and_resumes(tiny_model, tmp_path):
     again.scheduler.load_state_dict(state["scheduler"])
     again.iteration = 2
     assert again.train_step()["lr"] == pytest.approx(1e-3 * 2 / 3)  # iteration 2 of the linear decay
+
+
+@pytest.mark.parametrize("key,value,match", [
+    ("train.micro_batch_size", 65, r"train\.micro_batch_size=65 is larger than train\.minibatch_size=64"),
+    ("train.precision", "fp16", r"train\.precision='fp16'; choose one of \['bf16', 'fp32'\]"),
+    ("train.lr_schedule", "step", r"train\.lr_schedule='step'; choose one of"),
+])
+def test_bad_compute_settings_fail_at_load(key, value, match):
+    with pytest.raises(ValueError, match=match):
+        load_config(None, {"train.minibatch_size": 64, key: value})
+
+
+def test_skipped_updates_survive_a_resume(tiny_model, tmp_path):
+    model, tok = tiny_model
+    trainer = RLTrainer(_cfg(tmp_path), copy.deepcopy(model), tok, make_env_factory(), SAMPLES)
+    trainer.skipped_updates = 3
+    path = trainer.save()
+    again = RLTrainer(_cfg(tmp_path), copy.deepcopy(model), tok, make_env_factory(), SAMPLES)
+    again.load(path)
+    assert again.skipped_updates == 3
