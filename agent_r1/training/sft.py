@@ -30,7 +30,9 @@ def sft_train(model: Any, tokenizer: Any, demos: list[Trajectory], steps: int, b
     start, tokens = time.perf_counter(), 0
     for step in range(steps):
         batch = collate(rng.sample(demos, min(batch_size, len(demos))), tokenizer.pad_token_id)
-        logp, _ = token_logprobs(model, batch["input_ids"], batch["attention_mask"])
+        # log-probs of the demo's action tokens only: the output head never runs over prompt or
+        # observation positions (with a 151,936-token vocabulary that is most of the memory)
+        logp, _ = token_logprobs(model, batch["input_ids"], batch["attention_mask"], positions=batch["action_mask"])
         loss = -masked_mean(logp, batch["action_mask"])
         opt.zero_grad(set_to_none=True)
         loss.backward()
