@@ -230,21 +230,10 @@ def _gpu_policy(cfg: Any, device: str, dtype: str) -> tuple[Any, Any, dict]:
                         "parameters": sum(p.numel() for p in model.parameters()), "dtype": dtype}
 
 
-def trainer_on_device(device: str) -> None:
-    """RLTrainer collates on the CPU and has no device setting: on a GPU host, the benchmarks move
-    each collated batch to `device` (a shim here; the trainer itself is unchanged)."""
-    if not device.startswith("cuda"):
-        return
-    import torch
-
-    from agent_r1.training import trainer as trainer_mod
-
-    collate = trainer_mod.collate
-
-    def collate_on_device(*a: Any, **k: Any) -> dict[str, Any]:
-        return {key: v.to(device) if isinstance(v, torch.Tensor) else v for key, v in collate(*a, **k).items()}
-
-    trainer_mod.collate = collate_on_device
+def device_overrides(device: str) -> dict[str, Any]:
+    """The trainer's own device and precision settings for a benchmark on `device` (a GPU host
+    computes in bf16 over float32 master weights, as `train.precision: bf16` does for users)."""
+    return {"train.device": device, "train.precision": "bf16" if device.startswith("cuda") else "fp32"}
 
 
 def add_common_args(ap: Any) -> None:

@@ -44,7 +44,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from perf_common import (WORK, add_common_args, hermes_policy, load_cfg, policy, ratio_summary, summary,  # noqa: E402
-                         trainer_on_device, write_result)
+                         device_overrides, write_result)
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
@@ -72,8 +72,7 @@ def main() -> int:
     repeats = args.repeats or (5 if args.full else 2)
     iterations = args.iterations or (4 if args.full else 1)
     cuda = args.device.startswith("cuda")
-    trainer_on_device(args.device)
-    cfg = load_cfg()
+    cfg = load_cfg(device_overrides(args.device))
     n_prompts = args.prompts or (cfg.train.prompts_per_iter if args.full else 8)
     results: dict[str, Any] = {"trl": trl_version(), "config": {
         "prompts_per_iteration": n_prompts, "group_size": cfg.rollout.n_samples, "iterations_per_run": iterations,
@@ -186,7 +185,6 @@ def run_mode(mode: str, cfg: Any, base_model: Any, tok: Any, samples: list[dict]
     def run_agent_r1(r: int) -> dict[str, float]:
         model = copy.deepcopy(base_model)
         trainer = RLTrainer(replace(rcfg, seed=r), model, tok, make_env, samples)
-        trainer.engine.device = args.device
         steps = []
         for _ in range(iterations):
             m = trainer.train_step()

@@ -22,7 +22,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from perf_common import (add_common_args, alternate, load_cfg, policy, ratio_summary, summary,  # noqa: E402
-                         trainer_on_device, write_result)
+                         device_overrides, write_result)
 
 
 def main() -> int:
@@ -34,8 +34,7 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     repeats = args.repeats or (9 if args.full else 5)
     cuda = args.device.startswith("cuda")
-    trainer_on_device(args.device)
-    cfg = load_cfg()
+    cfg = load_cfg(device_overrides(args.device))
     from agent_r1.retrieval.base import open_index
     from agent_r1.training import trainer as trainer_mod
     from agent_r1.training.setup import ensure_data, ensure_index, load_samples, make_env_factory
@@ -45,9 +44,9 @@ def main() -> int:
     model, tok, model_desc = policy(cfg, args.device, dtype="bfloat16" if cuda else "float32")
     trainer = trainer_mod.RLTrainer(cfg, model, tok, make_env_factory(cfg, retriever),
                                     load_samples(data_dir / cfg.data.train_file))
-    trainer.engine.device = args.device
     batch = trainer.prepare(trainer.rollout())
-    batch = {k: v.to(args.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+    # the trainer moves each micro-batch itself; the bare baseline gets the batch on the device
+    dev_batch = {k: v.to(args.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
     retriever.close()
     t = cfg.train
     n, width = batch["input_ids"].shape
@@ -61,7 +60,7 @@ def main() -> int:
             order = torch.randperm(n, generator=gen)
             for start in range(0, n, t.minibatch_size):
                 idx = order[start:start + t.minibatch_size]
-                ids, attn, mask = batch["input_ids"][idx], batch["attention_mask"][idx], batch["loss_mask"][idx]
+                ids, attn, mask = (dev_batch[k][idx.to(args.device)] for k in ("input_ids", "attention_mask", "loss_mask"))
                 logits = model(input_ids=ids, attention_mask=attn.long()).logits[:, :-1].float()
                 nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")
                 loss = (nll * mask[:, 1:]).sum() / mask[:, 1:].sum().clamp(min=1)
