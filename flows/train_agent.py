@@ -177,14 +177,18 @@ def train(params: str | None, overrides: dict[str, Any], tracker: Any) -> dict[s
     from agent_r1.tracking import MlflowSink
     from agent_r1.training import checkpoint as ckpt
     from agent_r1.training.metrics_log import JsonlMetrics
-    from agent_r1.training.run import run_train
+    from agent_r1.training.run import run_train, set_aside_previous_run
 
     logger = get_run_logger()
     cfg = _config(params, overrides)
     out = Path(cfg.train.out_dir)
     latest = ckpt.latest_checkpoint(out / "checkpoints")
     resume = (task_run.run_count or 1) > 1 and latest is not None
-    resume_step = int(latest.name.split("_")[-1]) + 1 if resume else None
+    resume_step = ckpt.checkpoint_iteration(latest) + 1 if resume else None
+    if not resume:
+        # before JsonlMetrics: it would rename an old metrics.jsonl beside itself, and run_train would
+        # then move only the old checkpoints; done here, the old run's files move aside together
+        set_aside_previous_run(out)
     jsonl = JsonlMetrics(out / "metrics.jsonl", resume_from_step=resume_step)  # what `dvc plots` reads
     sink = MlflowSink(tracker, also=[jsonl], checkpoints_dir=out / "checkpoints")
     total = cfg.train.iterations
@@ -252,7 +256,7 @@ def train_agent(params: str = "params.yaml", overrides: dict[str, Any] | None = 
                                "prefect.flow_run_id": str(flow_run.id or ""), "params_file": str(params),
                                "overrides": json.dumps(overrides), "data.via": "dvc" if use_dvc else "library"})
     tracker.log_config(tree)
-    logger.info("MLflow run %s at %s", tracker.run_id, tracker.tracking_uri)
+    logger.info("MLflow run %s at %s", tracker.run_id, tracker.display_uri)  # never the credentials
     status = "FAILED"
     try:
         data_dir = prepare_data(params, overrides, use_dvc)
@@ -308,7 +312,7 @@ def train_agent(params: str = "params.yaml", overrides: dict[str, Any] | None = 
         report = tracker.close(status)
     dataset = next(iter(results))
     summary = {
-        "mlflow_run_id": tracker.run_id, "tracking_uri": tracker.tracking_uri, "experiment": experiment,
+        "mlflow_run_id": tracker.run_id, "tracking_uri": tracker.display_uri, "experiment": experiment,
         "iterations": trained["iterations"], "checkpoint": trained["checkpoint"],
         "final_em": results[dataset]["rl"]["em"], "start_em": results[dataset].get("start", {}).get("em"),
         "eval_set": dataset, "eval_questions": int(results[dataset]["rl"]["n"]),

@@ -44,17 +44,36 @@ def _table(client, run_id: str, path: str) -> list[dict]:
     return [dict(zip(data["columns"], row)) for row in data["data"]]
 
 
-def test_flow_end_to_end_micro(harness, mlflow_store, tmp_path):
+def _old_run(out: Path) -> list[str]:
+    """A previous run's history in the run folder: metrics and a checkpoint (its content is never read)."""
+    old_metrics = [json.dumps({"step": s, "reward_mean": 0.5}) for s in range(8)]
+    (out / "checkpoints" / "iter_000007").mkdir(parents=True)
+    (out / "checkpoints" / "iter_000007" / "state.pt").write_bytes(b"old run")
+    (out / "metrics.jsonl").write_text("\n".join(old_metrics) + "\n")
+    return old_metrics
+
+
+def test_flow_end_to_end_micro(harness, mlflow_store, tmp_path, monkeypatch):
     from mlflow.tracking import MlflowClient
 
+    from agent_r1.tracking import RunTracker
     from flows.train_agent import train_agent
 
+    # what the flow prints and returns is the redacted form (issue 15 item 9), never the URI itself
+    monkeypatch.setattr(RunTracker, "display_uri", property(lambda self: "http://***@mlflow.example:5000"))
     params = write_micro_params(tmp_path / "params.yaml", tmp_path)
+    old_metrics = _old_run(tmp_path / "runs/default")
     cwd = os.getcwd()
     try:
         summary = train_agent(params=str(params), overrides={"train.eval_size": 3}, dvc="off", experiment="flow-test")
     finally:
         os.chdir(cwd)
+    assert summary["tracking_uri"] == "http://***@mlflow.example:5000"
+    # the old run moved aside as one folder: its metrics with its checkpoints
+    (aside,) = (tmp_path / "runs/default/previous").iterdir()
+    assert (aside / "metrics.jsonl").read_text().splitlines() == old_metrics
+    assert (aside / "checkpoints/iter_000007/state.pt").read_bytes() == b"old run"
+    assert list((tmp_path / "runs/default").glob("metrics.*.jsonl")) == []
     assert summary["iterations"] == 2 and summary["eval_questions"] == 3
     assert summary["tracking"]["pending"] == 0 and summary["tracking"]["rejected"] == 0
     assert (tmp_path / "runs/default/final_metrics.json").exists()

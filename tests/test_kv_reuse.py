@@ -184,31 +184,32 @@ def test_cache_keyword_follows_the_installed_transformers(fresh_cache_keyword, m
 
 
 class _PreRenameModel(torch.nn.Module):
-    """The tiny model as transformers < 5.24 presents it: `past_key_values` in and out. Like those
-    releases, it would swallow an unknown `cache=` silently, so it refuses one here instead."""
+    """The tiny model as transformers < 5.24 presents it: `past_key_values` in and out (over the
+    installed version's own name). Like those releases, it would swallow an unknown `cache=`
+    silently, so it refuses one here instead."""
 
-    def __init__(self, inner):
+    def __init__(self, inner, installed_kw):
         super().__init__()
-        self.inner = inner
+        self.inner, self.installed_kw = inner, installed_kw
         self.config = inner.config
 
     def forward(self, past_key_values=None, **kwargs):
         assert "cache" not in kwargs, "transformers < 5.24 has no `cache` argument"
-        out = self.inner(cache=past_key_values, **kwargs)
-        return type("Out", (), {"logits": out.logits, "past_key_values": out.cache})()
+        out = self.inner(**{self.installed_kw: past_key_values}, **kwargs)
+        return type("Out", (), {"logits": out.logits, "past_key_values": getattr(out, self.installed_kw)})()
 
 
 def test_engine_uses_the_old_cache_names_before_5_24(tiny_model, fresh_cache_keyword, monkeypatch):
     import transformers
 
     model, tok = tiny_model
-    monkeypatch.setattr(transformers, "__version__", "5.17.0")
+    old_model = _PreRenameModel(model, fresh_cache_keyword.cache_keyword())
     prompts = _prompts(tok, 3)
     params = SamplingParams(max_new_tokens=[4, 7, 2], temperature=0.0)
-    old = TransformersEngine(_PreRenameModel(model), tok)
-    keys = ["a", "b", "c"]
-    first = old.generate(prompts, params, prefix_keys=keys)
-    monkeypatch.setattr(transformers, "__version__", "5.24.0")
+    reference = TransformersEngine(model, tok).generate(prompts, params)
     fresh_cache_keyword.cache_keyword.cache_clear()
-    _assert_same(first, TransformersEngine(model, tok).generate(prompts, params))
+    monkeypatch.setattr(transformers, "__version__", "5.17.0")
+    old = TransformersEngine(old_model, tok)
+    keys = ["a", "b", "c"]
+    _assert_same(old.generate(prompts, params, prefix_keys=keys), reference)
     assert set(old._prefixes) == set(keys)  # the cache came back under the old name and was kept
