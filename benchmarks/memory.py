@@ -48,9 +48,19 @@ SEQ_TOKENS, PROMPT_TOKENS, TURNS, GROUP = 1024, 200, 4, 4
 TARGET_GIB = 6.0
 
 
-def _update(rows: int, micro: int, precision: str = "fp32", ckpt: bool = False) -> dict[str, Any]:
+#: the policies: `head` is the issue's (a body too small to matter: the vocabulary dominates);
+#: `body` has Qwen2.5's proportions (MLP 5.375 x hidden, grouped-query attention) at hidden 512,
+#: so that the activation memory per token and layer can be measured and scaled to real models
+MODELS: dict[str, list[str]] = {
+    "head": ["--hidden-size", "64", "--num-layers", "2"],
+    "body": ["--hidden-size", "512", "--num-layers", "4", "--num-heads", "8", "--num-kv-heads", "2",
+             "--intermediate-size", "2752"],
+}
+
+
+def _update(rows: int, micro: int, precision: str = "fp32", ckpt: bool = False, model: str = "head") -> dict[str, Any]:
     return {"kind": "update", "rows": rows, "micro_batch_size": micro, "precision": precision,
-            "gradient_checkpointing": ckpt}
+            "gradient_checkpointing": ckpt, "model": model}
 
 
 #: name -> child spec; the first is the issue's target configuration
@@ -68,6 +78,11 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "update/rows64_micro4_fp32": _update(64, 4),  # the issue's target: <= 6 GiB
     "update/rows16_micro4_fp32": _update(16, 4),
     "update/rows32_micro4_fp32": _update(32, 4),
+    # activation memory per token: micro-batch 1 vs 4 (the same 4 rows) on the `body` model
+    "body/rows4_micro1_bf16": _update(4, 1, "bf16", model="body"),
+    "body/rows4_micro4_bf16": _update(4, 4, "bf16", model="body"),
+    "body/rows4_micro1_bf16_ckpt": _update(4, 1, "bf16", True, model="body"),
+    "body/rows4_micro4_bf16_ckpt": _update(4, 4, "bf16", True, model="body"),
 }
 
 
@@ -204,11 +219,11 @@ def run_child(spec: dict[str, Any], model_dir: Path, threads: int) -> dict[str, 
 
 
 # ----------------------------------------------------------------------------- the parent side
-def ensure_model(work: Path) -> Path:
-    out = work / "qwen2.5-h64-l2"
+def ensure_model(work: Path, model: str) -> Path:
+    out = work / ("qwen2.5-h64-l2" if model == "head" else f"qwen2.5-{model}")
     if not (out / "config.json").exists():
         subprocess.run([sys.executable, "-m", "agent_r1.cli", "build-model", "--like", "qwen2.5", "--out", str(out),
-                        "--hidden-size", "64", "--num-layers", "2"], check=True, cwd=ROOT)
+                        *MODELS[model]], check=True, cwd=ROOT)
     return out
 
 
@@ -251,6 +266,13 @@ def derived(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
         out["activation_bytes_per_microbatch_token_fp32"] = round(slope)
         # what does not: the logits chunk(s) over the vocabulary, gradients, AdamW state
         out["update_fixed_mib_fp32"] = round(micro[lo] - slope * lo * SEQ_TOKENS / 2**20, 1)
+    for tag in ("", "_ckpt"):
+        one, four = results.get(f"body/rows4_micro1_bf16{tag}", {}), results.get(f"body/rows4_micro4_bf16{tag}", {})
+        if "update_share_mib" in one and "update_share_mib" in four:
+            per_token = (four["update_share_mib"] - one["update_share_mib"]) * 2**20 / (3 * SEQ_TOKENS)
+            # hidden 512, 4 layers: bytes per token, and per token per layer per hidden unit (to scale)
+            out[f"body_activation_bytes_per_token_bf16{tag}"] = round(per_token)
+            out[f"body_activation_bytes_per_token_layer_hidden_bf16{tag}"] = round(per_token / (4 * 512), 2)
     return out
 
 
@@ -267,13 +289,13 @@ def main() -> int:
     from perf_common import machine
 
     WORK.mkdir(parents=True, exist_ok=True)
-    model_dir = ensure_model(WORK)
     path = ROOT / "benchmarks" / "results" / "memory.json"
     doc = json.loads(path.read_text()) if path.exists() and args.only else {"results": {}}
     unknown = sorted(set(args.only or []) - set(CONFIGS))
     if unknown:
         ap.error(f"--only {unknown}: choose from {list(CONFIGS)}")
     for name in args.only or list(CONFIGS):
+        model_dir = ensure_model(WORK, CONFIGS[name].get("model", "head"))
         doc["results"][name] = measure(name, CONFIGS[name], model_dir, args.threads)
         doc.update({"benchmark": "memory", "command": "python benchmarks/memory.py", "machine": machine("cpu"),
                     "setup": {"seq_tokens": SEQ_TOKENS, "prompt_tokens": PROMPT_TOKENS, "turns": TURNS, "group": GROUP,
