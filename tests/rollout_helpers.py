@@ -45,3 +45,18 @@ def make_env_factory(fmt: str = "tag", tool=None, reward: RewardConfig | None = 
         return ToolEnv(runner, get_format(fmt), EnvConfig(format=fmt), reward)
 
     return make_env
+
+
+QA_SAMPLES = [{"id": f"q{i}", "question": f"Where was {n} born?", "answers": ["Telumas"]}
+              for i, n in enumerate(["Karivo", "Bamena", "Tolusa", "Meriko"])]
+
+
+def trainer_config(tmp_path, **over):
+    """A small in-process trainer config on the CPU (4 prompts x 3 samples, one PPO epoch)."""
+    from agent_r1.config import load_config
+
+    base = {"train.out_dir": str(tmp_path / "run"), "train.prompts_per_iter": 4, "rollout.n_samples": 3,
+            "rollout.max_turns": 3, "rollout.max_tokens_per_turn": 12, "train.ppo_epochs": 1,
+            "train.minibatch_size": 12, "train.lr": 1e-3, "train.eval_every": 0, "train.threads": 1,
+            "train.device": "cpu"}
+    return load_config(None, {**base, **over})

@@ -12,19 +12,14 @@ from agent_r1.config import load_config
 from agent_r1.training.compute import Compute, resolve_device, token_logprobs
 from agent_r1.training.schedule import lr_factor
 from agent_r1.training.trainer import RLTrainer
-from tests.rollout_helpers import make_env_factory
+from tests.rollout_helpers import QA_SAMPLES, make_env_factory, trainer_config
 
-NAMES = ["Karivo", "Bamena", "Tolusa", "Meriko"]
-SAMPLES = [{"id": f"q{i}", "question": f"Where was {n} born?", "answers": ["Telumas"]} for i, n in enumerate(NAMES)]
+SAMPLES = QA_SAMPLES
 
 
 def _cfg(tmp_path, **over):
-    base = {"train.out_dir": str(tmp_path / "run"), "train.prompts_per_iter": 4, "rollout.n_samples": 3,
-            "rollout.max_turns": 2, "rollout.max_tokens_per_turn": 10, "train.ppo_epochs": 1,
-            "train.minibatch_size": 12, "train.lr": 1e-3, "train.eval_every": 0, "train.threads": 1,
-            "train.device": "cpu", "rollout.temperature": 0.8}
-    base.update(over)
-    return load_config(None, base)
+    return trainer_config(tmp_path, **{"rollout.max_turns": 2, "rollout.max_tokens_per_turn": 10,
+                                       "rollout.temperature": 0.8, **over})
 
 
 def _full_logprobs(model, ids, att, temperature):

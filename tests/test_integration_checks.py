@@ -108,3 +108,11 @@ def test_run_retriever_requests_time_out_within_the_tool_timeout(tmp_path):
         assert retriever.config.request_timeout_s == 2.5
     finally:
         retriever.close()
+
+
+def test_the_projects_own_template_passes_the_hermes_check(tiny_model):
+    """The locally built template lists tools only inside a system turn (the env always sends one):
+    the check must accept it, or every hermes run on a local model would fail at start."""
+    from agent_r1.models.checks import check_chat_template
+
+    check_chat_template(tiny_model[1], "local", "hermes")

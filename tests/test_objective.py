@@ -15,19 +15,10 @@ from agent_r1.rollout.chat import ChatCodec
 from agent_r1.rollout.engine import TransformersEngine
 from agent_r1.rollout.loop import RolloutConfig, run_rollout
 from agent_r1.training.trainer import RLTrainer
-from tests.rollout_helpers import EchoSearch, make_env_factory
+from tests.rollout_helpers import QA_SAMPLES, make_env_factory, trainer_config
 
-NAMES = ["Karivo", "Bamena", "Tolusa", "Meriko"]
-SAMPLES = [{"id": f"q{i}", "question": f"Where was {n} born?", "answers": ["Telumas"]} for i, n in enumerate(NAMES)]
-
-
-def _cfg(tmp_path, **over):
-    base = {"train.out_dir": str(tmp_path / "run"), "train.prompts_per_iter": 4, "rollout.n_samples": 3,
-            "rollout.max_turns": 3, "rollout.max_tokens_per_turn": 12, "train.ppo_epochs": 1,
-            "train.minibatch_size": 12, "train.lr": 1e-3, "train.eval_every": 0, "train.threads": 1,
-            "train.device": "cpu"}
-    base.update(over)
-    return load_config(None, base)
+SAMPLES = QA_SAMPLES
+_cfg = trainer_config
 
 
 @pytest.mark.parametrize("fmt", ["tag", "hermes"])

@@ -22,7 +22,9 @@ _BUILD_HINT = ("build a folder with one (`agent-r1 build-model --like qwen2.5 --
 
 def _lists_tools(tokenizer: Any, source: str, env_format: str) -> None:
     # hermes prompts say "the tools listed above": a template that drops `tools` hides them
-    text = tokenizer.apply_chat_template([{"role": "user", "content": "q"}], tools=[_PROBE_TOOL],
+    # with a system turn, as the env always sends one (some templates list tools only inside it)
+    text = tokenizer.apply_chat_template([{"role": "system", "content": "s"}, {"role": "user", "content": "q"}],
+                                         tools=[_PROBE_TOOL],
                                          tokenize=False, add_generation_prompt=True)
     if "agent_r1_probe_tool" not in text:
         raise ValueError(f"the chat template of model folder {source!r} does not list `tools`, so with "

@@ -23,16 +23,15 @@ class Learner:
     """Builds the run like `agent-r1 train` does (data, index, policy, resume) and trains it."""
 
     def __init__(self, cfg: ExperimentConfig, resume: bool = False):
-        from agent_r1.retrieval.base import open_index
         from agent_r1.training.run import prepare_run
-        from agent_r1.training.setup import make_env_factory, set_threads
+        from agent_r1.training.setup import make_env_factory, open_run_index, set_threads
         from agent_r1.training.trainer import RLTrainer
 
         set_threads(cfg.train.threads)
         parts = prepare_run(cfg, resume)
         self.cfg = cfg
         self.index_dir = str(parts.index_dir)
-        self.retriever = open_index(parts.index_dir)  # the learner evaluates in-process
+        self.retriever = open_run_index(cfg, parts.index_dir)  # the learner evaluates in-process
         self.trainer = RLTrainer(cfg, parts.model, parts.tokenizer, make_env_factory(cfg, self.retriever),
                                  parts.train_samples, parts.eval_samples, sink=None, reference=parts.reference)
         self.resumed_from = str(parts.latest) if parts.latest is not None else None
@@ -77,15 +76,14 @@ class RolloutWorker:
     """A generation engine + env + retriever; rolls out shards with the learner's latest weights."""
 
     def __init__(self, cfg: ExperimentConfig, index_dir: str, policy: tuple[Any, Any, int], threads: int = 1):
-        from agent_r1.retrieval.base import open_index
         from agent_r1.rollout.chat import ChatCodec
         from agent_r1.rollout.vllm_engine import select_engine
-        from agent_r1.training.setup import make_env_factory, set_threads
+        from agent_r1.training.setup import make_env_factory, open_run_index, set_threads
 
         set_threads(threads)
         model, tokenizer, self.version = policy
         self.cfg = cfg
-        self.retriever = open_index(index_dir)  # tantivy opens read-only in many processes
+        self.retriever = open_run_index(cfg, index_dir)  # tantivy opens read-only in many processes
         self.make_env = make_env_factory(cfg, self.retriever)
         self.codec = ChatCodec(tokenizer)
         self.engine = select_engine(model, tokenizer, cfg.ray.engine)

@@ -130,14 +130,13 @@ def run_train(cfg: ExperimentConfig, resume: bool = False, sink: Any = None, on_
         from agent_r1.training.ray_trainer import run_train_ray
 
         return run_train_ray(cfg, resume=resume, sink=sink, on_iteration=on_iteration)
-    from agent_r1.retrieval.base import open_index
-    from agent_r1.training.setup import make_env_factory, set_threads
+    from agent_r1.training.setup import make_env_factory, open_run_index, set_threads
     from agent_r1.training.trainer import RLTrainer
 
     set_threads(cfg.train.threads)
     out = Path(cfg.train.out_dir)
     parts = prepare_run(cfg, resume)
-    retriever = open_index(parts.index_dir)
+    retriever = open_run_index(cfg, parts.index_dir)
     metrics_sink = sink or default_sink(cfg, parts.latest)
     trainer = RLTrainer(cfg, parts.model, parts.tokenizer, make_env_factory(cfg, retriever), parts.train_samples,
                         parts.eval_samples, sink=metrics_sink, reference=parts.reference)
