@@ -6,14 +6,23 @@ Writes benchmarks/results/reliability.json.
   the wrong types, thousands of calls in one turn) stepped through the env for both formats, with
   the same invariants as the tests (never raises, <= max_calls_per_turn calls run, bounded
   observation, the observation says what was wrong);
-- faults injected: the fault-injection tests (tool raising/hanging/huge, tantivy index missing or
-  corrupt, Elasticsearch stopped mid-call and mid-training then resumed, NaN/inf updates, MLflow
-  unreachable then back) run here under pytest, each passing test a fault handled as specified;
+- parse inputs tried (tests/reliability/test_fuzz_parse.py's own checks, run here on fixed inputs):
+  every exception type the test injects where a parsed call is built, in both formats, 1-3 calls a
+  turn (all 96 combinations), and `--parse-cases` hermes tool calls whose name and arguments are JSON
+  of every type (huge and non-finite numbers, 3,000-deep brackets), as objects or strings;
+- faults injected: the fault-injection tests of FAULT_TESTS (tool raising/hanging/huge, tantivy index
+  missing or corrupt, Elasticsearch stopped mid-call and mid-training then resumed, NaN/inf updates,
+  MLflow unreachable then back, and issue 15's crafted/truncated checkpoints, buffer faults, hung
+  tools, index overwrite, hostile numbers, rows and config) run here under pytest, each a fault
+  handled as specified when all its cases pass;
 - resumed cleanly: SIGKILL trials from benchmarks/results/kill_resume.json (benchmarks/kill_resume.py);
-- records lost: 0 when the MLflow-unreachable test passes (it asserts every buffered record was
-  flushed and read back from the store).
+  a trial killed before its first checkpoint is started over (`--resume` refuses it) and counted as
+  restarted, never as resumed;
+- records lost: 0 when the tracking tests of TRACKING_TESTS pass (MLflow unreachable then back,
+  concurrent writer and flusher, flush killed midway, poison record: each asserts every buffered
+  record was flushed and read back from the store, or set aside with its reason).
 
-    python benchmarks/reliability.py --cases 20000
+    python benchmarks/reliability.py --cases 20000 --parse-cases 10000
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import random
 import subprocess
 import sys
 import tempfile
@@ -31,7 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-FAULT_TESTS = {  # pytest node id -> the fault it injects
+FAULT_TESTS = {  # pytest node id -> the fault it injects; an id without [...] stands for all its parameters
     "tests/test_env.py::test_each_failure_kind_becomes_observation":
         "tool raises / hangs past timeout / bad call (9 kinds)",
     "tests/test_env.py::test_tool_runner_clips_huge_results": "tool returns 100 kB",
@@ -43,8 +53,63 @@ FAULT_TESTS = {  # pytest node id -> the fault it injects
         "Elasticsearch stopped mid-training, restarted, --resume",
     "tests/test_trainer.py::test_non_finite_updates_are_skipped_then_stop": "NaN/inf loss: skipped, then stop",
     "tests/test_tracking.py::test_unreachable_server_buffers_then_flushes": "MLflow unreachable, then back",
+    # issue 15: checkpoints and resume
+    "tests/test_checkpoint_safety.py::test_crafted_state_is_refused_naming_the_file_and_never_runs":
+        "crafted state.pt (pickle payload, torch.save and raw pickle) refused, payload never runs",
+    "tests/test_resume.py::test_crafted_checkpoint_is_refused_on_resume":
+        "crafted checkpoint on `train --resume`: refused naming the file, payload never runs",
+    "tests/test_resume.py::test_truncated_newest_checkpoint_resumes_from_the_previous_one":
+        "truncated newest state.pt: resume falls back to the previous checkpoint and says so",
+    "tests/test_resume.py::test_resume_with_nothing_to_resume_names_the_folder":
+        "--resume with nothing to resume (missing/empty folder, latest without state.pt): clear error",
+    "tests/test_resume.py::test_fresh_start_moves_a_previous_run_aside":
+        "fresh start over a previous run: its history moved aside, never deleted",
+    # issue 15: the MLflow offline buffer
+    "tests/test_tracking_buffer.py::test_truncated_line_is_skipped_reported_and_set_aside":
+        "truncated buffer line (kill mid-append): skipped, reported, set aside",
+    "tests/test_tracking_buffer.py::test_concurrent_writer_and_flusher_lose_nothing":
+        "writer and flusher in concurrent processes: nothing lost",
+    "tests/test_tracking_buffer.py::test_flush_killed_midway_replays_without_duplicates":
+        "flush killed midway (3 points): replay without duplicate runs",
+    "tests/test_tracking_buffer.py::test_poison_records_are_set_aside_and_the_rest_flushed":
+        "poison record MLflow rejects: set aside with the reason, the rest flushed",
+    "tests/test_tracking_redact.py::test_password_never_printed_or_logged":
+        "credentials in MLFLOW_TRACKING_URI: never printed or logged",
+    # issue 15: timeouts that stop work
+    "tests/test_tool_timeouts.py::test_hung_tool_times_out_and_later_calls_still_succeed":
+        "6 hung tool calls: each killed on timeout, later calls still run",
+    "tests/test_tool_timeouts.py::test_timed_out_call_is_killed_so_its_side_effect_never_happens":
+        "tool with a side effect times out: its process is killed, the side effect never happens",
+    "tests/test_tool_timeouts.py::test_hung_elasticsearch_node_fails_the_run_like_a_dead_one":
+        "hung Elasticsearch node: the run stops after 3 timeouts in a row",
+    "tests/test_es_overwrite.py::test_index_not_made_by_agent_r1_is_refused_and_kept":
+        "`agent-r1 index` over an Elasticsearch index it did not make: refused, index kept",
+    # issue 15: model output, data and config
+    "tests/test_parse_hardening.py::test_parse_exceptions_become_the_calls_error_observation":
+        "tool calls with >4,300-digit numbers or 100,000-deep arguments: the call's error, no crash",
+    "tests/test_parse_hardening.py::test_non_finite_numbers_are_refused":
+        "NaN / Infinity / 1e999 in tool-call arguments refused",
+    "tests/test_sample_env.py::test_bad_sample_env_fails_at_load_naming_file_line_and_key":
+        "per-sample env of the wrong type or range (NaN, 1e308, unknown keys): refused at load",
+    "tests/test_sample_env.py::test_a_sample_may_tighten_never_loosen_the_runs_limits":
+        "per-sample env loosening the run's limits (calls, process reward, tools) refused",
+    "tests/test_loaders.py::test_question_length_is_capped_at_load": "1 MB question: refused at load, skippable",
+    "tests/test_loaders.py::test_skip_bad_skips_rows_that_used_to_abort_the_load":
+        "rows nested 100,000 deep / 5,000-digit numbers: --skip-bad skips them with their line",
+    "tests/test_config_ranges.py::test_absurd_values_fail_at_load_naming_key_and_range":
+        "absurd config values: refused at load naming key and range",
+    "tests/test_config_ranges.py::test_yaml_alias_bomb_is_refused_at_load": "YAML alias bomb refused at load",
+    "tests/test_parse_hardening.py::test_control_tokens_in_a_question_stay_text":
+        "chat control tokens inside a question stay text",
+    "tests/test_parse_hardening.py::test_control_tokens_in_tool_output_stay_text":
+        "chat control tokens inside documents (tool output) stay text",
 }
-TRACKING_TEST = "tests/test_tracking.py::test_unreachable_server_buffers_then_flushes"
+TRACKING_TESTS = (  # each asserts every record reached the store (or was set aside with its reason)
+    "tests/test_tracking.py::test_unreachable_server_buffers_then_flushes",
+    "tests/test_tracking_buffer.py::test_concurrent_writer_and_flusher_lose_nothing",
+    "tests/test_tracking_buffer.py::test_flush_killed_midway_replays_without_duplicates",
+    "tests/test_tracking_buffer.py::test_poison_records_are_set_aside_and_the_rest_flushed",
+)
 
 
 def run_fuzz(cases: int, seed: int) -> dict:
@@ -66,6 +131,70 @@ def run_fuzz(cases: int, seed: int) -> dict:
             "calls_reaching_tools": world.executed(), "seconds": round(time.perf_counter() - start, 1)}
 
 
+_ODD_NUMBERS = ["NaN", "Infinity", "-Infinity", "1e999", "9" * 4400, "-" + "9" * 4400, "[" * 3000 + "]" * 3000]
+
+
+def _json_text(rng: random.Random, depth: int = 0) -> str:
+    """JSON-ish text of every type, as test_fuzz_parse's `_json_text` strategy draws it."""
+    roll = rng.random()
+    if depth >= 3 or roll < 0.5:
+        if rng.random() < 0.3:
+            return rng.choice(_ODD_NUMBERS)
+        value = rng.choice([None, True, False, rng.randint(-10**30, 10**30), rng.uniform(-1e308, 1e308),
+                            float("nan"), float("inf"), rng.randbytes(rng.randint(0, 12)).decode("utf-8", "replace")])
+        return json.dumps(value)
+    items = [_json_text(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    if roll < 0.75:
+        return "[" + ", ".join(items) + "]"
+    keys = ["query", "name", "arguments", "k"]
+    return "{" + ", ".join(f"{json.dumps(rng.choice(keys))}: {v}" for v in items) + "}"
+
+
+def run_parse_fuzz(cases: int, seed: int) -> dict:
+    """test_fuzz_parse's two properties on fixed inputs: every injected exception type (all
+    combinations) and `cases` hermes calls of JSON of every type in every position."""
+    from tests.reliability import test_fuzz_parse as fp
+
+    injected = fp.test_any_exception_from_one_call_becomes_its_error.hypothesis.inner_test
+    every_type = fp.test_hermes_json_of_every_type_in_every_position.hypothesis.inner_test
+    kinds = {"parse_exception": 0, "parse_json": 0}
+    failures: list[str] = []
+    start = time.perf_counter()
+
+    def attempt(kind: str, check, **kwargs) -> None:
+        kinds[kind] += 1
+        try:
+            check(**kwargs)
+        except Exception as exc:  # AssertionError (a broken invariant) or anything the env raised
+            failures.append(f"{kind}: {type(exc).__name__}: {str(exc)[:200]}")
+
+    try:
+        for exc_type in fp.EXCEPTIONS:
+            for fmt in ("tag", "hermes"):
+                for n in (1, 2, 3):
+                    attempt("parse_exception", injected, exc_type=exc_type, fmt=fmt, n=n)
+        rng = random.Random(seed)
+        for _ in range(cases):
+            name = '"search"' if rng.random() < 0.2 else _json_text(rng)
+            attempt("parse_json", every_type, name=name, args=_json_text(rng), as_string=rng.random() < 0.5,
+                    pad=rng.choice(["", "\n", " \n\t"]))
+    finally:
+        for env in fp.ENVS.values():  # the module's envs fork tool workers: stop them
+            env.runner.close()
+    return {"inputs_tried": sum(kinds.values()), "by_kind": kinds, "failures": len(failures),
+            "failure_samples": failures[:5], "seconds": round(time.perf_counter() - start, 1)}
+
+
+def _outcome(statuses: list[str]) -> str:
+    """One fault's outcome over its cases (a parametrized test has several)."""
+    if not statuses:
+        return "not run"
+    for worst in ("failed", "skipped"):
+        if worst in statuses:
+            return worst
+    return "passed"
+
+
 def run_fault_tests() -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         xml = Path(tmp) / "junit.xml"
@@ -84,20 +213,37 @@ def run_fault_tests() -> dict:
                     elif child.tag == "skipped":
                         status = "skipped"
                 outcome[node] = status
-    rows = [{"test": t, "fault": f, "outcome": outcome.get(t, "not run")} for t, f in FAULT_TESTS.items()]
+    rows = []
+    for test, fault in FAULT_TESTS.items():
+        # an id without [...] covers all its parametrized cases ("test[a]", "test[b]", ...)
+        cases = [st for node, st in outcome.items() if node == test or ("[" not in test and node.startswith(test + "["))]
+        rows.append({"test": test, "fault": fault, "cases": len(cases), "cases_passed": cases.count("passed"),
+                     "outcome": _outcome(cases)})
     return {"faults": rows, "handled": sum(r["outcome"] == "passed" for r in rows), "injected": len(rows),
+            "cases_run": sum(r["cases"] for r in rows), "cases_passed": sum(r["cases_passed"] for r in rows),
             "pytest_returncode": proc.returncode, "seconds": round(seconds, 1),
             "pytest_tail": proc.stdout[-1500:] if proc.returncode else ""}
 
 
-def _killed_and_resumed(kill: dict) -> int:
-    """Trials whose SIGKILL landed before the run ended and that then resumed cleanly."""
-    return sum(bool(t["killed"] and t["resumed_ok"]) for t in kill.get("details", []))
+def kill_counts(kill: dict) -> dict:
+    """SIGKILL trials split by how they ended. A kill before the first checkpoint leaves nothing to
+    resume: that trial is started over (`restarted`) and never counted as resumed."""
+    details = kill.get("details", [])
+    if any("restarted" not in t for t in details):
+        raise SystemExit("benchmarks/results/kill_resume.json predates restart accounting (no `restarted` per "
+                         "trial): rerun `python benchmarks/kill_resume.py --trials 10` first")
+    killed = [t for t in details if t["killed"]]
+    return {"sigkill_trials": len(details), "sigkill_killed": len(killed),
+            "killed_and_resumed_cleanly": sum(t["resumed_ok"] and not t["restarted"] for t in killed),
+            "killed_and_restarted_cleanly": sum(t["resumed_ok"] and t["restarted"] for t in killed),
+            "killed_and_completed_cleanly": sum(bool(t["resumed_ok"]) for t in killed),
+            "trials_completed_cleanly": sum(bool(t["resumed_ok"]) for t in details)}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--cases", type=int, default=20000)
+    ap.add_argument("--cases", type=int, default=20000, help="model outputs stepped through the env")
+    ap.add_argument("--parse-cases", type=int, default=10000, help="hermes calls of JSON of every type")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-fault-tests", action="store_true")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "reliability.json"))
@@ -105,31 +251,37 @@ def main() -> int:
 
     fuzz = run_fuzz(args.cases, args.seed)
     print(f"fuzz: {fuzz['inputs_tried']} inputs, {fuzz['failures']} failures, {fuzz['seconds']} s", flush=True)
+    parse = run_parse_fuzz(args.parse_cases, args.seed)
+    print(f"parse fuzz: {parse['inputs_tried']} inputs, {parse['failures']} failures, {parse['seconds']} s", flush=True)
     faults = {"skipped": True} if args.skip_fault_tests else run_fault_tests()
     if not args.skip_fault_tests:
-        print(f"faults: {faults['handled']}/{faults['injected']} handled, {faults['seconds']} s", flush=True)
+        print(f"faults: {faults['handled']}/{faults['injected']} handled ({faults['cases_passed']}/"
+              f"{faults['cases_run']} cases), {faults['seconds']} s", flush=True)
     kill_path = ROOT / "benchmarks" / "results" / "kill_resume.json"
-    kill = json.loads(kill_path.read_text()) if kill_path.exists() else None
-    tracking_ok = any(r["test"] == TRACKING_TEST and r["outcome"] == "passed" for r in faults.get("faults", []))
+    kill = kill_counts(json.loads(kill_path.read_text())) if kill_path.exists() else {}
+    passed = {r["test"] for r in faults.get("faults", []) if r["outcome"] == "passed"}
+    tracking_ok = set(TRACKING_TESTS) <= passed
     report = {
         "machine": {"python": platform.python_version(), "platform": platform.platform()},
-        "inputs_tried": fuzz["inputs_tried"],
-        "inputs_failed": fuzz["failures"],
-        "faults_injected": faults.get("injected", 0) + (kill["killed"] if kill else 0),
-        "faults_handled": faults.get("handled", 0) + (_killed_and_resumed(kill) if kill else 0),
-        "sigkill_trials": kill["trials"] if kill else None,
-        "sigkill_killed": kill["killed"] if kill else None,
-        "resumed_cleanly": kill["resumed_cleanly"] if kill else None,
-        "killed_and_resumed_cleanly": _killed_and_resumed(kill) if kill else None,
-        "records_lost": 0 if tracking_ok else None,  # None: the MLflow-unreachable test did not pass here
+        "inputs_tried": fuzz["inputs_tried"] + parse["inputs_tried"],
+        "inputs_failed": fuzz["failures"] + parse["failures"],
+        "model_outputs_tried": fuzz["inputs_tried"],
+        "parse_inputs_tried": parse["inputs_tried"],
+        # a kill is a fault handled when the run then ends cleanly, resumed or (before any checkpoint) restarted
+        "faults_injected": faults.get("injected", 0) + kill.get("sigkill_killed", 0),
+        "faults_handled": faults.get("handled", 0) + kill.get("killed_and_completed_cleanly", 0),
+        "fault_test_cases": faults.get("cases_run"),
+        **(kill or {"sigkill_trials": None}),
+        "records_lost": 0 if tracking_ok else None,  # None: a tracking test did not pass (or did not run) here
         "fuzz": fuzz,
+        "parse_fuzz": parse,
         "fault_tests": faults,
         "kill_resume_source": str(kill_path.relative_to(ROOT)) if kill else None,
     }
     Path(args.out).write_text(json.dumps(report, indent=1))
-    print(json.dumps({k: v for k, v in report.items() if k not in ("fuzz", "fault_tests")}, indent=1))
-    ok = fuzz["failures"] == 0 and (args.skip_fault_tests or faults["handled"] == faults["injected"])
-    return 0 if ok and (kill is None or kill["resumed_cleanly"] == kill["trials"]) else 1
+    print(json.dumps({k: v for k, v in report.items() if k not in ("fuzz", "parse_fuzz", "fault_tests")}, indent=1))
+    ok = report["inputs_failed"] == 0 and (args.skip_fault_tests or faults["handled"] == faults["injected"])
+    return 0 if ok and (not kill or kill["trials_completed_cleanly"] == kill["sigkill_trials"]) else 1
 
 
 if __name__ == "__main__":
