@@ -8,8 +8,11 @@ lifts another's peak) and reports its peak resident set size:
   observation spans alternating (4 turns; about 40% of the tokens are actions), groups of 4 per
   prompt, 0/1 outcome rewards. The policy is a `--like qwen2.5` folder (hidden 64, 2 layers, the real
   151,936-row embedding, tied), built once with `agent-r1 build-model` and loaded as a user would.
-  Swept: rows 8/16/32/64 at micro-batch 4; micro-batch 2/4/8 (the slope is the memory per
-  micro-batch token); fp32 vs bf16; gradient checkpointing on/off.
+  Swept: rows 8/16/32/64 at micro-batch 4 (flat: the rows never meet in one forward); at 8 rows,
+  micro-batch 2/4/8, fp32 vs bf16, gradient checkpointing on/off.
+- `body/*`: the same update on a policy with Qwen2.5's proportions at hidden 512 (4 layers), 4 rows
+  as micro-batches of 1 and of 4, bf16, checkpointing on/off: the difference is the activation
+  memory of 3 x 1,024 tokens, the per-token figure benchmarks/memory_table.py scales to real models.
 - `train/e2e`: `agent-r1 train` on such a folder, hermes format, 8 prompts x 4 samples = 32
   trajectories per iteration, 2 iterations, micro-batch 4 (the child's whole lifetime peak).
 
@@ -18,7 +21,7 @@ plus the RSS sampled every 5 ms during the update alone and the RSS before it, s
 share is `update_peak - before_update`. Wall times are recorded but are NOT comparable figures: they
 were taken on a 2-core machine shared with other jobs.
 
-    .venv/bin/python benchmarks/memory.py              # every configuration (about an hour on 2 cores)
+    .venv/bin/python benchmarks/memory.py              # every configuration (1-2 hours on 2 shared cores)
     .venv/bin/python benchmarks/memory.py --only update/rows64_micro4_fp32
     .venv/bin/python benchmarks/memory_table.py        # the GPU table of docs/real-models.md from the result
 
