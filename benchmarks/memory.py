@@ -11,8 +11,10 @@ lifts another's peak) and reports its peak resident set size:
   Swept: rows 8/16/32/64 at micro-batch 4 (flat: the rows never meet in one forward); at 8 rows,
   micro-batch 2/4/8, fp32 vs bf16, gradient checkpointing on/off.
 - `body/*`: the same update on a policy with Qwen2.5's proportions at hidden 512 (4 layers), 4 rows
-  as micro-batches of 1 and of 4, bf16, checkpointing on/off: the difference is the activation
-  memory of 3 x 1,024 tokens, the per-token figure benchmarks/memory_table.py scales to real models.
+  as micro-batches of 1 and of 4, bf16, checkpointing on/off.
+- `activations/*`: that body's decoder alone, forward + backward on 1 and 3 rows of 1,024 tokens
+  (bf16, checkpointing on/off): the slope is the activation memory per token that
+  benchmarks/memory_table.py scales to real models.
 - `train/e2e`: `agent-r1 train` on such a folder, hermes format, 8 prompts x 4 samples = 32
   trajectories per iteration, 2 iterations, micro-batch 4 (the child's whole lifetime peak).
 
@@ -58,6 +60,8 @@ MODELS: dict[str, list[str]] = {
     "head": ["--hidden-size", "64", "--num-layers", "2"],
     "body": ["--hidden-size", "512", "--num-layers", "4", "--num-heads", "8", "--num-kv-heads", "2",
              "--intermediate-size", "2752"],
+    "body8": ["--hidden-size", "512", "--num-layers", "8", "--num-heads", "8", "--num-kv-heads", "2",
+              "--intermediate-size", "2752"],  # twice the depth: per-layer memory apart from the rest
 }
 
 
@@ -81,11 +85,17 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "update/rows64_micro4_fp32": _update(64, 4),  # the issue's target: <= 6 GiB
     "update/rows16_micro4_fp32": _update(16, 4),
     "update/rows32_micro4_fp32": _update(32, 4),
-    # activation memory per token: micro-batch 1 vs 4 (the same 4 rows) on the `body` model
+    # the update's peak with a Qwen2.5-proportioned body (micro-batch 1 vs 4 of the same 4 rows)
     "body/rows4_micro1_bf16": _update(4, 1, "bf16", model="body"),
     "body/rows4_micro4_bf16": _update(4, 4, "bf16", model="body"),
     "body/rows4_micro1_bf16_ckpt": _update(4, 1, "bf16", True, model="body"),
     "body/rows4_micro4_bf16_ckpt": _update(4, 4, "bf16", True, model="body"),
+    # activation memory per token of the decoder alone (forward + backward, bf16 autocast): 1 vs 3
+    # rows of 1,024 tokens. The update runs above cannot give it: the output head's chunk grows with
+    # the positions of a micro-batch up to 1,024 and hides the body's share.
+    **{f"activations/{m}_rows{r}_bf16{'_ckpt' if c else ''}": {"kind": "activations", "rows": r,
+                                                              "gradient_checkpointing": c, "model": m}
+       for m in ("body", "body8") for c in (False, True) for r in (1, 3)},
 }
 
 
@@ -214,8 +224,41 @@ def child_train(spec: dict[str, Any], model_dir: Path, threads: int) -> dict[str
             "rollout/logprob_diff_max": last.get("rollout/logprob_diff_max")}
 
 
+def child_activations(spec: dict[str, Any], model_dir: Path, threads: int) -> dict[str, Any]:
+    """The decoder's forward + backward (as `token_logprobs` runs it) on `rows` x SEQ_TOKENS tokens;
+    gradients are allocated by a warm-up first, so the sampled peak over the RSS before is activations
+    (plus the embedding's dense gradient temporary, the same for any number of rows)."""
+    import torch
+
+    from agent_r1.models.build import load_model
+    from agent_r1.training.compute import Compute, place_policy
+
+    torch.set_num_threads(threads)
+    model, _ = load_model(model_dir)
+    model = place_policy(model, Compute(device=torch.device("cpu"), precision="bf16"), spec["gradient_checkpointing"])
+    model.train()
+    decoder = model.get_decoder()
+    ids = torch.randint(0, 151_643, (spec["rows"], SEQ_TOKENS), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids)
+
+    def step(n: int) -> None:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            hidden = decoder(input_ids=ids[:, :n], attention_mask=mask[:, :n]).last_hidden_state
+        hidden.float().square().mean().backward()
+
+    step(8)  # gradients, autocast weight copies, allocator pools
+    before = rss_mib()
+    with RssSampler() as s:
+        step(SEQ_TOKENS)
+    return {"rss_before_mib": before, "peak_mib": s.peak / 2**20, "share_mib": s.peak / 2**20 - before,
+            "tokens": spec["rows"] * SEQ_TOKENS}
+
+
+CHILDREN = {"update": child_update, "train": child_train, "activations": child_activations}
+
+
 def run_child(spec: dict[str, Any], model_dir: Path, threads: int) -> dict[str, Any]:
-    fn = child_update if spec["kind"] == "update" else child_train
+    fn = CHILDREN[spec["kind"]]
     out = fn(spec, model_dir, threads)
     out["peak_rss_mib"] = max_rss_mib()  # the whole child's lifetime peak
     return out
@@ -261,21 +304,29 @@ def derived(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
         out["rows_spread_mib"] = round(max(rows.values()) - min(rows.values()), 1)
     micro = {r["micro_batch_size"]: r["update_share_mib"] for n, r in results.items()
              if n.startswith("update/rows8_micro") and n.endswith("_fp32") and "update_share_mib" in r}
-    if len(micro) >= 2:
-        lo, hi = min(micro), max(micro)
-        slope = (micro[hi] - micro[lo]) * 2**20 / ((hi - lo) * SEQ_TOKENS)
+    if micro:
+        # flat once a micro-batch holds >= 1,024 action positions (one full output-head chunk): the
+        # head's chunk over the vocabulary, not the rows or the body, sets this model's peak
         out["update_share_mib_by_micro_at_rows8"] = dict(sorted(micro.items()))
-        # memory that grows with the micro-batch: body activations and the kept hidden states
-        out["activation_bytes_per_microbatch_token_fp32"] = round(slope)
-        # what does not: the logits chunk(s) over the vocabulary, gradients, AdamW state
-        out["update_fixed_mib_fp32"] = round(micro[lo] - slope * lo * SEQ_TOKENS / 2**20, 1)
+    if "update_share_mib" in main:
+        out["head_bytes_per_chunk_position_fp32"] = round(main["update_share_mib"] * 2**20 / 1024)
     for tag in ("", "_ckpt"):
-        one, four = results.get(f"body/rows4_micro1_bf16{tag}", {}), results.get(f"body/rows4_micro4_bf16{tag}", {})
-        if "update_share_mib" in one and "update_share_mib" in four:
-            per_token = (four["update_share_mib"] - one["update_share_mib"]) * 2**20 / (3 * SEQ_TOKENS)
-            # hidden 512, 4 layers: bytes per token, and per token per layer per hidden unit (to scale)
-            out[f"body_activation_bytes_per_token_bf16{tag}"] = round(per_token)
-            out[f"body_activation_bytes_per_token_layer_hidden_bf16{tag}"] = round(per_token / (4 * 512), 2)
+        per_token = {}  # model -> activation bytes per token (slope between 1 and 3 rows)
+        for m in ("body", "body8"):
+            one, three = (results.get(f"activations/{m}_rows{r}_bf16{tag}", {}) for r in (1, 3))
+            if "share_mib" in one and "share_mib" in three:
+                per_token[m] = (three["share_mib"] - one["share_mib"]) * 2**20 / (2 * SEQ_TOKENS)
+        if len(per_token) == 2:
+            # 4 vs 8 layers at hidden 512: what each layer adds, and what does not grow with depth
+            # (embedding output, final norm, the loss's own tensors; with checkpointing, the one
+            # layer being recomputed), both per token per hidden unit, to scale to other shapes
+            layer = (per_token["body8"] - per_token["body"]) / 4
+            out[f"activation_bytes_per_token_bf16{tag}"] = {m: round(v) for m, v in per_token.items()}
+            out[f"activation_bytes_per_token_layer_hidden_bf16{tag}"] = round(layer / 512, 2)
+            out[f"activation_bytes_per_token_hidden_fixed_bf16{tag}"] = round((per_token["body"] - 4 * layer) / 512, 2)
+    head = results.get("update/rows8_micro4_bf16", {})
+    if "update_share_mib" in head:  # the log-prob chunk over the vocabulary, less gradients + AdamW state
+        out["head_chunk_mib_bf16"] = round(head["update_share_mib"] - 12 * head["parameters"] / 2**20, 1)
     return out
 
 

@@ -9,10 +9,12 @@ head's log-prob chunk + a flat allowance for the CUDA context and allocator slac
 - LoRA (r=16 on the 7 linear layers of every block): the frozen base in bf16 (2 bytes/parameter),
   adapters at 16 bytes/parameter; the reference is the base with adapters off (no copy); PPO's
   critic a frozen bf16 copy of the decoder with its own adapter (as agent_r1/training/policy.py).
-- activations: bytes per token, per layer, per hidden unit measured on the `body` model (hidden 512,
-  4 layers, Qwen2.5's MLP ratio; bf16 autocast, with and without gradient checkpointing), scaled to
-  the model's hidden size and depth, times the micro-batch's tokens (micro_batch_size x
-  rollout.max_total_tokens, the worst case: a micro-batch is cut to its longest row).
+- activations: the decoder's forward + backward measured at hidden 512 with 4 and 8 layers (Qwen2.5's
+  MLP ratio; bf16 autocast, with and without gradient checkpointing): bytes per token per hidden
+  unit for each layer and for what does not grow with depth, scaled to the model's width and depth,
+  times the micro-batch's tokens (micro_batch_size x rollout.max_total_tokens, the worst case: a
+  micro-batch is cut to its longest row). With checkpointing a layer keeps only its float32 input
+  (4 bytes per hidden unit), below what RSS resolves; the table uses 4.
 - output head: the measured update memory of the `head` model (hidden 64, where the 151,936-word
   vocabulary is nearly all of it) less its parameters' gradients and AdamW state: the log-prob
   chunk over the vocabulary, the same on any model with this vocabulary and chunk size.
@@ -20,7 +22,8 @@ head's log-prob chunk + a flat allowance for the CUDA context and allocator slac
   of the iteration in one batch, so at the preset's sizes it needs 2 x layers x KV width x 2 bytes
   per token for prompts_per_iter x n_samples trajectories of up to max_total_tokens.
 
-    .venv/bin/python benchmarks/memory_table.py   # prints the markdown table of docs/real-models.md
+    .venv/bin/python benchmarks/memory_table.py         # the computed GPU table of docs/real-models.md
+    .venv/bin/python benchmarks/memory_table.py --cpu   # the measured CPU table (benchmarks/results/memory.json)
 """
 
 from __future__ import annotations
@@ -59,14 +62,14 @@ def params(m: dict[str, Any]) -> dict[str, int]:
 
 
 def activation_bytes(m: dict[str, Any], tokens: int, ckpt: bool, derived: dict[str, Any]) -> float:
-    """Activations of one micro-batch of `tokens` tokens, scaled from the measured body model."""
-    full = derived["body_activation_bytes_per_token_layer_hidden_bf16"]  # every layer keeps its activations
-    if not ckpt:
-        return full * tokens * m["layers"] * m["hidden"]
-    measured = derived["body_activation_bytes_per_token_layer_hidden_bf16_ckpt"] * MEASURED_BODY["layers"]
-    # with checkpointing: each layer keeps its input; one layer at a time is recomputed in full
-    kept = max(measured - full, 0.0) / MEASURED_BODY["layers"]
-    return tokens * m["hidden"] * (kept * m["layers"] + full)
+    """Activations of one micro-batch of `tokens` tokens: a part per layer and a part that does not
+    grow with depth, both per token per hidden unit, measured at 4 and 8 layers (hidden 512)."""
+    tag = "_ckpt" if ckpt else ""
+    per_layer = derived[f"activation_bytes_per_token_layer_hidden_bf16{tag}"]
+    if ckpt:  # each layer keeps its float32 input (4 bytes), below what RSS can resolve on the CPU
+        per_layer = max(per_layer, 4.0)
+    fixed = derived[f"activation_bytes_per_token_hidden_fixed_bf16{tag}"]
+    return tokens * m["hidden"] * (per_layer * m["layers"] + fixed)
 
 
 def head_bytes(results: dict[str, Any]) -> float:
@@ -110,12 +113,27 @@ def table() -> str:
     cfg = load_config(ROOT / "configs" / "paper" / "grpo.yaml")
     notes = [f"micro-batch {cfg.train.micro_batch_size} x {cfg.rollout.max_total_tokens} tokens, bf16, gradient "
              f"checkpointing {'on' if cfg.model.gradient_checkpointing else 'off'}; output-head chunk "
-             f"{head / GIB:.2f} GiB; activations {derived['body_activation_bytes_per_token_layer_hidden_bf16']} "
-             f"(no checkpointing) / {derived['body_activation_bytes_per_token_layer_hidden_bf16_ckpt']} "
-             "(checkpointing) bytes per token, layer and hidden unit, measured on the CPU; "
+             f"{head / GIB:.2f} GiB; activations per token and hidden unit: "
+             f"{max(derived['activation_bytes_per_token_layer_hidden_bf16_ckpt'], 4.0)} bytes per layer + "
+             f"{derived['activation_bytes_per_token_hidden_fixed_bf16_ckpt']} (checkpointing; "
+             f"{derived['activation_bytes_per_token_layer_hidden_bf16']} per layer + "
+             f"{derived['activation_bytes_per_token_hidden_fixed_bf16']} without), measured as CPU RSS; "
              f"+{CUDA_SLACK_GIB} GiB CUDA context and allocator slack."]
     return "\n".join(lines + [""] + notes)
 
 
+def cpu_table() -> str:
+    """The measured configurations of benchmarks/results/memory.json as a markdown table."""
+    doc = json.loads((ROOT / "benchmarks" / "results" / "memory.json").read_text())
+    lines = ["| configuration | peak RSS | RSS before the update | the update's own share |", "|---|---:|---:|---:|"]
+    for name, r in doc["results"].items():
+        if "error" in r or name.startswith("activations/"):
+            continue
+        before = f"{r['rss_before_update_mib'] / 1024:.2f} GiB" if "rss_before_update_mib" in r else "-"
+        share = f"{r['update_share_mib'] / 1024:.2f} GiB" if "update_share_mib" in r else "-"
+        lines.append(f"| `{name}` | {r['peak_rss_mib'] / 1024:.2f} GiB | {before} | {share} |")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
-    print(table())
+    print(cpu_table() if "--cpu" in sys.argv[1:] else table())
