@@ -136,7 +136,8 @@ LIMITS: dict[str, dict[str, Range]] = {
               "weight_decay": GE0, "max_grad_norm": GT0, "checkpoint_every": GE1,
               "keep_checkpoints": GE0,  # 0 keeps every checkpoint
               "eval_every": GE0, "eval_size": GE0, "threads": GE0, "log_trajectories_every": GE0,
-              "max_bad_updates": GE1, "micro_batch_size": GE0, "warmup_iterations": GE0},
+              "max_bad_updates": GE1, "micro_batch_size": GE0, "warmup_iterations": GE0,
+              "logit_chunk": GE1},
     "sft": {"steps": GE0, "batch_size": GE1, "lr": GT0, "guess_fraction": UNIT, "log_every": GE1},
     "ray": {"num_workers": GE1, "cpus_per_worker": GE0, "gpus_per_worker": GE0, "learner_cpus": GE0,
             "max_restarts": GE0, "num_cpus": GE0},

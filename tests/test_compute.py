@@ -177,3 +177,13 @@ def test_skipped_updates_survive_a_resume(tiny_model, tmp_path):
     again = RLTrainer(_cfg(tmp_path), copy.deepcopy(model), tok, make_env_factory(), SAMPLES)
     again.load(path)
     assert again.skipped_updates == 3
+
+
+def test_critic_head_is_float32_over_a_bf16_base(tiny_model, tmp_path):
+    """A bf16-loaded base with LoRA: the critic's trainable head must still be float32."""
+    model, tok = copy.deepcopy(tiny_model[0]).to(torch.bfloat16), tiny_model[1]
+    cfg = _cfg(tmp_path, **{"train.precision": "bf16", "algo.adv_estimator": "gae", "model.lora.r": 4})
+    trainer = RLTrainer(cfg, model, tok, make_env_factory(), SAMPLES)
+    assert all(p.dtype == torch.float32 for p in trainer.critic.parameters() if p.requires_grad)
+    assert all(p.dtype == torch.float32 for p in trainer.model.parameters() if p.requires_grad)
+    assert "value_loss" in trainer.train_step()

@@ -61,7 +61,7 @@ class Compute:
             raise ValueError(f"train.precision=bf16 but {torch.cuda.get_device_name(device)} cannot compute in "
                              "bf16; set train.precision: fp32")
         return cls(device=device, precision=t.precision, micro_batch_size=t.micro_batch_size,
-                   temperature=logprob_temperature(cfg.rollout.temperature))
+                   temperature=logprob_temperature(cfg.rollout.temperature), logit_chunk=t.logit_chunk)
 
     def autocast(self) -> contextlib.AbstractContextManager:
         """bf16 compute over float32 master weights (CPU and CUDA); a no-op in fp32."""

@@ -48,6 +48,9 @@ class TrainConfig:
     device: str = "auto"  # auto (CUDA when visible) | cpu | cuda | cuda:N
     precision: str = "fp32"  # fp32 | bf16 (autocast over float32 master weights and optimiser state)
     micro_batch_size: int = 0  # rows per forward/backward inside a mini-batch (0 = the whole mini-batch)
+    # positions per output-head chunk in log-probs: with a 151,936-token vocabulary a chunk of 1,024
+    # costs about 3 GiB (logits, softmax, recompute); lower it on small GPUs
+    logit_chunk: int = 1024
     lr_schedule: str = "constant"  # constant | linear | cosine (over train.iterations, after the warmup)
     warmup_iterations: int = 0  # linear warmup from 0 to train.lr
 

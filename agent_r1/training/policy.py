@@ -20,8 +20,7 @@ class ValueModel(nn.Module):
     """A critic: the policy's decoder stack (a copy) with a scalar head per token.
 
     The value at position t estimates the return from the state after token t-1 (the state
-    in which token t is chosen), aligned with the log-prob convention above. The head is made in
-    the body's dtype, so a bf16-loaded body never meets a float32 head.
+    in which token t is chosen), aligned with the log-prob convention above.
     """
 
     def __init__(self, policy: Any):
@@ -37,8 +36,9 @@ class ValueModel(nn.Module):
         self.body = copy.deepcopy(policy.get_decoder())
         if not has_adapters(policy):
             self.body.requires_grad_(True)
-        dtype = next(self.body.parameters()).dtype
-        self.head = nn.Linear(policy.config.hidden_size, 1, dtype=dtype)
+        # trainable, so float32 whatever the body's dtype (AdamW steps on bf16 weights lose updates);
+        # the hidden states are cast to it (under bf16 autocast the matmul still runs in bf16)
+        self.head = nn.Linear(policy.config.hidden_size, 1, dtype=torch.float32)
         nn.init.zeros_(self.head.weight)
         nn.init.zeros_(self.head.bias)
 
