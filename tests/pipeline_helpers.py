@@ -39,3 +39,14 @@ def write_micro_params(path: Path, root: str | Path = "") -> Path:
     base = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
     path.write_text(yaml.safe_dump(_merge(base, micro_params(root)), sort_keys=False))
     return path
+
+
+def resume_run_overrides(tmp_path: Path) -> dict[str, Any]:
+    """A tiny real run (60-person world, 1-layer model, PPO with a critic and KL) whose checkpoints
+    come every 2 iterations: for resume-equals-uninterrupted tests."""
+    return {"data.dir": str(tmp_path / "data"), "search.index_dir": str(tmp_path / "index"),
+            "data.n_people": 60, "model.hidden_size": 32, "model.num_layers": 1, "model.num_heads": 2,
+            "model.intermediate_size": 64, "model.vocab_size": 300, "train.prompts_per_iter": 4,
+            "rollout.n_samples": 2, "rollout.max_turns": 2, "rollout.max_tokens_per_turn": 6,
+            "train.checkpoint_every": 2, "train.eval_every": 0, "train.eval_size": 4, "train.threads": 1,
+            "algo.adv_estimator": "gae", "algo.kl_coef": 0.01}

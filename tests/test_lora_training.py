@@ -11,6 +11,7 @@ import torch
 from agent_r1.config import load_config
 from agent_r1.training.compute import token_logprobs
 from agent_r1.training.trainer import RLTrainer
+from tests.pipeline_helpers import resume_run_overrides
 from tests.rollout_helpers import make_env_factory
 
 SAMPLES = [{"id": f"q{i}", "question": f"Where was {n} born?", "answers": ["Telumas"]}
@@ -65,12 +66,7 @@ def test_lora_resume_equals_uninterrupted(tmp_path):
     from agent_r1.training.metrics_log import read_metrics
     from agent_r1.training.run import run_train
 
-    common = {"data.dir": str(tmp_path / "data"), "search.index_dir": str(tmp_path / "index"),
-              "data.n_people": 60, "model.hidden_size": 32, "model.num_layers": 1, "model.num_heads": 2,
-              "model.intermediate_size": 64, "model.vocab_size": 300, "train.prompts_per_iter": 4,
-              "rollout.n_samples": 2, "rollout.max_turns": 2, "rollout.max_tokens_per_turn": 6,
-              "train.checkpoint_every": 2, "train.eval_every": 0, "train.eval_size": 4, "train.threads": 1,
-              "algo.adv_estimator": "gae", "algo.kl_coef": 0.01, "model.lora.r": 4, "train.lr": 1e-2,
+    common = {**resume_run_overrides(tmp_path), "model.lora.r": 4, "train.lr": 1e-2,
               "reward.format_penalty": -1.0, "train.device": "cpu"}
     run_train(load_config(None, {**common, "train.iterations": 4, "train.out_dir": str(tmp_path / "a")}))
     run_train(load_config(None, {**common, "train.iterations": 2, "train.out_dir": str(tmp_path / "b")}))

@@ -13,6 +13,7 @@ from agent_r1.rollout.chat import ChatCodec
 from agent_r1.training.demos import demo_trajectory
 from agent_r1.training.sft import sft_train
 from agent_r1.training.trainer import NonFiniteLossError, RLTrainer
+from tests.pipeline_helpers import resume_run_overrides
 from tests.rollout_helpers import make_env_factory
 
 NAMES = ["Karivo", "Bamena", "Tolusa", "Meriko", "Dasuna", "Vikelo", "Runoma", "Sebika"]
@@ -103,12 +104,7 @@ def test_resume_equals_uninterrupted(tmp_path):
     from agent_r1.training.metrics_log import read_metrics
     from agent_r1.training.run import run_train
 
-    common = {"data.dir": str(tmp_path / "data"), "search.index_dir": str(tmp_path / "index"),
-              "data.n_people": 60, "model.hidden_size": 32, "model.num_layers": 1, "model.num_heads": 2,
-              "model.intermediate_size": 64, "model.vocab_size": 300, "train.prompts_per_iter": 4,
-              "rollout.n_samples": 2, "rollout.max_turns": 2, "rollout.max_tokens_per_turn": 6,
-              "train.checkpoint_every": 2, "train.eval_every": 0, "train.eval_size": 4, "train.threads": 1,
-              "algo.adv_estimator": "gae", "algo.kl_coef": 0.01}
+    common = resume_run_overrides(tmp_path)
     straight = load_config(None, {**common, "train.iterations": 4, "train.out_dir": str(tmp_path / "a")})
     run_train(straight)
     first = load_config(None, {**common, "train.iterations": 2, "train.out_dir": str(tmp_path / "b")})
