@@ -72,9 +72,11 @@ class Compute:
     def to_device(self, mb: dict[str, Any]) -> dict[str, Any]:
         return {k: v.to(self.device, non_blocking=True) if isinstance(v, torch.Tensor) else v for k, v in mb.items()}
 
-    def micro_batches(self, batch: dict[str, Any], rows: torch.Tensor | None = None) -> Iterator[dict[str, Any]]:
-        """The 2-D tensors of `batch` (rows `rows`, default all), `micro_batch_size` rows at a time,
-        on the device and cut to their longest row (padding columns never reach the model)."""
+    def micro_batches(self, batch: dict[str, Any],
+                      rows: torch.Tensor | None = None) -> Iterator[tuple[torch.Tensor, dict[str, Any]]]:
+        """(row indices, micro-batch): the 2-D tensors of `batch` (rows `rows`, default all),
+        `micro_batch_size` rows at a time, on the device and cut to their longest row (padding
+        columns never reach the model)."""
         n = batch["input_ids"].shape[0]
         rows = torch.arange(n) if rows is None else rows
         size = self.micro_batch_size or len(rows)
@@ -83,7 +85,7 @@ class Compute:
             width = int(batch["attention_mask"][idx].sum(-1).max().item()) if len(idx) else 0
             width = max(width, 2)
             mb = {k: v[idx, :width] for k, v in batch.items() if isinstance(v, torch.Tensor) and v.dim() == 2}
-            yield self.to_device(mb)
+            yield idx, self.to_device(mb)
 
 
 def place_policy(model: Any, compute: Compute, gradient_checkpointing: bool = False) -> Any:
@@ -117,24 +119,19 @@ def logprob_temperature(temperature: float) -> float:
     return temperature if temperature > 0 else 1.0
 
 
-def pad_to(x: torch.Tensor, width: int) -> torch.Tensor:
-    """Right-pads a `[rows, w]` tensor with zeros to `width` columns (micro-batch -> batch width)."""
-    if x.shape[1] >= width:
-        return x
-    return torch.nn.functional.pad(x, (0, width - x.shape[1]))
-
-
 def _head_chunk(head: Any, hidden: torch.Tensor, targets: torch.Tensor, temperature: float,
-                with_entropy: bool) -> tuple[torch.Tensor, torch.Tensor]:
+                entropy: str | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(log-probs, entropy) of one chunk of positions. `entropy`: None (zeros), "grad" (in the
+    graph, for an entropy bonus) or "metric" (from the same logits, outside the graph)."""
     logits = head(hidden)
     logits = logits.to(torch.promote_types(logits.dtype, torch.float32)) / temperature
     lse = torch.logsumexp(logits, dim=-1)
     logp = logits.gather(-1, targets[:, None]).squeeze(-1) - lse
-    if not with_entropy:
+    if entropy is None:
         return logp, torch.zeros_like(logp)
-    p = torch.softmax(logits, dim=-1)
-    entropy = lse - (p * logits).sum(-1)
-    return logp, entropy
+    with torch.set_grad_enabled(entropy == "grad" and torch.is_grad_enabled()):
+        p = torch.softmax(logits, dim=-1)
+        return logp, lse - (p * logits).sum(-1)
 
 
 def token_logprobs(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0,
@@ -153,17 +150,14 @@ def token_logprobs(model: Any, input_ids: torch.Tensor, attention_mask: torch.Te
     h = hidden[:, :-1][rows, cols]  # [N, H]: only the positions whose log-prob is wanted
     targets = input_ids[:, 1:][rows, cols]
     grad = torch.is_grad_enabled()
+    mode = ("grad" if entropy_grad else "metric") if with_entropy else None
     logps, ents = [], []
     for s in range(0, h.shape[0], chunk):
         hs, ts = h[s:s + chunk], targets[s:s + chunk]
-        ent_here = with_entropy and entropy_grad and grad
         if grad:  # keep only the chunk's hidden states; logits are recomputed in backward
-            lp, en = checkpoint(_head_chunk, head, hs, ts, temperature, ent_here, use_reentrant=False)
+            lp, en = checkpoint(_head_chunk, head, hs, ts, temperature, mode, use_reentrant=False)
         else:
-            lp, en = _head_chunk(head, hs, ts, temperature, with_entropy)
-        if with_entropy and not ent_here:
-            with torch.no_grad():
-                en = _head_chunk(head, hs.detach(), ts, temperature, True)[1]
+            lp, en = _head_chunk(head, hs, ts, temperature, mode)
         logps.append(lp)
         ents.append(en)
     dtype = logps[0].dtype if logps else torch.float32  # float32, or float64 for a float64 model

@@ -94,12 +94,10 @@ class RLTrainer:
         """`fn(model, micro_batch) -> [rows, width]` over micro-batches, gathered into `[B, T]` on the CPU."""
         model.eval()
         out = torch.zeros_like(batch["attention_mask"])
-        rows = torch.arange(out.shape[0])
-        size = self.compute.micro_batch_size or len(rows)
         with self.compute.autocast():
-            for start, mb in zip(range(0, len(rows), size), self.compute.micro_batches(batch)):
+            for rows, mb in self.compute.micro_batches(batch):
                 values = fn(model, mb).float().cpu()
-                out[start:start + values.shape[0], :values.shape[1]] = values
+                out[rows, :values.shape[1]] = values
         return out
 
     def _reference(self) -> contextlib.AbstractContextManager:
@@ -179,7 +177,7 @@ class RLTrainer:
         self.model.train()
         record: dict[str, float] = {}
         micro = 0
-        for mb in self.compute.micro_batches(batch, idx):
+        for _, mb in self.compute.micro_batches(batch, idx):
             mask = mb["loss_mask"]
             with self.compute.autocast():
                 logp, entropy = token_logprobs(self.model, mb["input_ids"], mb["attention_mask"],
@@ -218,7 +216,7 @@ class RLTrainer:
         self.critic.train()
         self.critic_optimizer.zero_grad(set_to_none=True)
         record: dict[str, float] = {"value_loss": 0.0}
-        for mb in self.compute.micro_batches(batch, idx):
+        for _, mb in self.compute.micro_batches(batch, idx):
             with self.compute.autocast():
                 values = self.critic(mb["input_ids"], mb["attention_mask"])
             vloss, vmetrics = value_loss(values, mb["old_values"], mb["returns"], mb["adv_mask"], a.vf_clip,
