@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +16,17 @@ from agent_r1.trajectory import Trajectory, collate
 from agent_r1.training.metrics_log import JsonlMetrics
 from agent_r1.training.policy import token_logprobs
 
+StepCallback = Callable[[int, dict[str, float]], None]
+
 
 def sft_train(model: Any, tokenizer: Any, demos: list[Trajectory], steps: int, batch_size: int, lr: float,
-              seed: int, metrics: JsonlMetrics | None = None, log_every: int = 50) -> list[float]:
-    """Minimises the token-mean NLL of action tokens; returns the loss per step."""
+              seed: int, metrics: JsonlMetrics | None = None, log_every: int = 50,
+              on_step: StepCallback | None = None) -> list[float]:
+    """Minimises the token-mean NLL of action tokens; returns the loss per step.
+
+    `on_step(step, values)` is called at the metrics' cadence (step 0, every `log_every` steps, the
+    last step) with `sft/loss` (that step's), `sft/tokens_per_s`, `elapsed_s` and `eta_s` (seconds;
+    0 at the last step); `print_progress(steps)` is a ready one for the terminal."""
     if not demos:
         raise ValueError("no demonstrations to train on")
     rng = random.Random(seed)
@@ -41,8 +49,14 @@ def sft_train(model: Any, tokenizer: Any, demos: list[Trajectory], steps: int, b
         sched.step()
         losses.append(loss.item())
         tokens += int(batch["attention_mask"].sum())
-        if metrics is not None and (step % log_every == 0 or step == steps - 1):
-            metrics.log(step, {"sft/loss": losses[-1], "sft/tokens_per_s": tokens / (time.perf_counter() - start)})
+        if step % log_every == 0 or step == steps - 1:
+            elapsed = time.perf_counter() - start
+            logged = {"sft/loss": losses[-1], "sft/tokens_per_s": tokens / elapsed}
+            if metrics is not None:
+                metrics.log(step, logged)
+            if on_step is not None:
+                # the mean time per step so far, times the steps left: the warm-up steps cost about the same
+                on_step(step, {**logged, "elapsed_s": elapsed, "eta_s": elapsed / (step + 1) * (steps - step - 1)})
     model.eval()
     return losses
 
@@ -70,3 +84,28 @@ def run_sft(cfg: ExperimentConfig) -> Path:
     print(f"SFT: {len(demos)} demos, {cfg.sft.steps} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}; "
           f"model saved to {out / 'model'}")
     return out / "model"
+
+
+def _duration(seconds: float) -> str:
+    """52s, 2m01s, 1h05m: short enough for a progress line."""
+    s = round(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def print_progress(total: int) -> StepCallback:
+    """An `on_step` that prints one line per call (the step shown is steps done, so the last reads
+    500/500), e.g.
+    `sft step 150/500 loss 1.234 tok/s 5,432 elapsed 52s left ~2m01s`; flushed, so it shows as it
+    happens under `dvc repro` and in Prefect's captured logs (both read a pipe, which Python buffers)."""
+    width = len(str(total))
+
+    def show(step: int, values: dict[str, float]) -> None:
+        print(f"sft step {step + 1:>{width}}/{total} loss {values['sft/loss']:.3f} "
+              f"tok/s {values['sft/tokens_per_s']:,.0f} elapsed {_duration(values['elapsed_s'])} "
+              f"left ~{_duration(values['eta_s'])}", flush=True)
+
+    return show
