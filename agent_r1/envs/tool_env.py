@@ -14,7 +14,7 @@ from agent_r1.envs.base import StepOutput
 from agent_r1.envs.formats import ParsedAction, ToolCallFormat
 from agent_r1.rewards.scoring import RewardConfig, step_process_reward
 from agent_r1.tools.base import ToolResult, tool_schema
-from agent_r1.tools.runner import ToolRunner
+from agent_r1.tools.runner import ToolCall, ToolRunner
 
 
 @dataclass
@@ -157,7 +157,10 @@ class ToolEnv:
             + (["parse"] if parsed.error else []),
             "retrieved_titles": titles,
             "tools": per_tool,  # per tool: calls, failures, seconds (summed by tools.runner.tool_metrics)
+            "calls": [call_record(call, r) for call, r in zip(parsed.calls, results)],  # for traces
         }
+        if parsed.error:
+            info["parse_error"] = parsed.error
         return StepOutput(observation=self.fmt.wrap_observation(texts), reward=reward, done=False, info=info)
 
     def step(self, action_text: str) -> StepOutput:
@@ -166,6 +169,16 @@ class ToolEnv:
 
     def close(self) -> None:
         pass
+
+
+def call_record(call: ToolCall, result: ToolResult) -> dict[str, Any]:
+    """One executed (or refused) call as a small JSON-able dict: name, arguments, ok, error (what the
+    model was told), latency_ms (measured by the runner; a batch's time is shared by its calls) and
+    titles (the documents a search returned)."""
+    return {"name": str(call.name), "arguments": call.arguments if isinstance(call.arguments, dict) else {},
+            "ok": bool(result.success), "error": None if result.success else result.text[:500],
+            "latency_ms": 1000.0 * float(result.metadata.get("seconds", 0.0)),
+            "titles": [str(t) for t in result.metadata.get("titles", [])]}
 
 
 def step_many(envs: list[ToolEnv], actions: list[str]) -> list[StepOutput]:

@@ -121,13 +121,17 @@ def _run_turns(engine: Any, codec: ChatCodec, envs: list[ToolEnv], trajs: list[T
             top_p=config.top_p, stop_token_ids=stop_ids, stop_strings=text_stops,
             seed=None if seed is None else seed * 1000 + turn_idx,
         )
+        generate_start = time.time_ns()
         if rollout_id is None:
             outputs = engine.generate(contexts, params)
         else:  # a prefix is worth keeping only when another turn can follow
             outputs = engine.generate(contexts, params, prefix_keys=[(rollout_id, i) for i in active],
                                       keep_prefixes=turn_idx + 1 < config.max_turns)
+        generate_end = time.time_ns()
         texts = [codec.decode(o.token_ids) for o in outputs]
         steps = step_many([envs[i] for i in active], texts)
+        # wall-clock times of this turn (the batch's generation, then its tool calls), for traces
+        timing_ns = [generate_start, generate_end, time.time_ns()]
         still = []
         for i, out, text, step in zip(active, outputs, texts, steps):
             traj = trajs[i]
@@ -136,7 +140,8 @@ def _run_turns(engine: Any, codec: ChatCodec, envs: list[ToolEnv], trajs: list[T
                         truncated=truncated,
                         masked=truncated and config.mask_truncated_turns and _open_call(text, fmt),
                         tool_calls=step.info.get("tool_calls", 0),
-                        valid_tool_calls=step.info.get("valid_tool_calls", 0), info=step.info)
+                        valid_tool_calls=step.info.get("valid_tool_calls", 0),
+                        info={**step.info, "timing_ns": timing_ns})  # step.info["calls"]: each tool call
             traj.turns.append(turn)
             if step.done:
                 traj.answer = step.answer

@@ -1,4 +1,4 @@
-"""MLflow tracking: runs, params, tags, per-iteration metrics, checkpoints and trajectory tables.
+"""MLflow tracking: runs, params, tags, per-iteration metrics, checkpoints, trajectory tables and traces.
 
 Nothing here imports Prefect; MLflow itself is imported lazily (it is slow to import).
 
@@ -9,7 +9,7 @@ Where things go
   current directory.
 
 Never lost silently
-Every write (run creation, params, tags, metrics, tables, artifacts, run end) is a record. A record
+Every write (run creation, params, tags, metrics, tables, traces, artifacts, run end) is a record. A record
 is sent at once when MLflow answers; when it does not (server down, network, a locked database), the
 record goes to a local JSONL buffer (`<project>/mlruns/buffer/pending.jsonl`, artifacts copied next
 to it) and training goes on. The buffer is shared safely by processes (file locks), survives a kill at
@@ -23,7 +23,11 @@ the reason, and the rest go on. `RunTracker.report()` counts all of it.
 A tracking URI may hold credentials: whatever this package prints or logs shows it through
 `redact_uri`.
 
-Modules: location (where, and redact_uri), tags and rows (what), buffer + filelock (the offline
+Sample trajectories also become MLflow traces (the experiment's Traces tab): one span tree per
+trajectory (agent -> turns -> tool calls), linked to the train run (`mlflow.sourceRun`) and tagged
+with `iteration` and `sample_id` (traces.py).
+
+Modules: location (where, and redact_uri), tags, rows and traces (what), buffer + filelock (the offline
 buffer), transport (one record to MLflow), channel (send or buffer, flush), run (RunTracker),
 sink (MlflowSink), cli (`python -m agent_r1.tracking flush|status`).
 """
@@ -37,8 +41,10 @@ from agent_r1.tracking.rows import rows_to_columns, trajectory_rows
 from agent_r1.tracking.run import RunTracker
 from agent_r1.tracking.sink import MlflowSink
 from agent_r1.tracking.tags import dvc_lock_hashes, flatten_params, git_tags, machine_tags
+from agent_r1.tracking.traces import trace_record, trajectory_span
 from agent_r1.tracking.transport import _Transport
 
 __all__ = ["DEFAULT_EXPERIMENT", "MlflowSink", "RecordBuffer", "RunTracker", "default_artifact_root",
            "default_buffer_dir", "default_tracking_uri", "dvc_lock_hashes", "flatten_params", "git_tags",
-           "machine_tags", "main", "project_dir", "redact_uri", "rows_to_columns", "trajectory_rows"]
+           "machine_tags", "main", "project_dir", "redact_uri", "rows_to_columns", "trace_record", "trajectory_rows",
+           "trajectory_span"]

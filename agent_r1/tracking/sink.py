@@ -1,4 +1,4 @@
-"""The trainer's metrics sink: per-iteration metrics, trajectory tables and checkpoints to MLflow."""
+"""The trainer's metrics sink: per-iteration metrics, trajectory tables and traces, checkpoints to MLflow."""
 
 from __future__ import annotations
 
@@ -8,19 +8,25 @@ from typing import Any
 
 from agent_r1.tracking.rows import trajectory_rows
 from agent_r1.tracking.run import RunTracker
+from agent_r1.tracking.traces import trace_record
 
 
 class MlflowSink:
-    """A MetricsSink for `run_train(..., sink=)`: per-iteration metrics and trajectory tables to an
-    MLflow run, checkpoints as artifacts; `also` sinks (e.g. the JSONL file DVC plots) get every
-    metric too."""
+    """A MetricsSink for `run_train(..., sink=)`: per-iteration metrics, trajectory tables and traces
+    to an MLflow run, checkpoints as artifacts; `also` sinks (e.g. the JSONL file DVC plots) get every
+    metric too.
+
+    Each logged iteration's first `max_traces` table rows also become MLflow traces (the experiment's
+    Traces tab; traces.py), linked to the run and tagged with the iteration and sample id. A trace
+    costs a few store writes, so they stay few (None: as many as the table rows, 0: none)."""
 
     def __init__(self, tracker: RunTracker, also: Iterable[Any] = (), checkpoints_dir: str | Path | None = None,
-                 max_table_rows: int | None = 64):
+                 max_table_rows: int | None = 64, max_traces: int | None = 16):
         self.tracker = tracker
         self.also = list(also)
         self.checkpoints_dir = Path(checkpoints_dir) if checkpoints_dir else None
         self.max_table_rows = max_table_rows
+        self.max_traces = max_traces
         self.logged_checkpoints: set[str] = set()
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
@@ -31,9 +37,20 @@ class MlflowSink:
     def log_trajectories(self, step: int, trajectories: list[Any], tokenizer: Any = None) -> None:
         rows = trajectory_rows(step, trajectories, tokenizer=None, max_rows=self.max_table_rows)
         self.tracker.log_table(rows, f"trajectories/iter_{step:06d}.json")
+        self.log_traces(step, trajectories)
         for sink in self.also:
             if hasattr(sink, "log_trajectories"):
                 sink.log_trajectories(step, trajectories, tokenizer)
+
+    def log_traces(self, step: int, trajectories: list[Any]) -> int:
+        """The first trajectories (those in the table, at most `max_traces`) as traces; returns how many."""
+        # the table reads a max_table_rows of 0 as "no limit" (rows.py); max_traces=0 means no traces
+        limits = [n for n in (self.max_table_rows or None, self.max_traces) if n is not None]
+        chosen = trajectories[:min(limits)] if limits else trajectories
+        for index, traj in enumerate(chosen):
+            # through the run's channel like every record: sent now, or buffered while MLflow is away
+            self.tracker.channel.submit(trace_record(self.tracker.key, self.tracker.experiment, step, index, traj))
+        return len(chosen)
 
     def log_checkpoints(self) -> list[str]:
         """Uploads every complete checkpoint not uploaded yet (as `checkpoints/iter_XXXXXX`)."""

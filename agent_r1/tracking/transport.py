@@ -7,7 +7,9 @@ MLflow taking a record and the journal saying so:
 - a run is created with the tag `agent_r1.run_key` (the buffer's key for it); a `create_run` that
   was begun but never marked done is first looked up by that tag, so a replay reuses the run;
 - `log_table` appends to an existing table, so a table record that was begun but never marked done
-  is skipped when its artifact already exists.
+  is skipped when its artifact already exists;
+- a trace's id is derived from its record's stable key (traces.py), so a trace record is skipped
+  when MLflow already holds that trace, finished (tagged with its key by `start_trace`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ REQUIRED_FIELDS = {
     "create_run": ("key", "experiment", "time_ms"), "params": ("key", "params"), "tags": ("key", "tags"),
     "metrics": ("key", "metrics", "step", "time_ms"), "table": ("key", "columns", "artifact_file"),
     "artifacts": ("key", "local_path"), "end": ("key", "status", "time_ms"),
+    "trace": ("key", "experiment", "trace_key", "root"),
 }
 
 
@@ -61,6 +64,7 @@ class _Transport:
         self.tracking_uri = tracking_uri
         self.artifact_root = artifact_root
         self._client = None
+        self._tracing = None
         self._experiments: dict[str, str] = {}
         self._ops: dict[str, Callable[[Any, str, dict[str, Any]], None]] = {
             "params": self._params, "tags": self._tags, "metrics": self._metrics, "table": self._table,
@@ -74,9 +78,19 @@ class _Transport:
             self._client = MlflowClient(tracking_uri=self.tracking_uri)
         return self._client
 
+    @property
+    def tracing(self):
+        """MLflow's tracing client of this URI (MlflowClient's own is private)."""
+        if self._tracing is None:
+            from mlflow.tracing.client import TracingClient
+
+            self._tracing = TracingClient(self.tracking_uri)
+        return self._tracing
+
     def reset(self) -> None:
         """A fresh client (and connection pool) next time."""
         self._client = None
+        self._tracing = None
 
     def experiment_id(self, name: str) -> str:
         if name not in self._experiments:
@@ -107,6 +121,9 @@ class _Transport:
             raise NotYet(f"run {record['key']} not created yet")
         if uncertain and record["op"] == "table" and self._has_artifact(run_id, record["artifact_file"]):
             return None
+        if record["op"] == "trace":
+            self._trace(run_id, record)
+            return None
         self._ops[record["op"]](self.client, run_id, record)
         return None
 
@@ -131,6 +148,33 @@ class _Transport:
         folder = str(Path(artifact_file).parent)
         listed = self.client.list_artifacts(run_id, None if folder == "." else folder)
         return any(a.path == artifact_file for a in listed)
+
+    def _trace(self, run_id: str, record: dict[str, Any]) -> None:
+        """Spans first, then the trace info: `start_trace` finishes the trace and tags it with its key,
+        so a trace cut between the two is written again, one already finished is skipped."""
+        from agent_r1.tracking.traces import TRACE_KEY_TAG, mlflow_trace, trace_id_of
+
+        if self._trace_done(trace_id_of(record["trace_key"]), record["trace_key"], TRACE_KEY_TAG):
+            return
+        try:
+            info, spans = mlflow_trace(record, self.experiment_id(record["experiment"]), run_id)
+        except (KeyError, TypeError, ValueError) as err:
+            raise BadRecord(f"a 'trace' record holds no readable span tree ({type(err).__name__}: {err})") from err
+        except Exception as err:  # noqa: BLE001 - MLflow's Span.from_dict wraps what it cannot read
+            if getattr(err, "error_code", None) == "INVALID_PARAMETER_VALUE":
+                raise BadRecord(f"a 'trace' record holds no readable span tree ({err})") from err
+            raise
+        self.tracing.log_spans(info.experiment_id, spans)
+        self.tracing.start_trace(info)
+
+    def _trace_done(self, trace_id: str, trace_key: str, key_tag: str) -> bool:
+        try:
+            info = self.tracing.get_trace_info(trace_id)
+        except Exception as err:  # noqa: BLE001 - not there yet is the usual answer; anything else: offline
+            if getattr(err, "error_code", None) == "RESOURCE_DOES_NOT_EXIST":
+                return False
+            raise
+        return info is not None and info.tags.get(key_tag) == trace_key
 
     # one method per op, registered in self._ops
     @staticmethod
