@@ -15,7 +15,7 @@ COMMAND_MODULES = (
     "agent_r1.data.commands",
     "agent_r1.retrieval.commands",
     "agent_r1.rollout.commands",
-    "agent_r1.training.commands",
+    "agent_r1.runs.commands",
     "agent_r1.evaluation.commands",
     "agent_r1.models.commands",
 )

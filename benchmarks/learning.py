@@ -33,9 +33,9 @@ from agent_r1.models.build import load_model  # noqa: E402
 from agent_r1.retrieval.base import open_index  # noqa: E402
 from agent_r1.rollout.chat import ChatCodec  # noqa: E402
 from agent_r1.rollout.engine import TransformersEngine  # noqa: E402
-from agent_r1.training.run import run_train  # noqa: E402
-from agent_r1.training.setup import ensure_data, ensure_index, load_samples, make_env_factory, set_threads  # noqa: E402
-from agent_r1.training.sft import run_sft  # noqa: E402
+from agent_r1.runs.assembly import ensure_data, ensure_index, load_samples, make_env_factory, set_threads  # noqa: E402
+from agent_r1.runs.sft import run_sft  # noqa: E402
+from agent_r1.runs.train import run_train  # noqa: E402
 
 VARIANTS = {
     "grpo": {"algo.adv_estimator": "grpo"},

@@ -40,9 +40,9 @@ sys.path.insert(0, str(ROOT))
 
 from agent_r1.config import load_config  # noqa: E402
 from agent_r1.evaluation.harness import evaluate_model, format_table, load_question_set  # noqa: E402
-from agent_r1.training.run import run_train  # noqa: E402
-from agent_r1.training.setup import build_index, ensure_data, ensure_index, load_samples, set_threads  # noqa: E402
-from agent_r1.training.sft import run_sft  # noqa: E402
+from agent_r1.runs.assembly import build_index, ensure_data, ensure_index, load_samples, set_threads  # noqa: E402
+from agent_r1.runs.sft import run_sft  # noqa: E402
+from agent_r1.runs.train import run_train  # noqa: E402
 
 SHARED_DATA = ROOT.parent / "shared" / "data"
 REAL_SETS = {  # name -> path under shared/data; all searched over the HotpotQA corpus

@@ -143,7 +143,7 @@ def policy(cfg: Any, device: str = "cpu", sft_steps: int = 60, dtype: str = "flo
     if not warm.exists() or not stamp.exists() or stamp.read_text() != str(sft_steps):
         from dataclasses import replace
 
-        from agent_r1.training.sft import run_sft
+        from agent_r1.runs.sft import run_sft
 
         t0, threads = time.perf_counter(), torch.get_num_threads()
         try:  # run_sft sets train.threads; the benchmark's own thread count is restored after
@@ -182,9 +182,9 @@ def hermes_policy(cfg: Any, chat_template: str, sft_steps: int = 100, batch_size
     if not warm.exists() or not stamp.exists() or stamp.read_text() != key:
         from agent_r1.retrieval.base import open_index
         from agent_r1.rollout.chat import ChatCodec
+        from agent_r1.runs.assembly import ensure_data, ensure_index, load_samples, make_env_factory
         from agent_r1.training.demos import build_demos
         from agent_r1.training.metrics_log import JsonlMetrics
-        from agent_r1.training.setup import ensure_data, ensure_index, load_samples, make_env_factory
         from agent_r1.training.sft import sft_train
 
         t0 = time.perf_counter()
@@ -218,7 +218,7 @@ def _gpu_policy(cfg: Any, device: str, dtype: str) -> tuple[Any, Any, dict]:
     import torch
     import transformers
 
-    from agent_r1.training.setup import build_policy, ensure_data
+    from agent_r1.runs.assembly import build_policy, ensure_data
 
     _, tok = build_policy(cfg, ensure_data(cfg))
     torch.manual_seed(0)

@@ -91,7 +91,7 @@ def main() -> int:
     from agent_r1.rollout.chat import ChatCodec
     from agent_r1.rollout.engine import TransformersEngine
     from agent_r1.rollout.loop import run_rollout
-    from agent_r1.training.setup import ensure_data, ensure_index, load_samples, make_env_factory
+    from agent_r1.runs.assembly import ensure_data, ensure_index, load_samples, make_env_factory
 
     data_dir = ensure_data(cfg)
     retriever = open_index(ensure_index(cfg, data_dir))

@@ -43,8 +43,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from perf_common import (WORK, add_common_args, hermes_policy, load_cfg, policy, ratio_summary, summary,  # noqa: E402
-                         device_overrides, write_result)
+from perf_common import (  # noqa: E402
+    WORK,
+    add_common_args,
+    device_overrides,
+    hermes_policy,
+    load_cfg,
+    policy,
+    ratio_summary,
+    summary,
+    write_result,
+)
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
@@ -85,7 +94,7 @@ def main() -> int:
         return 1
 
     from agent_r1.rewards.qa import exact_match
-    from agent_r1.training.setup import ensure_data, ensure_index, load_samples
+    from agent_r1.runs.assembly import ensure_data, ensure_index, load_samples
 
     data_dir = ensure_data(cfg)
     index_dir = ensure_index(cfg, data_dir)
@@ -135,8 +144,7 @@ def run_mode(mode: str, cfg: Any, base_model: Any, tok: Any, samples: list[dict]
     codec = ChatCodec(tok)
 
     from agent_r1.retrieval.base import open_index
-    from agent_r1.training.setup import make_env_factory
-
+    from agent_r1.runs.assembly import make_env_factory
     from agent_r1.tools.search import format_hits
 
     retriever = open_index(cfg.search.index_dir)

@@ -21,8 +21,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from perf_common import (add_common_args, alternate, load_cfg, policy, ratio_summary, summary,  # noqa: E402
-                         device_overrides, write_result)
+from perf_common import (  # noqa: E402
+    add_common_args,
+    alternate,
+    device_overrides,
+    load_cfg,
+    policy,
+    ratio_summary,
+    summary,
+    write_result,
+)
 
 
 def main() -> int:
@@ -36,8 +44,8 @@ def main() -> int:
     cuda = args.device.startswith("cuda")
     cfg = load_cfg(device_overrides(args.device))
     from agent_r1.retrieval.base import open_index
+    from agent_r1.runs.assembly import ensure_data, ensure_index, load_samples, make_env_factory
     from agent_r1.training import trainer as trainer_mod
-    from agent_r1.training.setup import ensure_data, ensure_index, load_samples, make_env_factory
 
     data_dir = ensure_data(cfg)
     retriever = open_index(ensure_index(cfg, data_dir))

@@ -48,8 +48,8 @@ RUNS = {
 
 def in_process_trainer(cfg):
     from agent_r1.retrieval.base import open_index
-    from agent_r1.training.run import prepare_run
-    from agent_r1.training.setup import make_env_factory
+    from agent_r1.runs.assembly import make_env_factory
+    from agent_r1.runs.train import prepare_run
     from agent_r1.training.trainer import RLTrainer
 
     parts = prepare_run(cfg)
@@ -77,8 +77,9 @@ def main() -> int:
     import ray
     import torch
 
+    from agent_r1.runs.assembly import ensure_data, ensure_index
+    from agent_r1.runs.train import assembly
     from agent_r1.training.ray_trainer import RayTrainer, init_ray
-    from agent_r1.training.setup import ensure_data, ensure_index
 
     base = load_config(None, {**CONFIG, "train.out_dir": str(WORK / "prep")})
     ensure_index(base, ensure_data(base))
@@ -93,7 +94,7 @@ def main() -> int:
         for name, cfg in cfgs.items():
             t0 = time.perf_counter()
             if cfg.ray.enabled:
-                trainers[name] = RayTrainer(cfg)
+                trainers[name] = RayTrainer(cfg, assembly())
             else:
                 trainers[name], retriever = in_process_trainer(cfg)
             startup[name] = round(time.perf_counter() - t0, 2)

@@ -39,9 +39,15 @@ def evaluate_run(cfg: Any, checkpoint: str | Path | None = None, log: Callable[[
     from agent_r1.models.build import load_model
     from agent_r1.rollout.chat import ChatCodec
     from agent_r1.rollout.engine import TransformersEngine
+    from agent_r1.runs.assembly import (
+        ensure_data,
+        ensure_index,
+        load_samples,
+        make_env_factory,
+        open_run_index,
+        set_threads,
+    )
     from agent_r1.training import checkpoint as ckpt
-    from agent_r1.training.setup import (ensure_data, ensure_index, load_samples, make_env_factory, open_run_index,
-                                         set_threads)
 
     set_threads(cfg.train.threads)
     out = Path(cfg.train.out_dir)
@@ -95,7 +101,8 @@ def write_curves(cfg: Any) -> Path:
 
     out = Path(cfg.train.out_dir) / "plots"
     out.mkdir(parents=True, exist_ok=True)
-    sources = {"metrics.jsonl": Path(cfg.train.out_dir) / "metrics.jsonl", None: Path(cfg.sft.out_dir) / "metrics.jsonl"}
+    sft = Path(cfg.sft.out_dir) / "metrics.jsonl" if cfg.sft.out_dir else Path(cfg.train.init_from).parent / "metrics.jsonl"
+    sources = {"metrics.jsonl": Path(cfg.train.out_dir) / "metrics.jsonl", None: sft}
     for name, (source, keys) in CURVES.items():
         rows = []
         for row in read_metrics(sources[source]):
@@ -116,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fresh", action="store_true", help="roll out again even where the trainer measured it")
     args = p.parse_args(argv)
     cfg = load_config(args.params, parse_overrides(args.overrides))
+    if not cfg.train.out_dir:
+        raise SystemExit("name the run to evaluate: --set train.out_dir=RUN_FOLDER (`agent-r1 runs` lists them)")
     evaluate_run(cfg, args.checkpoint, reuse=not args.fresh)
     write_curves(cfg)
     return 0

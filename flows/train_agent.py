@@ -16,10 +16,8 @@ data and index results are tags on the parent (they are tiny and usually cached)
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -45,103 +43,33 @@ from prefect import flow, get_run_logger, task  # noqa: E402
 from prefect.artifacts import create_progress_artifact, update_progress_artifact  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 
-DATA_KEYS = ("seed", "data")
-INDEX_KEYS = ("data", "search")
-
-
-# --- helpers (no Prefect state) -------------------------------------------------------------------
-def _config(params: str | None, overrides: dict[str, Any] | None):
-    from agent_r1.config import load_config
-
-    return load_config(params or None, dict(overrides or {}))
-
-
-def _sections(cfg: Any, keys: tuple[str, ...]) -> dict[str, Any]:
-    tree = cfg.to_dict()
-    return {k: tree[k] for k in keys}
-
-
-def _use_dvc(params: str | None, overrides: dict[str, Any] | None, mode: str) -> bool:
-    """DVC runs the data steps when asked (`dvc="on"`), or in `auto` mode when the flow runs the
-    project's own params.yaml in a DVC repo and no override touches seed/data/search (DVC stages
-    read params.yaml only, so with such overrides their outputs would not match this run)."""
-    if mode == "off":
-        return False
-    in_repo = (ROOT / ".dvc").is_dir() and (ROOT / "dvc.yaml").exists()
-    same_file = params is not None and Path(params).resolve() == (ROOT / "params.yaml").resolve()
-    touches = [k for k in (overrides or {}) if k.split(".")[0] in ("seed", "data", "search")]
-    if mode == "on":
-        if not in_repo or not same_file or touches:
-            raise ValueError(f"dvc='on' needs the project's params.yaml in a DVC repo and no seed/data/search "
-                             f"override (got params={params!r}, overrides {touches})")
-        return True
-    return in_repo and same_file and not touches and shutil_which_dvc() is not None
-
-
-def shutil_which_dvc() -> str | None:
-    import shutil
-
-    venv_dvc = Path(sys.executable).parent / "dvc"
-    return str(venv_dvc) if venv_dvc.exists() else shutil.which("dvc")
-
-
-def _dvc_repro(stage: str) -> str:
-    cmd = [shutil_which_dvc() or "dvc", "repro", "--single-item", stage]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-    return proc.stdout
-
-
-def _digest(*items: Any) -> str:
-    return hashlib.sha256(json.dumps(items, sort_keys=True, default=str).encode()).hexdigest()[:32]
-
-
-def _abs(path: str) -> str:
-    return str(Path(path).resolve())
-
-
-def _data_key(context: Any, inputs: dict[str, Any]) -> str:
-    """Same seed + data config + folder -> same data: a re-run reuses the result. (The flow refreshes
-    the cache if the folder was deleted since.)"""
-    cfg = _config(inputs["params"], inputs["overrides"])
-    return "prepare-data-" + _digest(_sections(cfg, DATA_KEYS), _abs(cfg.data.dir), inputs.get("dvc"))
-
-
-def _index_key(context: Any, inputs: dict[str, Any]) -> str | None:
-    """Same corpus bytes + search config + folder -> same index."""
-    cfg = _config(inputs["params"], inputs["overrides"])
-    corpus = Path(inputs["data_dir"]) / "corpus.jsonl"
-    if not corpus.exists():
-        return None  # no caching
-    sha = hashlib.sha1(corpus.read_bytes()).hexdigest()
-    return "build-index-" + _digest(_sections(cfg, INDEX_KEYS), _abs(cfg.search.index_dir), sha, inputs.get("dvc"))
+from flows.steps import _config, data_key, dvc_repro, index_key, use_dvc  # noqa: E402
 
 
 # --- tasks ----------------------------------------------------------------------------------------
-@task(name="prepare_data", retries=2, retry_delay_seconds=5, cache_key_fn=_data_key)
+@task(name="prepare_data", retries=2, retry_delay_seconds=5, cache_key_fn=data_key)
 def prepare_data(params: str | None, overrides: dict[str, Any], dvc: bool) -> str:
     """The data folder (synthetic world, or a prepared dataset). Idempotent, so retried and cached."""
-    from agent_r1.training.setup import ensure_data
+    from agent_r1.runs.assembly import ensure_data
 
     logger = get_run_logger()
     cfg = _config(params, overrides)
     if dvc:
-        logger.info("dvc repro prepare\n%s", _dvc_repro("prepare"))
+        logger.info("dvc repro prepare\n%s", dvc_repro("prepare"))
     path = ensure_data(cfg)
     logger.info("data ready in %s", path)
     return str(path)
 
 
-@task(name="build_index", retries=2, retry_delay_seconds=5, cache_key_fn=_index_key)
+@task(name="build_index", retries=2, retry_delay_seconds=5, cache_key_fn=index_key)
 def build_index(params: str | None, overrides: dict[str, Any], data_dir: str, dvc: bool) -> dict[str, Any]:
     """The retrieval index over the corpus; rebuilt only when the corpus or search config changed."""
-    from agent_r1.training.setup import ensure_data, ensure_index
+    from agent_r1.runs.assembly import ensure_data, ensure_index
 
     logger = get_run_logger()
     cfg = _config(params, overrides)
     if dvc:
-        logger.info("dvc repro index\n%s", _dvc_repro("index"))
+        logger.info("dvc repro index\n%s", dvc_repro("index"))
     index_dir = ensure_index(cfg, ensure_data(cfg))
     manifest = index_dir / "retriever.json"
     info = json.loads(manifest.read_text()) if manifest.exists() else {}
@@ -151,21 +79,25 @@ def build_index(params: str | None, overrides: dict[str, Any], data_dir: str, dv
 
 
 @task(name="sft", retries=1, retry_delay_seconds=5, cache_policy=NO_CACHE)
-def sft(params: str | None, overrides: dict[str, Any], tracker: Any) -> str:
-    """Supervised warm start on scripted demonstrations (deterministic: a retry redoes it)."""
+def sft(params: str | None, overrides: dict[str, Any], tracker: Any) -> dict[str, Any]:
+    """The supervised warm start: reused when one made from the same data, index, model, SFT and env
+    settings exists (runs/warm_starts/<hash>), else trained once (deterministic: a retry redoes it)."""
+    from agent_r1.runs.warm_start import ensure_warm_start
     from agent_r1.training.metrics_log import read_metrics
-    from agent_r1.training.sft import run_sft
 
+    logger = get_run_logger()
     cfg = _config(params, overrides)
     started = time.perf_counter()
-    model_dir = run_sft(cfg)
-    for row in read_metrics(Path(cfg.sft.out_dir) / "metrics.jsonl"):
+    warm = ensure_warm_start(cfg, log=logger.info)
+    for row in read_metrics(warm.dir / "metrics.jsonl"):  # the warm start's curve, on every run using it
         step = int(row.pop("step"))
         tracker.log_metrics(row, step)
     tracker.log_metrics({"sft/duration_s": time.perf_counter() - started})
-    tracker.set_tags({"model_dir": str(model_dir)})
-    get_run_logger().info("SFT done in %.0f s: %s", time.perf_counter() - started, model_dir)
-    return str(model_dir)
+    tracker.set_tags({"model_dir": str(warm.model_dir), "warm_start.hash": warm.hash,
+                      "warm_start.reused": str(warm.reused).lower()})
+    logger.info("warm start %s %s in %.0f s: %s", warm.hash[:16], "reused" if warm.reused else "trained",
+                time.perf_counter() - started, warm.model_dir)
+    return {"dir": str(warm.dir), "model_dir": str(warm.model_dir), "hash": warm.hash, "reused": warm.reused}
 
 
 @task(name="train", retries=1, retry_delay_seconds=10, cache_policy=NO_CACHE)
@@ -174,10 +106,11 @@ def train(params: str | None, overrides: dict[str, Any], tracker: Any) -> dict[s
     latest complete checkpoint, which restores the exact state, so retrying is safe."""
     from prefect.runtime import task_run
 
+    from agent_r1.runs.folders import read_record
+    from agent_r1.runs.train import run_train, set_aside_previous_run
     from agent_r1.tracking import MlflowSink
     from agent_r1.training import checkpoint as ckpt
     from agent_r1.training.metrics_log import JsonlMetrics
-    from agent_r1.training.run import run_train, set_aside_previous_run
 
     logger = get_run_logger()
     cfg = _config(params, overrides)
@@ -210,20 +143,29 @@ def train(params: str | None, overrides: dict[str, Any], tracker: Any) -> dict[s
     sink.log_checkpoints()
     tracker.log_metrics({"train/duration_s": time.perf_counter() - started}, result["iterations"])
     final = result["final"] or {}
-    latest = ckpt.latest_checkpoint(out / "checkpoints")
-    tracker.set_tags({"checkpoint": str(latest) if latest else ""})
+    card = read_record(out)
+    tracker.set_tags({"checkpoint": result["checkpoint"] or "", "checkpoint.sha256": result["checkpoint_sha256"] or "",
+                      **{f"lineage.{k}": v for k, v in card.get("lineage", {}).items()}})
     return {"iterations": result["iterations"], "final": final, "out_dir": result["out_dir"],
-            "checkpoint": str(latest) if latest else None}
+            "checkpoint": result["checkpoint"], "checkpoint_sha256": result["checkpoint_sha256"],
+            "lineage": card.get("lineage", {})}
 
 
 @task(name="evaluate", retries=2, retry_delay_seconds=5, cache_policy=NO_CACHE)
-def evaluate(params: str | None, overrides: dict[str, Any], checkpoint: str | None, tracker: Any) -> dict[str, Any]:
-    """Greedy held-out evaluation of the trained policy and of its starting point (the SFT warm
-    start), per question set; read-only, so retried."""
+def evaluate(params: str | None, overrides: dict[str, Any], checkpoint: str, checkpoint_sha256: str,
+             tracker: Any) -> dict[str, Any]:
+    """Greedy held-out evaluation of exactly the checkpoint this run's train stage produced (its
+    content hash is checked first) and of its starting point, per question set; read-only, so retried."""
+    from agent_r1.runs.lineage import checkpoint_hash
     from flows.evaluate import evaluate_run, write_curves
 
     logger = get_run_logger()
     cfg = _config(params, overrides)
+    found = checkpoint_hash(checkpoint)
+    if found != checkpoint_sha256:
+        raise RuntimeError(f"checkpoint {checkpoint} changed since training wrote it (sha256 {found[:16]}, trained "
+                           f"{checkpoint_sha256[:16]}): refusing to score another run's weights")
+    tracker.set_tags({"checkpoint": checkpoint, "checkpoint.sha256": found})
     results = evaluate_run(cfg, checkpoint, log=logger.info)
     write_curves(cfg)  # the files `dvc plots show` reads
     for name, per in results.items():
@@ -235,86 +177,111 @@ def evaluate(params: str | None, overrides: dict[str, Any], checkpoint: str | No
 
 
 # --- the flow -------------------------------------------------------------------------------------
+def _stage(tracker: Any, name: str, config: dict[str, Any] | None, fn: Any, *args: Any) -> Any:
+    """Runs one heavy stage under its own child MLflow run (ended FAILED when the stage raises)."""
+    child = tracker.child(name, tags={"stage": name})
+    if config is not None:
+        child.log_config(config)
+    try:
+        out = fn(*args, child)
+    except BaseException:
+        child.end("FAILED")
+        raise
+    child.end()
+    return out
+
+
+def _wants_sft(cfg: Any) -> bool:
+    """SFT runs when init_from is `sft` (the matching warm start) or names `sft.out_dir`'s model."""
+    init_from = cfg.train.init_from
+    if init_from == "sft":
+        return True
+    pinned = cfg.sft.out_dir and init_from and Path(init_from).resolve() == (Path(cfg.sft.out_dir) / "model").resolve()
+    return bool(cfg.sft.steps > 0 and pinned)
+
+
 @flow(name="train-agent", log_prints=True)
 def train_agent(params: str = "params.yaml", overrides: dict[str, Any] | None = None, dvc: str = "auto",
-                experiment: str = "agent-r1") -> dict[str, Any]:
-    """Trains a tool-using agent end to end. `params`: a params.yaml (relative to the project root);
-    `overrides`: dotted keys, e.g. {"train.iterations": 5, "algo.adv_estimator": "rloo"};
-    `dvc`: auto | on | off (run the data steps through `dvc repro`)."""
+                experiment: str | None = None) -> dict[str, Any]:
+    """Trains a tool-using agent end to end into a run folder of its own, runs/<experiment>/<flow run
+    name>. `params`: a params.yaml (relative to the project root); `overrides`: dotted keys, e.g.
+    {"train.iterations": 5, "algo.adv_estimator": "rloo"}; `dvc`: auto | on | off (run the data steps
+    through `dvc repro`); `experiment`: default train.experiment."""
     from prefect.runtime import flow_run
 
+    from agent_r1.runs.folders import update_record
+    from agent_r1.runs.lifecycle import fail_card, open_run
     from agent_r1.tracking import RunTracker, dvc_lock_hashes, git_tags, machine_tags
 
     logger = get_run_logger()
     os.chdir(ROOT)  # params and every relative path in them are relative to the project
     overrides = dict(overrides or {})
+    if experiment:
+        overrides["train.experiment"] = experiment
     cfg = _config(params, overrides)  # fails fast on a bad key, before any work
-    use_dvc = _use_dvc(params, overrides, dvc)
+    via_dvc = use_dvc(params, overrides, dvc)
+    # the run's own folder, pinned for every task (and for a retried one) through the overrides
+    run_dir = open_run(cfg, name=flow_run.name or None)
+    overrides["train.out_dir"] = str(run_dir)
+    experiment = cfg.train.experiment
     tree = cfg.to_dict()
-    tracker = RunTracker(f"train-agent {flow_run.name or ''}".strip(), experiment=experiment,
+    tracker = RunTracker(run_dir.name, experiment=experiment,
                          tags={**git_tags(ROOT), **machine_tags(tree), "pipeline": "train-agent",
                                "prefect.flow_run_id": str(flow_run.id or ""), "params_file": str(params),
-                               "overrides": json.dumps(overrides), "data.via": "dvc" if use_dvc else "library"})
+                               "overrides": json.dumps(overrides), "data.via": "dvc" if via_dvc else "library",
+                               "run.name": run_dir.name, "run.dir": str(run_dir)})
     tracker.log_config(tree)
-    logger.info("MLflow run %s at %s", tracker.run_id, tracker.display_uri)  # never the credentials
+    update_record(run_dir, mlflow_run_id=tracker.run_id, prefect_flow_run_id=str(flow_run.id or ""))
+    logger.info("run folder %s; MLflow run %s at %s", run_dir, tracker.run_id, tracker.display_uri)  # never credentials
     status = "FAILED"
     try:
-        data_dir = prepare_data(params, overrides, use_dvc)
+        data_dir = prepare_data(params, overrides, via_dvc)
         if not (Path(data_dir) / cfg.data.train_file).exists():  # cached, but deleted since
-            data_dir = prepare_data.with_options(refresh_cache=True)(params, overrides, use_dvc)
-        index = build_index(params, overrides, data_dir, use_dvc)
+            data_dir = prepare_data.with_options(refresh_cache=True)(params, overrides, via_dvc)
+        index = build_index(params, overrides, data_dir, via_dvc)
         if not (Path(index["index_dir"]) / "retriever.json").exists():
-            index = build_index.with_options(refresh_cache=True)(params, overrides, data_dir, use_dvc)
+            index = build_index.with_options(refresh_cache=True)(params, overrides, data_dir, via_dvc)
         tags = {"data.dir": data_dir, "index.dir": index["index_dir"], "index.num_docs": index["num_docs"],
                 "index.corpus_sha1": index["corpus_sha1"]}
-        if use_dvc:
+        if via_dvc:
             tags.update(dvc_lock_hashes(ROOT, stages=("prepare", "index")))
         tracker.set_tags(tags)
 
-        init_from = cfg.train.init_from
-        sft_model = (Path(cfg.sft.out_dir) / "model").resolve()
-        if cfg.sft.steps > 0 and init_from and Path(init_from).resolve() == sft_model:
-            child = tracker.child("sft", tags={"stage": "sft"})
-            child.log_config({"seed": tree["seed"], "model": tree["model"], "sft": tree["sft"]})
-            try:
-                sft(params, overrides, child)
-                child.end()
-            except BaseException:
-                child.end("FAILED")
-                raise
+        if _wants_sft(cfg):
+            warm = _stage(tracker, "sft", {"seed": tree["seed"], "model": tree["model"], "sft": tree["sft"]},
+                          sft, params, overrides)
+            overrides.update({"train.init_from": warm["model_dir"], "sft.out_dir": warm["dir"]})
+            tracker.set_tags({"warm_start.hash": warm["hash"], "warm_start.reused": str(warm["reused"]).lower()})
         else:
-            logger.info("no SFT stage: train.init_from=%r (SFT writes %s)", init_from, sft_model)
+            logger.info("no SFT stage: train.init_from=%r", cfg.train.init_from)
 
-        child = tracker.child("train", tags={"stage": "train"})
-        child.log_config(tree)
-        try:
-            trained = train(params, overrides, child)
-            child.end()
-        except BaseException:
-            child.end("FAILED")
-            raise
+        trained = _stage(tracker, "train", _config(params, overrides).to_dict(), train, params, overrides)
         final = trained["final"]
         tracker.log_metrics({k: v for k, v in final.items() if isinstance(v, (int, float))}, trained["iterations"])
+        tracker.set_tags({"checkpoint": trained["checkpoint"] or "", "checkpoint.sha256": trained["checkpoint_sha256"],
+                          **{f"lineage.{k}": v for k, v in trained["lineage"].items()}})
 
-        child = tracker.child("evaluate", tags={"stage": "evaluate"})
-        try:
-            results = evaluate(params, overrides, trained["checkpoint"], child)
-            child.end()
-        except BaseException:
-            child.end("FAILED")
-            raise
+        results = _stage(tracker, "evaluate", None, evaluate, params, overrides, trained["checkpoint"],
+                         trained["checkpoint_sha256"])
         flat = {f"final/{d}/{label}/{k}": v for d, per in results.items() for label, vals in per.items()
                 for k, v in vals.items()}
         tracker.log_metrics(flat, trained["iterations"])
         tracker.log_dict({"train": final, "evaluation": results}, "final_metrics.json")
+        dataset = next(iter(results))
+        update_record(run_dir, evaluation={d: {label: vals.get("em") for label, vals in per.items()}
+                                           for d, per in results.items()})
         status = "FINISHED"
+    except BaseException as err:
+        fail_card(run_dir, err)
+        raise
     finally:
         report = tracker.close(status)
-    dataset = next(iter(results))
     summary = {
         "mlflow_run_id": tracker.run_id, "tracking_uri": tracker.display_uri, "experiment": experiment,
-        "iterations": trained["iterations"], "checkpoint": trained["checkpoint"],
+        "run_dir": str(run_dir), "iterations": trained["iterations"], "checkpoint": trained["checkpoint"],
+        "checkpoint_sha256": trained["checkpoint_sha256"], "lineage": trained["lineage"],
         "final_em": results[dataset]["rl"]["em"], "start_em": results[dataset].get("start", {}).get("em"),
+        "trainer_final_eval_em": final.get("eval/em"),
         "eval_set": dataset, "eval_questions": int(results[dataset]["rl"]["n"]),
         "train_em": final.get("em"), "tracking": report, "ui": tracker.ui_hint(),
     }
@@ -331,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--params", default="params.yaml")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--dvc", default="auto", choices=["auto", "on", "off"])
-    p.add_argument("--experiment", default="agent-r1")
+    p.add_argument("--experiment", default=None, help="default: train.experiment")
     p.add_argument("--summary", default=None, help="also write the summary JSON here")
     args = p.parse_args(argv)
     started = time.perf_counter()
@@ -351,7 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     if tracking["pending"]:
         print(f"MLflow was unreachable: {tracking['pending']} record(s) buffered in {tracking['buffer']}; "
               f"`python -m agent_r1.tracking flush` sends them")
-    print(f"checkpoint: {summary['checkpoint']}")
+    print(f"run folder: {summary['run_dir']}  (`agent-r1 runs` lists runs)")
+    print(f"checkpoint: {summary['checkpoint']}  (sha256 {summary['checkpoint_sha256'][:16]})")
     print(f"MLflow UI: {summary['ui']}")
     print("=" * 72)
     return 0

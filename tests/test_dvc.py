@@ -48,17 +48,17 @@ def test_dvc_repro_in_clean_clone(tmp_path):
     out = _dvc(clone, "repro")
     for stage in ("prepare", "index", "sft", "train", "evaluate"):
         assert f"Running stage '{stage}'" in out
-    run = clone / "runs" / "default"
+    run = clone / "runs" / "dvc" / "train"  # DVC pins its stages' folders (dvc.yaml)
     evaluation = json.loads((run / "eval_metrics.json").read_text())
     assert set(evaluation["test"]) == {"rl", "start"} and evaluation["test"]["rl"]["n"] == 4
     assert "eval/em" in json.loads((run / "final_metrics.json").read_text())
     assert [r["step"] for r in json.loads((run / "plots" / "train.json").read_text())] == [1, 2]
     lock = (clone / "dvc.lock").read_text()
-    assert "data/synthetic" in lock and "runs/default/checkpoints" in lock
+    assert "data/synthetic" in lock and "runs/dvc/train/checkpoints" in lock
 
     metrics = json.loads(_dvc(clone, "metrics", "show", "--json"))
     files = next(iter(metrics.values()))["data"]  # keyed by revision ("" or "workspace")
-    assert files["runs/default/eval_metrics.json"]["data"]["test"]["rl"]["em"] >= 0
+    assert files["runs/dvc/train/eval_metrics.json"]["data"]["test"]["rl"]["em"] >= 0
     plots = json.loads(_dvc(clone, "plots", "show", "--json"))
     assert not plots.get("errors"), plots.get("errors")
     assert {"reward per iteration", "held-out EM", "SFT loss"} <= set(plots["data"])

@@ -11,8 +11,14 @@ import pytest
 
 from agent_r1.config import load_config
 from agent_r1.evaluation.agent_eval import trajectory_stats
-from agent_r1.evaluation.harness import (evaluate_datasets, evaluate_model, format_table, load_question_set,
-                                         log_to_mlflow, parse_question_specs)
+from agent_r1.evaluation.harness import (
+    evaluate_datasets,
+    evaluate_model,
+    format_table,
+    load_question_set,
+    log_to_mlflow,
+    parse_question_specs,
+)
 from agent_r1.evaluation.modes import EVAL_MODES, EvalContext, get_mode
 from agent_r1.rollout.engine import GenerationOutput
 from agent_r1.trajectory import Trajectory, Turn
@@ -30,7 +36,7 @@ def world(tmp_path_factory):
 
     from agent_r1.data.synthetic import SyntheticConfig, write_synthetic
     from agent_r1.models.build import ModelConfig, build_local_model, save_model
-    from agent_r1.training.setup import build_index
+    from agent_r1.runs.assembly import build_index
 
     root = tmp_path_factory.mktemp("evalworld")
     write_synthetic(0, root / "data", SyntheticConfig(n_people=30, n_cities=6, n_countries=3, n_landmarks=4))

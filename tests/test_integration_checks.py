@@ -34,7 +34,7 @@ def bare_folder(tiny_model, tmp_path_factory):
 
 
 def test_training_refuses_a_folder_without_chat_template(bare_folder):
-    from agent_r1.training.setup import build_policy
+    from agent_r1.runs.assembly import build_policy
 
     cfg = load_config(None, {"train.init_from": str(bare_folder), "env.format": "hermes"})
     with pytest.raises(ValueError, match=r"base-no-template.*has no chat template.*env.format=hermes"):
@@ -43,7 +43,7 @@ def test_training_refuses_a_folder_without_chat_template(bare_folder):
 
 def test_training_loads_a_folder_with_its_template(tiny_model, tmp_path):
     from agent_r1.models.build import save_model
-    from agent_r1.training.setup import build_policy
+    from agent_r1.runs.assembly import build_policy
 
     folder = save_model(*tiny_model, tmp_path / "with-template")
     cfg = load_config(None, {"train.init_from": str(folder), "env.format": "tag"})
@@ -73,7 +73,7 @@ def _prepared_data(d: Path, env_of_row: dict) -> Path:
 
 
 def test_load_samples_holds_rows_to_the_runs_env(tmp_path):
-    from agent_r1.training.setup import load_samples
+    from agent_r1.runs.assembly import load_samples
 
     data = _prepared_data(tmp_path / "data", {"max_calls_per_turn": 9})
     cfg = load_config(None, {"env.max_calls_per_turn": 4})
@@ -85,7 +85,7 @@ def test_load_samples_holds_rows_to_the_runs_env(tmp_path):
 
 
 def test_training_fails_at_load_on_a_row_that_loosens_the_runs_env(tmp_path):
-    from agent_r1.training.run import prepare_run
+    from agent_r1.runs.train import prepare_run
 
     data = _prepared_data(tmp_path / "data", {"max_calls_per_turn": 9})
     cfg = load_config(None, {
@@ -99,7 +99,7 @@ def test_training_fails_at_load_on_a_row_that_loosens_the_runs_env(tmp_path):
 
 def test_run_retriever_requests_time_out_within_the_tool_timeout(tmp_path):
     from agent_r1.retrieval.base import RetrievalConfig, write_manifest
-    from agent_r1.training.setup import open_run_index
+    from agent_r1.runs.assembly import open_run_index
 
     write_manifest(RetrievalConfig(backend="elasticsearch", url="http://127.0.0.1:9", index_dir=tmp_path))
     cfg = load_config(None, {"search.timeout_s": 2.5})

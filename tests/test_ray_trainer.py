@@ -22,6 +22,7 @@ ITERATIONS = 2
 @pytest.fixture(scope="module")
 def ray_session():
     import ray
+
     from agent_r1.training.ray_trainer import init_ray
 
     started = init_ray(RayConfig(num_cpus=3))
@@ -33,7 +34,7 @@ def ray_session():
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     """Data and index built once (synthetic world, tantivy) for every run in this module."""
-    from agent_r1.training.setup import ensure_data, ensure_index
+    from agent_r1.runs.assembly import ensure_data, ensure_index
 
     root = tmp_path_factory.mktemp("ray_world")
     cfg = _cfg(root, "prep")
@@ -58,9 +59,10 @@ def _ids(trajs):
 
 
 def _ray_run(cfg, after_submit=None, checkpoint=False):
+    from agent_r1.runs.train import assembly
     from agent_r1.training.ray_trainer import RayTrainer
 
-    with RayTrainer(cfg, after_submit=after_submit) as trainer:
+    with RayTrainer(cfg, assembly(), after_submit=after_submit) as trainer:
         pids = trainer.worker_pids()
         steps = []
         for _ in range(ITERATIONS):
@@ -76,8 +78,8 @@ def two_worker_run(ray_session, world):
 
 def test_one_worker_equals_in_process(ray_session, world):
     from agent_r1.retrieval.base import open_index
-    from agent_r1.training.run import prepare_run
-    from agent_r1.training.setup import make_env_factory
+    from agent_r1.runs.assembly import make_env_factory
+    from agent_r1.runs.train import prepare_run
     from agent_r1.training.trainer import RLTrainer
 
     threads = torch.get_num_threads()
@@ -101,8 +103,8 @@ def test_one_worker_equals_in_process(ray_session, world):
 
 
 def test_two_workers_roll_out_every_prompt_once(two_worker_run, world):
+    from agent_r1.runs.assembly import load_samples
     from agent_r1.training.sampler import PromptSampler
-    from agent_r1.training.setup import load_samples
 
     steps, pids, _, failures, _ = two_worker_run
     assert len(set(pids)) == 2 and failures == 0
@@ -124,10 +126,11 @@ def test_killed_worker_is_restarted_and_its_shard_rolled_out_again(ray_session, 
         if iteration == 1:  # the second iteration: the worker has weights to lose
             os.kill(state["pid"], signal.SIGKILL)
 
+    from agent_r1.runs.train import assembly
     from agent_r1.training.ray_trainer import RayTrainer
 
     cfg = _cfg(world, "fault", **{"ray.num_workers": 2})
-    with RayTrainer(cfg, after_submit=kill_worker_0) as trainer:
+    with RayTrainer(cfg, assembly(), after_submit=kill_worker_0) as trainer:
         state["pid"] = trainer.worker_pids()[0]
         steps = [(trainer.train_step(), trainer.last_trajectories) for _ in range(ITERATIONS)]
         path = trainer.save()
@@ -147,8 +150,8 @@ def test_killed_worker_is_restarted_and_its_shard_rolled_out_again(ray_session, 
 
 
 def test_run_train_dispatches_to_ray(ray_session, world):
+    from agent_r1.runs.train import run_train
     from agent_r1.training.metrics_log import read_metrics
-    from agent_r1.training.run import run_train
 
     cfg = _cfg(world, "cli", **{"ray.enabled": True, "train.iterations": 1, "train.checkpoint_every": 1})
     result = run_train(cfg)
@@ -210,9 +213,9 @@ def test_ray_config_from_params():
 
 def test_resume_with_nothing_to_resume_fails_in_the_driver_before_ray(tmp_path, monkeypatch):
     """The clean NoCheckpointError, not the same text wrapped in a Ray actor error minutes later."""
+    from agent_r1.runs.train import run_train
     from agent_r1.training import ray_trainer
     from agent_r1.training.checkpoint import NoCheckpointError
-    from agent_r1.training.run import run_train
 
     monkeypatch.setattr(ray_trainer, "init_ray", lambda rc: pytest.fail("Ray was started before the resume check"))
     (tmp_path / "run").mkdir()

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from agent_r1.config import load_config
+from agent_r1.runs.train import prepare_run, run_train
 from agent_r1.training import checkpoint as ckpt
 from agent_r1.training.metrics_log import JsonlMetrics, read_metrics
-from agent_r1.training.run import prepare_run, run_train
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +61,7 @@ def test_fresh_start_moves_a_previous_run_aside(world, tmp_path, caplog):
     run_train(_cfg(world, out, **{"train.iterations": 2}))
     before = (out / "metrics.jsonl").read_text()
     assert [m["step"] for m in read_metrics(out / "metrics.jsonl")] == [1, 2]
-    with caplog.at_level(logging.WARNING, logger="agent_r1.training.run"):
+    with caplog.at_level(logging.WARNING, logger="agent_r1.runs.train"):
         run_train(_cfg(world, out, **{"train.iterations": 1}))  # no --resume: start over
     assert "moved to" in caplog.text and "--resume" in caplog.text
     (aside,) = (out / "previous").iterdir()

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from agent_r1.retrieval.base import RetrievalConfig, open_retriever
-from agent_r1.tools.base import ServiceTimeoutError, ServiceUnavailableError, ToolResult
+from agent_r1.retrieval.errors import ServiceUnavailableError
+from agent_r1.tools.base import ServiceTimeoutError, ToolResult
 from agent_r1.tools.calculator import CalculatorTool
 from agent_r1.tools.function_tool import tool
 from agent_r1.tools.runner import ToolCall, ToolRunner

@@ -42,7 +42,7 @@ def check_sample_env(overrides: Any, env: EnvConfig | None = None, reward: Rewar
     limits (SAMPLE_CEILINGS, env.tools); without them (data loaded on its own) the defaults stand in
     and only types and ranges are checked. Errors are ValueErrors naming `where` + key.
     """
-    from agent_r1.config import build_section, check_limits  # config imports this module
+    from agent_r1.schema import build_section, check_limits
 
     if not isinstance(overrides, dict):
         raise ValueError(f"{where} must be a mapping of settings, got {type(overrides).__name__}")

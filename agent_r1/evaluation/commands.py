@@ -35,9 +35,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from agent_r1.config import load_config, parse_overrides
-    from agent_r1.evaluation.harness import (evaluate_model, format_table, json_report, load_question_set,
-                                             log_to_mlflow, parse_question_specs, write_trajectories)
-    from agent_r1.training.setup import set_threads
+    from agent_r1.evaluation.harness import (
+        evaluate_model,
+        format_table,
+        json_report,
+        load_question_set,
+        log_to_mlflow,
+        parse_question_specs,
+        write_trajectories,
+    )
+    from agent_r1.runs.assembly import set_threads
 
     cfg = load_config(args.params, parse_overrides(args.overrides))
     set_threads(cfg.train.threads)

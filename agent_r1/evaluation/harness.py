@@ -99,7 +99,7 @@ def evaluate_datasets(engine: Any, codec: Any, cfg: Any, datasets: dict[str, lis
                       modes: list[str], retriever: Any = None, greedy: bool = True, seed: int | None = None,
                       batch_size: int = 64, keep_trajectories: bool = False) -> dict[str, Any]:
     """{"results": {mode: {dataset: stats}}, "seconds": {mode: {dataset: s}}} (+ trajectories)."""
-    from agent_r1.training.setup import make_env_factory
+    from agent_r1.envs.factory import make_env_factory
 
     make_env = make_env_factory(cfg, retriever) if retriever is not None else None
     ctx = EvalContext(engine=engine, codec=codec, cfg=cfg, retriever=retriever, make_env=make_env, greedy=greedy,
@@ -137,9 +137,9 @@ def evaluate_model(model: str | Path, cfg: Any, datasets: dict[str, list[dict[st
     `index_dir` (default `cfg.search.index_dir`) only when a mode needs one."""
     from agent_r1.models.build import load_model
     from agent_r1.models.checks import check_chat_template
+    from agent_r1.retrieval.base import open_index
     from agent_r1.rollout.chat import ChatCodec
     from agent_r1.rollout.engine import TransformersEngine
-    from agent_r1.training.setup import open_run_index
 
     for mode in modes:
         get_mode(mode)  # fail on a typo before loading anything
@@ -150,7 +150,7 @@ def evaluate_model(model: str | Path, cfg: Any, datasets: dict[str, list[dict[st
     model_obj.to(device)
     retriever = None
     if any(m in NEEDS_RETRIEVER for m in modes):
-        retriever = open_run_index(cfg, index_dir or cfg.search.index_dir)
+        retriever = open_index(index_dir or cfg.search.index_dir, request_timeout_s=cfg.search.timeout_s)
     start = time.perf_counter()
     try:
         report = evaluate_datasets(TransformersEngine(model_obj, tokenizer, device=device), ChatCodec(tokenizer), cfg,

@@ -2,7 +2,7 @@
 folder and the fix instead of a template error deep inside the first rollout.
 
 `check_chat_template(tokenizer, source, env_format)` belongs right after the policy is loaded
-from `train.init_from` / `model.name_or_path` (training/setup.py `build_policy`) and the model
+from `train.init_from` / `model.name_or_path` (runs/assembly.py `build_policy`) and the model
 is loaded for evaluation (evaluation/harness.py).
 """
 

@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from agent_r1.data.schema import Document
 from agent_r1.retrieval.base import INDEX_FIX, Hit, RetrievalConfig, register_retriever
-from agent_r1.tools.base import ServiceUnavailableError
+from agent_r1.retrieval.errors import ServiceUnavailableError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -27,8 +27,14 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     from agent_r1.rollout.engine import TransformersEngine
     from agent_r1.rollout.loop import run_rollout
     from agent_r1.rollout.render import render_trajectory
-    from agent_r1.training.setup import (build_policy, ensure_data, ensure_index, load_samples, make_env_factory,
-                                         open_run_index)
+    from agent_r1.runs.assembly import (
+        build_policy,
+        ensure_data,
+        ensure_index,
+        load_samples,
+        make_env_factory,
+        open_run_index,
+    )
 
     cfg = load_config(args.params, parse_overrides(args.overrides))
     data_dir = ensure_data(cfg)

@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from agent_r1.retrieval.errors import ServiceUnavailableError
+
 
 @dataclass
 class ToolResult:
@@ -30,13 +32,6 @@ class ToolResult:
     text: str
     success: bool = True
     metadata: dict[str, Any] = field(default_factory=dict)
-
-
-class ServiceUnavailableError(RuntimeError):
-    """The service behind a tool (e.g. the Elasticsearch server) is down after the tool's own
-    retries. Unlike any other tool failure this is not the model's doing, so `ToolRunner` lets
-    it through: the run stops with this message (its last checkpoint intact, `--resume` continues)
-    instead of training on error observations."""
 
 
 class ServiceTimeoutError(ServiceUnavailableError):

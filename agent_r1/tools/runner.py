@@ -24,12 +24,14 @@ import time
 import weakref
 from collections import deque
 from dataclasses import dataclass
-from multiprocessing.connection import Connection, wait as wait_any
+from multiprocessing.connection import Connection
+from multiprocessing.connection import wait as wait_any
 from typing import Any
 
 import jsonschema
 
-from agent_r1.tools.base import ServiceTimeoutError, ServiceUnavailableError, Tool, ToolResult
+from agent_r1.retrieval.errors import ServiceUnavailableError
+from agent_r1.tools.base import ServiceTimeoutError, Tool, ToolResult
 
 
 @dataclass

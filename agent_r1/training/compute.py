@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch.utils.checkpoint import checkpoint
 
-PRECISIONS = ("fp32", "bf16")
+from agent_r1.config import PRECISIONS  # the names the config accepts (defined there, checked here too)
 
 
 def resolve_device(name: str) -> torch.device:

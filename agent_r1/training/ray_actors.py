@@ -13,26 +13,46 @@ top level.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from agent_r1.config import ExperimentConfig
 from agent_r1.trajectory import Trajectory
 
 
+@dataclass(frozen=True)
+class Assembly:
+    """How the actors build a run's parts. The run assembly (agent_r1/runs/train.py) hands these in,
+    so `training/` never imports the layer above it; Ray pickles the functions by reference.
+
+    prepare_run(cfg, resume) -> parts (model, tokenizer, reference, latest, index_dir, samples);
+    open_index(cfg, index_dir) -> retriever; env_factory(cfg, retriever) -> make_env(sample)."""
+
+    prepare_run: Callable[[ExperimentConfig, bool], Any]
+    open_index: Callable[[ExperimentConfig, Any], Any]
+    env_factory: Callable[[ExperimentConfig, Any], Callable[[dict[str, Any]], Any]]
+
+
+def _threads(n: int) -> None:
+    import torch
+
+    if n > 0:
+        torch.set_num_threads(n)
+
+
 class Learner:
     """Builds the run like `agent-r1 train` does (data, index, policy, resume) and trains it."""
 
-    def __init__(self, cfg: ExperimentConfig, resume: bool = False):
-        from agent_r1.training.run import prepare_run
-        from agent_r1.training.setup import make_env_factory, open_run_index, set_threads
+    def __init__(self, cfg: ExperimentConfig, assembly: Assembly, resume: bool = False):
         from agent_r1.training.trainer import RLTrainer
 
-        set_threads(cfg.train.threads)
-        parts = prepare_run(cfg, resume)
+        _threads(cfg.train.threads)
+        parts = assembly.prepare_run(cfg, resume)
         self.cfg = cfg
         self.index_dir = str(parts.index_dir)
-        self.retriever = open_run_index(cfg, parts.index_dir)  # the learner evaluates in-process
-        self.trainer = RLTrainer(cfg, parts.model, parts.tokenizer, make_env_factory(cfg, self.retriever),
+        self.retriever = assembly.open_index(cfg, parts.index_dir)  # the learner evaluates in-process
+        self.trainer = RLTrainer(cfg, parts.model, parts.tokenizer, assembly.env_factory(cfg, self.retriever),
                                  parts.train_samples, parts.eval_samples, sink=None, reference=parts.reference)
         self.resumed_from = str(parts.latest) if parts.latest is not None else None
         if parts.latest is not None:
@@ -75,16 +95,16 @@ class Learner:
 class RolloutWorker:
     """A generation engine + env + retriever; rolls out shards with the learner's latest weights."""
 
-    def __init__(self, cfg: ExperimentConfig, index_dir: str, policy: tuple[Any, Any, int], threads: int = 1):
+    def __init__(self, cfg: ExperimentConfig, assembly: Assembly, index_dir: str, policy: tuple[Any, Any, int],
+                 threads: int = 1):
         from agent_r1.rollout.chat import ChatCodec
         from agent_r1.rollout.vllm_engine import select_engine
-        from agent_r1.training.setup import make_env_factory, open_run_index, set_threads
 
-        set_threads(threads)
+        _threads(threads)
         model, tokenizer, self.version = policy
         self.cfg = cfg
-        self.retriever = open_run_index(cfg, index_dir)  # tantivy opens read-only in many processes
-        self.make_env = make_env_factory(cfg, self.retriever)
+        self.retriever = assembly.open_index(cfg, index_dir)  # tantivy opens read-only in many processes
+        self.make_env = assembly.env_factory(cfg, self.retriever)
         self.codec = ChatCodec(tokenizer)
         self.engine = select_engine(model, tokenizer, cfg.ray.engine)
 

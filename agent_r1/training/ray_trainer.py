@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from agent_r1.config import ExperimentConfig, RayConfig
-from agent_r1.trajectory import Trajectory
-from agent_r1.training.metrics_log import JsonlMetrics, MetricsSink
+from agent_r1.training.metrics_log import MetricsSink
 from agent_r1.training.trainer import fit_loop, log_finite
+from agent_r1.trajectory import Trajectory
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +92,9 @@ class RayTrainer:
     submitted and before they are gathered (tests use it to kill a worker mid-iteration).
     """
 
-    def __init__(self, cfg: ExperimentConfig, resume: bool = False, sink: MetricsSink | None = None,
+    def __init__(self, cfg: ExperimentConfig, assembly: Any, resume: bool = False, sink: MetricsSink | None = None,
                  after_submit: Callable[[int], None] | None = None):
+        """`assembly`: a `ray_actors.Assembly` (agent_r1/runs/train.py `ASSEMBLY`)."""
         import ray
 
         from agent_r1.training.ray_actors import Learner, RolloutWorker
@@ -105,7 +106,7 @@ class RayTrainer:
         self.workers: list[Any] = []
         try:
             # the learner is not restarted: its state is the run's; resume from a checkpoint instead
-            self.learner = ray.remote(Learner).options(num_cpus=rc.learner_cpus, max_restarts=0).remote(cfg, resume)
+            self.learner = ray.remote(Learner).options(num_cpus=rc.learner_cpus, max_restarts=0).remote(cfg, assembly, resume)
             info = ray.get(self.learner.info.remote())
             self.iteration: int = info["iteration"]
             self.version: int = info["version"]
@@ -119,7 +120,7 @@ class RayTrainer:
             worker_cls = ray.remote(RolloutWorker).options(
                 num_cpus=rc.cpus_per_worker, num_gpus=rc.gpus_per_worker,
                 max_restarts=rc.max_restarts, max_task_retries=0)  # the driver re-submits, with fresh weights
-            self.workers = [worker_cls.remote(cfg, info["index_dir"], policy, threads) for _ in range(rc.num_workers)]
+            self.workers = [worker_cls.remote(cfg, assembly, info["index_dir"], policy, threads) for _ in range(rc.num_workers)]
             ray.get([w.pid.remote() for w in self.workers])  # fail here, not mid-iteration
         except BaseException:
             self.close()
@@ -262,23 +263,3 @@ class RayTrainer:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-def run_train_ray(cfg: ExperimentConfig, resume: bool = False, sink: Any = None,
-                  on_iteration: Any = None) -> dict[str, Any]:
-    """`agent-r1 train` with `ray.enabled`: the same run as `run_train`, on Ray actors."""
-    from agent_r1.training.run import finish_run, resume_checkpoint
-
-    out = Path(cfg.train.out_dir)
-    if resume:
-        # checked here too: inside the Learner the same NoCheckpointError would reach the user
-        # wrapped in a Ray actor error, after Ray and the actor had started
-        resume_checkpoint(out)
-    with RayTrainer(cfg, resume=resume) as trainer:
-        if trainer.resumed_from:
-            print(f"resumed from {trainer.resumed_from} at iteration {trainer.iteration}")
-        trainer.sink = sink or JsonlMetrics(out / "metrics.jsonl",
-                                            resume_from_step=trainer.iteration + 1 if trainer.resumed_from else None)
-        final = trainer.fit(on_iteration=on_iteration)
-        iterations = trainer.iteration
-    return finish_run(out, iterations, final)

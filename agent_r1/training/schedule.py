@@ -6,16 +6,9 @@ thing whatever the number of PPO epochs and mini-batches; its state travels in t
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-
 import torch
 
-LR_SCHEDULES: dict[str, Callable[[float], float]] = {
-    "constant": lambda progress: 1.0,
-    "linear": lambda progress: max(0.0, 1.0 - progress),
-    "cosine": lambda progress: 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0))),
-}
+from agent_r1.algos.schedules import LR_SCHEDULES
 
 
 def lr_factor(iteration: int, total: int, warmup: int, schedule: str) -> float:

@@ -1,20 +1,20 @@
-"""Supervised warm start on demonstration trajectories, with the rollout's action mask."""
+"""Supervised warm start on demonstration trajectories, with the rollout's action mask.
+
+`sft_train` is the algorithm; `agent_r1/runs/sft.py` assembles a run of it (data, demos, model)."""
 
 from __future__ import annotations
 
 import random
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from agent_r1.algos import masked_mean
-from agent_r1.config import ExperimentConfig
-from agent_r1.trajectory import Trajectory, collate
 from agent_r1.training.metrics_log import JsonlMetrics
 from agent_r1.training.policy import token_logprobs
+from agent_r1.trajectory import Trajectory, collate
 
 StepCallback = Callable[[int, dict[str, float]], None]
 
@@ -59,31 +59,6 @@ def sft_train(model: Any, tokenizer: Any, demos: list[Trajectory], steps: int, b
                 on_step(step, {**logged, "elapsed_s": elapsed, "eta_s": elapsed / (step + 1) * (steps - step - 1)})
     model.eval()
     return losses
-
-
-def run_sft(cfg: ExperimentConfig) -> Path:
-    """`agent-r1 sft`: data -> index -> fresh model -> demos -> SFT -> `cfg.sft.out_dir/model`."""
-    from agent_r1.models.build import save_model
-    from agent_r1.rollout.chat import ChatCodec
-    from agent_r1.training.demos import build_demos
-    from agent_r1.training.setup import (build_policy, ensure_data, ensure_index, load_samples, make_env_factory,
-                                         open_run_index, set_threads)
-
-    set_threads(cfg.train.threads)
-    data_dir = ensure_data(cfg)
-    retriever = open_run_index(cfg, ensure_index(cfg, data_dir))
-    model, tokenizer = build_policy(cfg, data_dir)
-    samples = load_samples(data_dir / cfg.data.train_file, cfg=cfg)
-    demos = build_demos(samples, make_env_factory(cfg, retriever), ChatCodec(tokenizer), cfg.env.format,
-                        cfg.sft.guess_fraction, cfg.seed, cfg.rollout.max_observation_tokens)
-    out = Path(cfg.sft.out_dir)
-    losses = sft_train(model, tokenizer, demos, cfg.sft.steps, cfg.sft.batch_size, cfg.sft.lr, cfg.seed,
-                       JsonlMetrics(out / "metrics.jsonl"), cfg.sft.log_every)
-    save_model(model, tokenizer, out / "model")
-    retriever.close()
-    print(f"SFT: {len(demos)} demos, {cfg.sft.steps} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}; "
-          f"model saved to {out / 'model'}")
-    return out / "model"
 
 
 def _duration(seconds: float) -> str:

@@ -91,8 +91,9 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 
 def preset_keys(name: str) -> dict[str, Any]:
-    """Every dotted key the preset sets over params.yaml (COMMON, then its own, then its out_dir)."""
-    return {**COMMON, **PRESETS[name], "train.out_dir": f"runs/paper/{name}"}
+    """Every dotted key the preset sets over params.yaml (COMMON, then its own, then its run name:
+    each run gets its folder runs/paper/<name>[-N], a rerun a new one)."""
+    return {**COMMON, **PRESETS[name], "train.experiment": "paper", "train.run_name": name}
 
 
 def render(name: str, params: Path = ROOT / "params.yaml") -> str:

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 import tests.es_fixture as es_fixture
-from agent_r1.tools.base import ServiceUnavailableError, ToolResult
+from agent_r1.retrieval.errors import ServiceUnavailableError
+from agent_r1.tools.base import ToolResult
 from agent_r1.tools.runner import ToolCall, ToolRunner
 
 ITERATIONS = 6
@@ -64,10 +65,10 @@ def test_es_stopped_mid_training_fails_clearly_then_resumes(tmp_path: Path, monk
     from agent_r1.config import load_config
     from agent_r1.models.build import load_model
     from agent_r1.retrieval.es_backend import ElasticsearchRetriever
+    from agent_r1.runs.sft import run_sft
+    from agent_r1.runs.train import run_train
     from agent_r1.training import checkpoint as ckpt
     from agent_r1.training.metrics_log import read_metrics
-    from agent_r1.training.run import run_train
-    from agent_r1.training.sft import run_sft
 
     port = es_fixture.free_port()  # the restarted server must answer at the URL in retriever.json
     monkeypatch.setattr(es_fixture, "free_port", lambda: port)

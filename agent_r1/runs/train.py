@@ -1,7 +1,8 @@
 """`agent-r1 train`: builds every part from the config and runs the RL loop, resumably.
 
 With `ray.enabled`, the same parts are built inside a Ray learner actor and rollouts run on
-Ray worker actors (agent_r1/training/ray_trainer.py); the algorithm code is the same.
+Ray worker actors (agent_r1/training/ray_trainer.py); the algorithm code is the same. The actors get
+the assembly functions handed in (`ASSEMBLY`), so `training/` never imports this layer.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_r1.config import ExperimentConfig
+from agent_r1.runs.folders import update_record
 from agent_r1.training import checkpoint as ckpt
 from agent_r1.training.metrics_log import JsonlMetrics
 
@@ -45,7 +47,7 @@ def prepare_run(cfg: ExperimentConfig, resume: bool = False) -> RunParts:
     Policy and reference are loaded in `model.dtype`, as a fresh start builds them."""
     from agent_r1.models.build import load_model, save_model
     from agent_r1.models.lora import apply_lora
-    from agent_r1.training.setup import build_policy, ensure_data, ensure_index, load_samples
+    from agent_r1.runs.assembly import build_policy, ensure_data, ensure_index, load_samples
 
     out = Path(cfg.train.out_dir)
     # decided before any data or model work, so a mistyped out_dir fails in a second
@@ -124,13 +126,38 @@ def set_aside_previous_run(out: Path) -> Path | None:
 
 
 def run_train(cfg: ExperimentConfig, resume: bool = False, sink: Any = None, on_iteration: Any = None) -> dict[str, Any]:
-    """Trains from `train.init_from` (or a fresh model); with `resume`, continues from the latest
-    complete checkpoint in `train.out_dir`. Returns the final metrics."""
-    if cfg.ray.enabled:
-        from agent_r1.training.ray_trainer import run_train_ray
+    """Trains from `train.init_from` (a folder, `sft` = the matching warm start, or empty = a fresh
+    model) into the run's own folder (`open_run`: a new one unless `train.out_dir` pins it; `cfg` is
+    updated to name it); with `resume`, continues from the latest complete checkpoint in
+    `train.out_dir`. Keeps the folder's `run.json` card current. Returns the final metrics."""
+    from agent_r1.runs.assembly import ensure_data, ensure_index
+    from agent_r1.runs.lifecycle import fail_card, open_run, resolve_init, run_lineage, start_card
 
-        return run_train_ray(cfg, resume=resume, sink=sink, on_iteration=on_iteration)
-    from agent_r1.training.setup import make_env_factory, open_run_index, set_threads
+    if resume and not cfg.train.out_dir:
+        raise ValueError("--resume needs a run to continue: `agent-r1 train --resume NAME` (`agent-r1 runs` lists "
+                         "them) or train.out_dir=FOLDER")
+    resolve_init(cfg)
+    out = open_run(cfg)
+    print(f"run folder: {out}", flush=True)
+    try:
+        data_dir = ensure_data(cfg)
+        lineage = run_lineage(cfg, data_dir, ensure_index(cfg, data_dir))
+        start_card(cfg, lineage, resumed_from=ckpt.latest_checkpoint(out / "checkpoints") if resume else None)
+
+        def progress(it: int, metrics: dict[str, float]) -> None:
+            update_record(out, iterations=it)
+            if on_iteration is not None:
+                on_iteration(it, metrics)
+
+        run = run_train_ray if cfg.ray.enabled else _run_local
+        return run(cfg, resume=resume, sink=sink, on_iteration=progress)
+    except BaseException as err:
+        fail_card(out, err)
+        raise
+
+
+def _run_local(cfg: ExperimentConfig, resume: bool = False, sink: Any = None, on_iteration: Any = None) -> dict[str, Any]:
+    from agent_r1.runs.assembly import make_env_factory, open_run_index, set_threads
     from agent_r1.training.trainer import RLTrainer
 
     set_threads(cfg.train.threads)
@@ -157,6 +184,51 @@ def default_sink(cfg: ExperimentConfig, latest: Path | None) -> JsonlMetrics:
 
 
 def finish_run(out: Path, iterations: int, final: dict[str, float]) -> dict[str, Any]:
+    """final_metrics.json, and the card: finished, final held-out EM, the last checkpoint and its hash."""
+    from agent_r1.runs.lifecycle import finish_card
+
     if final:
         (out / "final_metrics.json").write_text(json.dumps(final, indent=1))
-    return {"iterations": iterations, "final": final, "out_dir": str(out)}
+    checkpoint = ckpt.latest_checkpoint(out / "checkpoints")
+    card = finish_card(out, iterations, final, checkpoint)
+    return {"iterations": iterations, "final": final, "out_dir": str(out),
+            "checkpoint": str(checkpoint) if checkpoint else None, "checkpoint_sha256": card.get("checkpoint_sha256")}
+
+
+def _open_index(cfg: ExperimentConfig, index_dir: Any) -> Any:
+    from agent_r1.runs.assembly import open_run_index
+
+    return open_run_index(cfg, index_dir)
+
+
+def _env_factory(cfg: ExperimentConfig, retriever: Any) -> Any:
+    from agent_r1.envs.factory import make_env_factory
+
+    return make_env_factory(cfg, retriever)
+
+
+def assembly() -> Any:
+    """The functions the Ray actors build a run with (module-level, so Ray pickles them by name)."""
+    from agent_r1.training.ray_actors import Assembly
+
+    return Assembly(prepare_run=prepare_run, open_index=_open_index, env_factory=_env_factory)
+
+
+def run_train_ray(cfg: ExperimentConfig, resume: bool = False, sink: Any = None,
+                  on_iteration: Any = None) -> dict[str, Any]:
+    """`agent-r1 train` with `ray.enabled`: the same run as `run_train`, on Ray actors."""
+    from agent_r1.training.ray_trainer import RayTrainer
+
+    out = Path(cfg.train.out_dir)
+    if resume:
+        # checked here too: inside the Learner the same NoCheckpointError would reach the user
+        # wrapped in a Ray actor error, after Ray and the actor had started
+        resume_checkpoint(out)
+    with RayTrainer(cfg, assembly(), resume=resume) as trainer:
+        if trainer.resumed_from:
+            print(f"resumed from {trainer.resumed_from} at iteration {trainer.iteration}")
+        trainer.sink = sink or JsonlMetrics(out / "metrics.jsonl",
+                                            resume_from_step=trainer.iteration + 1 if trainer.resumed_from else None)
+        final = trainer.fit(on_iteration=on_iteration)
+        iterations = trainer.iteration
+    return finish_run(out, iterations, final)

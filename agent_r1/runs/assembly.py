@@ -1,13 +1,16 @@
-"""Builds the run's parts from one ExperimentConfig: data, index, policy, engine, env factory."""
+"""Builds a run's parts from one ExperimentConfig: data, index, policy, env factory.
+
+The assembly sits above `training/` and `evaluation/` (agent_r1/runs/): they are handed the parts
+(a model, an env factory, samples) and never import this module."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from agent_r1.config import ExperimentConfig
+from agent_r1.envs.factory import make_env_factory  # noqa: F401  (part of a run's assembly; lives with the envs)
 from agent_r1.retrieval.base import build_index, corpus_sha1  # noqa: F401  (build_index re-exported)
 
 
@@ -103,47 +106,6 @@ def torch_dtype(name: str) -> Any:
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise ValueError(f"model.dtype={name!r} is not a torch floating-point dtype; use float32, bfloat16 or float16")
     return dtype
-
-
-def make_env_factory(cfg: ExperimentConfig, retriever: Any) -> Callable[[dict[str, Any]], Any]:
-    """`make_env(sample)`: a ToolEnv over the tools in `env.tools`, with the sample's own `env`
-    settings (a subset of those tools, budgets, reward settings) applied.
-
-    Tools are built once per run; samples that use the same subset share one ToolRunner, so
-    the rollout batches their calls. `env.tool_args[name]` is passed to that tool's factory;
-    `search` also gets the retriever and the `search` section.
-    """
-    from agent_r1.envs.formats import get_format
-    from agent_r1.envs.tool_env import ToolEnv, sample_env_config
-    from agent_r1.tools.registry import create_tool
-    from agent_r1.tools.runner import ToolRunner
-
-    if not cfg.env.tools:
-        raise ValueError("env.tools is empty; name at least one registered tool, e.g. env.tools: [search]")
-    unknown = sorted(set(cfg.env.tool_args) - set(cfg.env.tools))
-    if unknown:
-        raise ValueError(f"env.tool_args has options for {unknown}, which env.tools {cfg.env.tools} does not use")
-    pool = {}
-    for name in cfg.env.tools:
-        kwargs = dict(cfg.env.tool_args.get(name, {}))
-        if name == "search":
-            if retriever is None:
-                raise ValueError("env.tools includes 'search' but no retriever was given; build the index "
-                                 "(`agent-r1 build-index`) or drop search from env.tools")
-            kwargs = {"retriever": retriever, "k": cfg.search.k, "max_chars_per_doc": cfg.search.max_chars_per_doc,
-                      **kwargs}
-        pool[name] = create_tool(name, **kwargs)
-    fmt = get_format(cfg.env.format, list(pool.values()))
-    runners: dict[tuple[str, ...], ToolRunner] = {}
-
-    def make_env(sample: dict[str, Any]) -> ToolEnv:
-        env_cfg, reward_cfg = sample_env_config(sample, cfg.env, cfg.reward)
-        names = tuple(env_cfg.tools)
-        if names not in runners:
-            runners[names] = ToolRunner([pool[n] for n in names], timeout_s=cfg.search.timeout_s)
-        return ToolEnv(runners[names], fmt, env_cfg, reward_cfg)
-
-    return make_env
 
 
 def set_threads(n: int) -> None:

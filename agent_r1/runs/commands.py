@@ -1,0 +1,112 @@
+"""`agent-r1 prepare-data | build-index | sft | train | runs`: a run assembled from the config."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def _add_config_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--params", default=None, help="params.yaml (default: built-in defaults)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key, e.g. --set train.lr=1e-4 (repeatable)")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("prepare-data", help="write the configured data folder (data.dir) from params")
+    _add_config_args(p)
+    p.set_defaults(func=cmd_prepare_data)
+    p = sub.add_parser("build-index", help="(re)build the configured search index (search.index_dir) from params")
+    _add_config_args(p)
+    p.set_defaults(func=cmd_build_index)
+    p = sub.add_parser("sft", help="supervised warm start on scripted-agent demonstrations (reused when one "
+                                   "with the same data, model, SFT and env settings exists)")
+    _add_config_args(p)
+    p.set_defaults(func=cmd_sft)
+    p = sub.add_parser("train", help="RL training (PPO, GRPO, REINFORCE++, RLOO) into a run folder of its own")
+    _add_config_args(p)
+    p.add_argument("--resume", nargs="?", const=True, default=None, metavar="RUN",
+                   help="continue the run named RUN (see `agent-r1 runs`; its own config.json, --set on top) "
+                        "from its latest checkpoint; bare --resume continues train.out_dir")
+    p.set_defaults(func=cmd_train)
+    p = sub.add_parser("runs", help="list the run folders: name, status, iterations, final held-out EM, checkpoint")
+    _add_config_args(p)
+    p.add_argument("--experiment", default=None, help="only this experiment")
+    p.add_argument("--json", action="store_true", help="the run cards as JSON")
+    p.set_defaults(func=cmd_runs)
+
+
+def _config(args: argparse.Namespace):
+    from agent_r1.config import load_config, parse_overrides
+
+    return load_config(args.params, parse_overrides(args.overrides))
+
+
+def cmd_sft(args: argparse.Namespace) -> int:
+    from agent_r1.runs.warm_start import ensure_warm_start
+
+    warm = ensure_warm_start(_config(args))
+    print(f"warm start {warm.hash[:16]}: {warm.model_dir} ({'reused' if warm.reused else 'trained'})")
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from agent_r1.runs.train import run_train
+
+    def progress(it: int, m: dict) -> None:
+        keys = ("reward_mean", "em", "search_first_rate", "policy_loss", "eval/em")
+        print(f"iter {it:4d} " + " ".join(f"{k}={m[k]:.3f}" for k in keys if k in m), flush=True)
+
+    if isinstance(args.resume, str):
+        from agent_r1.config import load_config, parse_overrides
+        from agent_r1.runs.lifecycle import config_for_resume
+
+        runs_dir = load_config(args.params, parse_overrides(args.overrides)).train.runs_dir
+        cfg = config_for_resume(args.resume, runs_dir, parse_overrides(args.overrides))
+    else:
+        cfg = _config(args)
+    result = run_train(cfg, resume=bool(args.resume), on_iteration=progress)
+    print(json.dumps(result["final"], indent=1, default=float))
+    return 0
+
+
+def cmd_prepare_data(args: argparse.Namespace) -> int:
+    from agent_r1.runs.assembly import ensure_data
+
+    print(f"data ready in {ensure_data(_config(args))}")
+    return 0
+
+
+def cmd_build_index(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from agent_r1.runs.assembly import build_index, index_options
+
+    cfg = _config(args)
+    n = build_index(Path(cfg.data.dir) / "corpus.jsonl", cfg.search.index_dir, cfg.search.backend,
+                    **index_options(cfg))
+    print(f"indexed {n} documents with {cfg.search.backend} into {cfg.search.index_dir}")
+    return 0
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from agent_r1.runs.folders import list_runs
+
+    cfg = _config(args)
+    runs = list_runs(cfg.train.runs_dir, args.experiment)
+    if args.json:
+        print(json.dumps(runs, indent=1, default=str))
+        return 0
+    if not runs:
+        print(f"no runs under {cfg.train.runs_dir}/")
+        return 0
+    rows = [("experiment/name", "status", "iterations", "held-out EM", "checkpoint")]
+    for r in runs:
+        em = r.get("final_eval_em")
+        iters = f"{r.get('iterations', 0)}/{r.get('total_iterations', '?')}"
+        rows.append((f"{r.get('experiment', '?')}/{r.get('name', '?')}", str(r.get("status", "?")), iters,
+                     "-" if em is None else f"{em:.1f}", str(r.get("checkpoint") or "-")))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    return 0

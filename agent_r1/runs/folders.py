@@ -1,0 +1,132 @@
+"""A folder per run: `<runs_dir>/<experiment>/<run name>`, with `run.json` saying what it is.
+
+A run folder is created with an exclusive `mkdir`, so two runs started at the same moment (two
+deployment runs, two terminals) can never get the same folder: the second takes the next free
+suffix. `run.json` is the run's card, rewritten atomically under a lock as the run goes: name,
+experiment, status, iterations, final held-out EM, the checkpoint and its content hash, the MLflow
+run, and the lineage (data -> index -> warm start hashes). `agent-r1 runs` lists these cards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from agent_r1.config import RESERVED_FOLDERS, check_folder_name
+from agent_r1.tracking.filelock import FileLock
+
+RUN_FILE = "run.json"
+WARM_STARTS = RESERVED_FOLDERS[0]  # <runs_dir>/warm_starts/<hash>: shared by runs, never a run folder
+
+
+def default_run_name(algo: str) -> str:
+    """`grpo-20261203-071502-3f9a`: sortable by time, the algorithm at a glance, unique per start."""
+    return f"{algo}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{os.urandom(2).hex()}"
+
+
+def create_run_dir(runs_dir: str | Path, experiment: str, name: str) -> Path:
+    """Makes `<runs_dir>/<experiment>/<name>` (or `<name>-2`, `-3`, ... when taken) and returns it."""
+    parent = Path(runs_dir) / check_folder_name(experiment, "train.experiment")
+    parent.mkdir(parents=True, exist_ok=True)
+    check_folder_name(name, "train.run_name")
+    for n in range(1, 1000):
+        folder = parent / (name if n == 1 else f"{name}-{n}")
+        try:
+            folder.mkdir()  # exclusive: exactly one creator wins
+        except FileExistsError:
+            continue
+        write_record(folder, {"name": folder.name, "experiment": experiment, "status": "created",
+                              "created": _now(), "host": socket.gethostname(), "pid": os.getpid(),
+                              "command": " ".join(sys.argv)[:500]})
+        return folder
+    raise RuntimeError(f"no free run folder named {name}[-N] under {parent}; pick another train.run_name")
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def read_record(folder: str | Path) -> dict[str, Any]:
+    path = Path(folder) / RUN_FILE
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except ValueError as err:
+        raise ValueError(f"{path} is not valid JSON ({err}); fix or remove it") from None
+
+
+def write_record(folder: Path, record: dict[str, Any]) -> None:
+    tmp = folder / f".{RUN_FILE}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(record, indent=1, default=str))
+    os.replace(tmp, folder / RUN_FILE)  # readers see the old card or the new one, never half of one
+
+
+def update_record(folder: str | Path, **fields: Any) -> dict[str, Any]:
+    """Merges `fields` into the run's card (dicts one level deep, e.g. `lineage`), atomically."""
+    folder = Path(folder)
+    with FileLock(folder / f".{RUN_FILE}.lock"):
+        record = read_record(folder)
+        for key, value in fields.items():
+            if isinstance(value, dict) and isinstance(record.get(key), dict):
+                record[key] = {**record[key], **value}
+            else:
+                record[key] = value
+        record["updated"] = _now()
+        write_record(folder, record)
+    return record
+
+
+def _alive(record: dict[str, Any]) -> bool:
+    if record.get("host") != socket.gethostname():
+        return True  # another machine's process: cannot tell from here, trust the card
+    try:
+        os.kill(int(record.get("pid", 0)), 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def shown_status(record: dict[str, Any]) -> str:
+    """The card's status, except that a 'running' run whose process is gone is shown as 'stopped'
+    (killed: `agent-r1 train --resume NAME` continues it)."""
+    status = record.get("status", "?")
+    if status in ("running", "created") and not _alive(record):
+        return "stopped"
+    return status
+
+
+def list_runs(runs_dir: str | Path, experiment: str | None = None) -> list[dict[str, Any]]:
+    """Every run folder's card under `runs_dir` (optionally one experiment), oldest first."""
+    runs = []
+    for card in sorted(Path(runs_dir).glob(f"{experiment or '*'}/*/{RUN_FILE}")):
+        if card.parent.parent.name == WARM_STARTS:
+            continue
+        try:
+            record = read_record(card.parent)
+        except ValueError as err:
+            record = {"name": card.parent.name, "status": f"unreadable ({err})"}
+        runs.append({**record, "dir": str(card.parent), "status": shown_status(record)})
+    return sorted(runs, key=lambda r: str(r.get("created", "")))
+
+
+def find_run(ref: str, runs_dir: str | Path) -> Path:
+    """A run folder from a name (searched in every experiment), `experiment/name`, or a path."""
+    path = Path(ref)
+    if (path / RUN_FILE).is_file() or (path / "checkpoints").is_dir():
+        return path
+    matches = sorted(p.parent for p in Path(runs_dir).glob(f"*/{ref}/{RUN_FILE}")) if "/" not in ref else \
+        [p for p in [Path(runs_dir) / ref] if (p / RUN_FILE).is_file()]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        known = ", ".join(r["name"] for r in list_runs(runs_dir)[-5:]) or "none"
+        raise FileNotFoundError(f"no run named {ref!r} under {runs_dir}/ (latest: {known}); "
+                                "`agent-r1 runs` lists them, or pass the run folder's path")
+    raise ValueError(f"{len(matches)} runs are named {ref!r} ({', '.join(map(str, matches))}); "
+                     "pass experiment/name or the folder's path")

@@ -1,0 +1,42 @@
+"""`agent-r1 sft`: a supervised warm start assembled from the config (data, index, demos, model)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent_r1.config import ExperimentConfig
+from agent_r1.training.metrics_log import JsonlMetrics
+
+
+def run_sft(cfg: ExperimentConfig) -> Path:
+    """`agent-r1 sft`: data -> index -> fresh model -> demos -> SFT -> `cfg.sft.out_dir/model`."""
+    from agent_r1.models.build import save_model
+    from agent_r1.rollout.chat import ChatCodec
+    from agent_r1.runs.assembly import (
+        build_policy,
+        ensure_data,
+        ensure_index,
+        load_samples,
+        make_env_factory,
+        open_run_index,
+        set_threads,
+    )
+    from agent_r1.training.demos import build_demos
+    from agent_r1.training.sft import print_progress, sft_train
+
+    set_threads(cfg.train.threads)
+    data_dir = ensure_data(cfg)
+    retriever = open_run_index(cfg, ensure_index(cfg, data_dir))
+    model, tokenizer = build_policy(cfg, data_dir)
+    samples = load_samples(data_dir / cfg.data.train_file, cfg=cfg)
+    demos = build_demos(samples, make_env_factory(cfg, retriever), ChatCodec(tokenizer), cfg.env.format,
+                        cfg.sft.guess_fraction, cfg.seed, cfg.rollout.max_observation_tokens)
+    out = Path(cfg.sft.out_dir)
+    losses = sft_train(model, tokenizer, demos, cfg.sft.steps, cfg.sft.batch_size, cfg.sft.lr, cfg.seed,
+                       JsonlMetrics(out / "metrics.jsonl"), cfg.sft.log_every,
+                       on_step=print_progress(cfg.sft.steps))
+    save_model(model, tokenizer, out / "model")
+    retriever.close()
+    print(f"SFT: {len(demos)} demos, {cfg.sft.steps} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}; "
+          f"model saved to {out / 'model'}")
+    return out / "model"

@@ -1,0 +1,146 @@
+"""Warm starts (SFT outputs) as artifacts keyed by what made them.
+
+The key is the hash of (data hash, index hash, seed, model config, SFT config, env config, the
+observation budget): everything that changes the demonstrations or the training on them. The warm
+start lives in `<train.runs_dir>/warm_starts/<hash>/` (or `sft.out_dir` when set: DVC keeps a fixed
+path) with `warm_start.json` naming its hash; every run whose key matches reuses it instead of
+training again. Training happens in a temporary folder renamed into place, under a lock per key, so
+two runs that need the same warm start at once train it once and never see half of one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent_r1.config import ExperimentConfig
+from agent_r1.runs.folders import WARM_STARTS
+from agent_r1.runs.lineage import DigestCache, data_hash, hash_json, index_hash, short
+from agent_r1.tracking.filelock import FileLock
+
+CARD = "warm_start.json"
+FORMAT = 1  # bump when the demonstrations or the SFT loop change what a key produces
+
+
+@dataclass
+class WarmStart:
+    dir: Path
+    hash: str
+    reused: bool
+    ingredients: dict[str, Any]
+
+    @property
+    def model_dir(self) -> Path:
+        return self.dir / "model"
+
+
+def digest_cache(cfg: ExperimentConfig) -> DigestCache:
+    return DigestCache(Path(cfg.train.runs_dir) / ".cache" / "digests.json")
+
+
+def ingredients(cfg: ExperimentConfig, data_dir: Path, index_dir: Path, cache: DigestCache | None = None) -> dict[str, Any]:
+    tree = cfg.to_dict()
+    model = {k: v for k, v in tree["model"].items() if k not in ("lora", "gradient_checkpointing")}  # RL-only
+    return {"format": FORMAT, "seed": cfg.seed,
+            "data": data_hash(data_dir, (cfg.data.train_file,), cache),
+            "index": index_hash(index_dir, cfg.search), "model": model,
+            "sft": {k: v for k, v in tree["sft"].items() if k not in ("out_dir", "log_every")},
+            "env": tree["env"], "max_observation_tokens": cfg.rollout.max_observation_tokens}
+
+
+def is_warm_start(folder: Path, key: str | None = None) -> bool:
+    card = folder / CARD
+    if not (card.is_file() and (folder / "model").is_dir()):
+        return False
+    return key is None or json.loads(card.read_text()).get("hash") == key
+
+
+def _link_copy(src: Path, dst: Path) -> None:
+    """A copy made of hard links where the filesystem allows (a multi-GB model costs no space)."""
+    def link(s: str, d: str) -> None:
+        try:
+            os.link(s, d)
+        except OSError:
+            shutil.copy2(s, d)
+    shutil.copytree(src, dst, copy_function=link)
+
+
+def _place(tmp: Path, dest: Path) -> None:
+    """Renames a finished warm start into `dest`; an older one there (a fixed `sft.out_dir`) is
+    removed only after the new one is in place, and it still lives in the store under its hash."""
+    old = None
+    if dest.exists():
+        old = dest.with_name(f"{dest.name}.old-{os.getpid()}")
+        os.replace(dest, old)
+    os.replace(tmp, dest)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def ensure_warm_start(cfg: ExperimentConfig, log: Any = print) -> WarmStart:
+    """The warm start for `cfg`: reused when one with the same key exists, else trained once."""
+    from agent_r1.runs.assembly import ensure_data, ensure_index
+    from agent_r1.runs.sft import run_sft
+
+    if cfg.sft.steps <= 0:
+        raise ValueError("a warm start needs sft.steps > 0; or set train.init_from to a model folder "
+                         "(or empty for a fresh model)")
+    data_dir = ensure_data(cfg)
+    index_dir = ensure_index(cfg, data_dir)
+    cache = digest_cache(cfg)
+    made_of = ingredients(cfg, data_dir, index_dir, cache)
+    cache.save()
+    key = hash_json(made_of)
+    store = Path(cfg.train.runs_dir) / WARM_STARTS
+    stored = store / short(key)
+    dest = Path(cfg.sft.out_dir) if cfg.sft.out_dir else stored
+    store.mkdir(parents=True, exist_ok=True)
+    with FileLock(store / f".{short(key)}.lock"):
+        if is_warm_start(dest, key):
+            log(f"warm start {short(key)} reused from {dest} (same data, index, model, SFT and env settings)")
+            return WarmStart(dest, key, True, made_of)
+        if dest != stored and is_warm_start(stored, key):
+            tmp = dest.with_name(f"{dest.name}.tmp-{os.getpid()}")
+            shutil.rmtree(tmp, ignore_errors=True)
+            _link_copy(stored, tmp)
+            _place(tmp, dest)
+            log(f"warm start {short(key)} reused: {stored} -> {dest}")
+            return WarmStart(dest, key, True, made_of)
+        tmp = dest.with_name(f"{dest.name}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)  # a killed earlier attempt of this very process id
+        tmp.mkdir(parents=True)
+        log(f"warm start {short(key)}: training ({cfg.sft.steps} SFT steps) into {dest}")
+        started = time.perf_counter()
+        sub = _with_out_dir(cfg, tmp)
+        run_sft(sub)
+        (tmp / CARD).write_text(json.dumps({"hash": key, "ingredients": made_of, "created": time.time(),
+                                            "seconds": round(time.perf_counter() - started, 1)}, indent=1))
+        _place(tmp, dest)
+        if dest != stored and not is_warm_start(stored, key):  # the store keeps every warm start made
+            tmp = stored.with_name(f"{stored.name}.tmp-{os.getpid()}")
+            shutil.rmtree(tmp, ignore_errors=True)
+            _link_copy(dest, tmp)
+            _place(tmp, stored)
+    return WarmStart(dest, key, False, made_of)
+
+
+def _with_out_dir(cfg: ExperimentConfig, out: Path) -> ExperimentConfig:
+    import copy
+
+    sub = copy.deepcopy(cfg)
+    sub.sft.out_dir = str(out)
+    return sub
+
+
+def warm_start_of(model_dir: str | Path) -> str | None:
+    """The hash of the warm start a model folder is (`.../<hash>/model`), or None."""
+    folder = Path(model_dir).parent
+    card = folder / CARD
+    if Path(model_dir).name == "model" and card.is_file():
+        return json.loads(card.read_text()).get("hash")
+    return None

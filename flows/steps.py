@@ -1,0 +1,82 @@
+"""The train-agent flow's helpers that need no Prefect: the config, DVC steps, and task cache keys."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA_KEYS = ("seed", "data")
+INDEX_KEYS = ("data", "search")
+
+
+def _config(params: str | None, overrides: dict[str, Any] | None):
+    from agent_r1.config import load_config
+
+    return load_config(params or None, dict(overrides or {}))
+
+
+def _sections(cfg: Any, keys: tuple[str, ...]) -> dict[str, Any]:
+    tree = cfg.to_dict()
+    return {k: tree[k] for k in keys}
+
+
+def use_dvc(params: str | None, overrides: dict[str, Any] | None, mode: str) -> bool:
+    """DVC runs the data steps when asked (`dvc="on"`), or in `auto` mode when the flow runs the
+    project's own params.yaml in a DVC repo and no override touches seed/data/search (DVC stages
+    read params.yaml only, so with such overrides their outputs would not match this run)."""
+    if mode == "off":
+        return False
+    in_repo = (ROOT / ".dvc").is_dir() and (ROOT / "dvc.yaml").exists()
+    same_file = params is not None and Path(params).resolve() == (ROOT / "params.yaml").resolve()
+    touches = [k for k in (overrides or {}) if k.split(".")[0] in ("seed", "data", "search")]
+    if mode == "on":
+        if not in_repo or not same_file or touches:
+            raise ValueError(f"dvc='on' needs the project's params.yaml in a DVC repo and no seed/data/search "
+                             f"override (got params={params!r}, overrides {touches})")
+        return True
+    return in_repo and same_file and not touches and shutil_which_dvc() is not None
+
+
+def shutil_which_dvc() -> str | None:
+    import shutil
+
+    venv_dvc = Path(sys.executable).parent / "dvc"
+    return str(venv_dvc) if venv_dvc.exists() else shutil.which("dvc")
+
+
+def dvc_repro(stage: str) -> str:
+    cmd = [shutil_which_dvc() or "dvc", "repro", "--single-item", stage]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    return proc.stdout
+
+
+def _digest(*items: Any) -> str:
+    return hashlib.sha256(json.dumps(items, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def _abs(path: str) -> str:
+    return str(Path(path).resolve())
+
+
+def data_key(context: Any, inputs: dict[str, Any]) -> str:
+    """Same seed + data config + folder -> same data: a re-run reuses the result. (The flow refreshes
+    the cache if the folder was deleted since.)"""
+    cfg = _config(inputs["params"], inputs["overrides"])
+    return "prepare-data-" + _digest(_sections(cfg, DATA_KEYS), _abs(cfg.data.dir), inputs.get("dvc"))
+
+
+def index_key(context: Any, inputs: dict[str, Any]) -> str | None:
+    """Same corpus bytes + search config + folder -> same index."""
+    cfg = _config(inputs["params"], inputs["overrides"])
+    corpus = Path(inputs["data_dir"]) / "corpus.jsonl"
+    if not corpus.exists():
+        return None  # no caching
+    sha = hashlib.sha1(corpus.read_bytes()).hexdigest()
+    return "build-index-" + _digest(_sections(cfg, INDEX_KEYS), _abs(cfg.search.index_dir), sha, inputs.get("dvc"))
