@@ -76,10 +76,8 @@ def _store(tmp_path):
     return f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
 
 
-def _spans(trace):
-    """name -> span, and the root."""
-    by_name = {s.name: s for s in trace.data.spans}
-    return by_name, next(s for s in trace.data.spans if s.parent_id is None)
+def _root(trace):
+    return next(s for s in trace.data.spans if s.parent_id is None)
 
 
 def test_rollout_records_every_tool_call_in_turn_info(rollout, retriever):
@@ -124,7 +122,7 @@ def test_traces_have_the_span_tree_and_are_found_by_run_and_iteration(rollout, t
     assert trace.info.trace_metadata["mlflow.sourceRun"] == train.run_id
     assert trace.info.tags["sample_id"] == trajs[0].sample_id and trace.info.tags["mlflow.traceName"] == "trajectory"
 
-    spans, root = _spans(trace)
+    root = _root(trace)
     traj = trajs[0]
     assert root.name == "trajectory" and root.span_type == "AGENT"
     assert root.inputs == {"question": traj.sample["question"]} and root.outputs == {"answer": traj.answer}
@@ -236,7 +234,7 @@ def test_unreachable_mlflow_buffers_traces_and_a_flush_delivers_each_once(rollou
         assert keys() == [r["trace_key"] for r in buffered]
         after = client.search_traces(locations=[exp], run_id=tracker.run_id)
         assert {t.info.trace_id: len(t.data.spans) for t in after} == spans_before
-        assert all(_spans(t)[1].outputs == {"answer": trajs[0].answer} for t in after)
+        assert all(_root(t).outputs == {"answer": trajs[0].answer} for t in after)
         assert tracker.close()["pending"] == 0 and tracker.report()["rejected"] == 0
     finally:
         os.killpg(server.pid, 15)
@@ -266,7 +264,7 @@ def test_a_tiny_training_run_fills_the_traces_tab(tmp_path):
     traces = client.search_traces(locations=[exp], run_id=tracker.run_id)
     assert sorted(t.info.tags["iteration"] for t in traces) == ["1", "1", "1", "2", "2", "2"]
     for trace in traces:
-        spans, root = _spans(trace)
+        root = _root(trace)
         turns = [s for s in trace.data.spans if s.span_type == "LLM"]
         assert root.span_type == "AGENT" and 1 <= len(turns) == root.attributes["num_turns"] <= 2
         assert all(s.parent_id == root.span_id and s.attributes["action_tokens"] >= 1 for s in turns)

@@ -46,16 +46,16 @@ class SpanNode:
     outputs: Any = None
     attributes: dict[str, Any] = field(default_factory=dict)
     status: str = "OK"  # OK | ERROR
-    children: list["SpanNode"] = field(default_factory=list)
+    children: list[SpanNode] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "SpanNode":
+    def from_dict(cls, data: dict[str, Any]) -> SpanNode:
         return cls(**{**data, "children": [cls.from_dict(c) for c in data.get("children") or []]})
 
-    def walk(self, parent: "SpanNode | None" = None):
+    def walk(self, parent: SpanNode | None = None):
         """(span, its parent) for every span, parents first."""
         yield self, parent
         for child in self.children:
