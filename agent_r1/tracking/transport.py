@@ -164,7 +164,10 @@ class _Transport:
             if getattr(err, "error_code", None) == "INVALID_PARAMETER_VALUE":
                 raise BadRecord(f"a 'trace' record holds no readable span tree ({err})") from err
             raise
-        self.tracing.log_spans(info.experiment_id, spans)
+        try:
+            self.tracing.log_spans(info.experiment_id, spans)
+        except NotImplementedError as err:  # a server before MLflow 3.4: set aside rather than retry forever
+            raise BadRecord(f"this MLflow server does not take trace spans ({err}); upgrade it to >= 3.4") from err
         self.tracing.start_trace(info)
 
     def _trace_done(self, trace_id: str, trace_key: str, key_tag: str) -> bool:
