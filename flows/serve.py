@@ -5,7 +5,9 @@
     prefect deployment run train-agent/local --watch
     prefect deployment run train-agent/local -p overrides='{"train.iterations": 5}' --watch
 
-Each flow run executes in a subprocess of this one, in the project root.
+Each flow run executes in a subprocess of this one, in the project root. `--limit N` lets N flow
+runs go at once (tests/test_deployment.py runs two): each trains into a run folder of its own
+(runs/<experiment>/<flow run name>) under its own MLflow run; a warm start they share is trained once.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--name", default="local")
     p.add_argument("--params", default="params.yaml", help="default params file of the deployment")
-    p.add_argument("--limit", type=int, default=1, help="flow runs at once (2 cores: one)")
+    p.add_argument("--limit", type=int, default=1,
+                   help="flow runs at once, each in its own run folder and MLflow run (default 1: on 2 cores, "
+                        "runs at once share the CPUs)")
     args = p.parse_args(argv)
     train_agent.serve(name=args.name, parameters={"params": args.params}, tags=["agent-r1"], limit=args.limit,
                       description="Train a tool-using agent: data -> index -> SFT -> RL -> evaluation")
