@@ -82,6 +82,13 @@ def _wait_runs(api: str, ids: dict[str, str], serve_log: Path, timeout: float) -
         time.sleep(3)
 
 
+def _summaries(serve_log: Path) -> dict[str, dict]:
+    """What each flow run returned (its `done: {...}` log line), by MLflow run id."""
+    done = [json.loads(line.split(" - done: ", 1)[1]) for line in serve_log.read_text().splitlines()
+            if " - done: {" in line]
+    return {s["mlflow_run_id"]: s for s in done}
+
+
 def _ts(value: str) -> float:
     return datetime.fromisoformat(value).timestamp()
 
@@ -140,6 +147,8 @@ def test_two_deployment_runs_at_once(tmp_path):
         p1, p2 = parents
         assert max(p1.info.start_time, p2.info.start_time) < min(p1.info.end_time, p2.info.end_time)
 
+        summaries = _summaries(logs["serve"])
+        assert set(summaries) == {p.info.run_id for p in parents}
         folders = {}
         sft_children = []
         for algo, parent in by_algo.items():
@@ -155,6 +164,12 @@ def test_two_deployment_runs_at_once(tmp_path):
             checkpoint = Path(card["checkpoint"])
             assert checkpoint.is_dir() and checkpoint.parent == folder / "checkpoints"
             assert tags["checkpoint.sha256"] == card["checkpoint_sha256"]
+            summary = summaries[parent.info.run_id]  # what the flow returned agrees with its card
+            assert summary["run_dir"] == str(folder) and summary["checkpoint"] == card["checkpoint"]
+            assert summary["checkpoint_sha256"] == card["checkpoint_sha256"]
+            assert summary["final_em"] == card["evaluation"][summary["eval_set"]]["rl"]
+            assert summary["trainer_final_eval_em"] == card["final_eval_em"]
+            assert summary["tracking"]["pending"] == 0 and summary["tracking"]["rejected"] == 0
             config = json.loads((folder / "config.json").read_text())
             assert config["algo"]["adv_estimator"] == algo and config["train"]["out_dir"] == str(folder)
 

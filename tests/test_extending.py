@@ -399,8 +399,8 @@ def test_params_arithmetic_sets_up_the_task():
     cfg = load_config(REPO / "params-arithmetic.yaml")
     base = load_config(REPO / "params.yaml")
     assert (cfg.data.source, cfg.env.tools, cfg.reward.metric) == ("arithmetic", ["calculator"], "numeric")
-    # its data, index and runs never overwrite the multi-hop QA run's
-    for key in ("data.dir", "search.index_dir", "sft.out_dir", "train.out_dir"):
+    # its data, index and runs never overwrite the multi-hop QA run's (runs: their own experiment)
+    for key in ("data.dir", "search.index_dir", "train.experiment"):
         section, name = key.split(".")
         assert getattr(getattr(cfg, section), name) != getattr(getattr(base, section), name), key
-    assert cfg.train.init_from == f"{cfg.sft.out_dir}/model"
+    assert cfg.train.init_from == base.train.init_from == "sft"  # each its own warm start, keyed by hash

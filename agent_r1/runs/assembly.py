@@ -28,9 +28,17 @@ def ensure_data(cfg: ExperimentConfig) -> Path:
         raise FileNotFoundError(f"{d / cfg.data.train_file} not found; run `agent-r1 prepare {cfg.data.source} "
                                 f"--input FILE --out {d}` first, or set data.source to a generated task: "
                                 f"{', '.join(sorted(DATA_GENERATORS))}")
-    if not ((d / cfg.data.train_file).exists() and generator.is_current(cfg.seed, d, cfg.data)):
-        generator.write(cfg.seed, d, cfg.data)
+    with _folder_lock(d):  # two runs starting at once generate the folder once, never interleaved
+        if not ((d / cfg.data.train_file).exists() and generator.is_current(cfg.seed, d, cfg.data)):
+            generator.write(cfg.seed, d, cfg.data)
     return d
+
+
+def _folder_lock(folder: Path) -> Any:
+    """A lock beside `folder` (`.<name>.lock`), held while it is checked and (re)built."""
+    from agent_r1.tracking.filelock import FileLock
+
+    return FileLock(folder.parent / f".{folder.name}.lock")
 
 
 def index_options(cfg: ExperimentConfig) -> dict[str, Any]:
@@ -43,9 +51,10 @@ def ensure_index(cfg: ExperimentConfig, data_dir: Path) -> Path:
     index_dir = Path(cfg.search.index_dir)
     manifest = index_dir / "retriever.json"
     corpus = data_dir / "corpus.jsonl"
-    built_from = json.loads(manifest.read_text()).get("corpus_sha1") if manifest.exists() else None
-    if built_from != corpus_sha1(corpus):
-        build_index(corpus, index_dir, cfg.search.backend, **index_options(cfg))
+    with _folder_lock(index_dir):
+        built_from = json.loads(manifest.read_text()).get("corpus_sha1") if manifest.exists() else None
+        if built_from != corpus_sha1(corpus):
+            build_index(corpus, index_dir, cfg.search.backend, **index_options(cfg))
     return index_dir
 
 

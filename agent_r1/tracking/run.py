@@ -82,6 +82,13 @@ class RunTracker:
             self.channel.submit({"op": "table", "key": self.key, "columns": rows_to_columns(rows),
                                  "artifact_file": artifact_file})
 
+    def log_trace(self, step: int, index: int, trajectory: Any) -> None:
+        """One trajectory as an MLflow trace linked to this run (a record like any other: buffered
+        when MLflow is away, replayed once)."""
+        from agent_r1.tracking.traces import trace_record
+
+        self.channel.submit(trace_record(self.key, self.experiment, step, index, trajectory))
+
     def log_artifacts(self, local_path: str | Path, artifact_path: str | None = None) -> None:
         self.channel.submit({"op": "artifacts", "key": self.key, "local_path": str(local_path),
                              "artifact_path": artifact_path})

@@ -8,7 +8,6 @@ from typing import Any
 
 from agent_r1.tracking.rows import trajectory_rows
 from agent_r1.tracking.run import RunTracker
-from agent_r1.tracking.traces import trace_record
 
 
 class MlflowSink:
@@ -49,7 +48,7 @@ class MlflowSink:
         chosen = trajectories[:min(limits)] if limits else trajectories
         for index, traj in enumerate(chosen):
             # through the run's channel like every record: sent now, or buffered while MLflow is away
-            self.tracker.channel.submit(trace_record(self.tracker.key, self.tracker.experiment, step, index, traj))
+            self.tracker.log_trace(step, index, traj)
         return len(chosen)
 
     def log_checkpoints(self) -> list[str]:
