@@ -113,9 +113,8 @@ def test_two_deployment_runs_at_once(tmp_path):
                                        "--port", str(port)], env=env, cwd=ROOT, stdout=files["server"],
                                       stderr=subprocess.STDOUT, start_new_session=True))
         # while the server starts, made once here so that this test is about the runs: the data and
-        # index both runs read (ensure_data / ensure_index take no lock: two first builds of one index
-        # at once fail), and the MLflow store's tables (two first openers of a fresh sqlite store race
-        # its migrations and fail)
+        # index both runs read (ensure_data / ensure_index build them under a lock), and the MLflow
+        # store's tables (two first openers of a fresh sqlite store race its migrations and fail)
         for step in ("prepare-data", "build-index"):
             made = subprocess.run([str(VENV_BIN / "agent-r1"), step, "--params", str(params)], env=env, cwd=ROOT,
                                   capture_output=True, text=True, timeout=300, check=False)
