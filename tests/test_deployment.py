@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from tests.pipeline_helpers import write_micro_params
-from tests.test_flow import _free_port, _stop, _wait_http
+from tests.servers import free_port, stop, wait_http
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
@@ -96,7 +96,7 @@ def _ts(value: str) -> float:
 @pytest.mark.slow
 def test_two_deployment_runs_at_once(tmp_path):
     started = time.perf_counter()
-    port = _free_port()
+    port = free_port()
     api = f"http://127.0.0.1:{port}/api"
     mlflow_uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": api,
@@ -112,18 +112,9 @@ def test_two_deployment_runs_at_once(tmp_path):
         procs.append(subprocess.Popen([str(VENV_BIN / "prefect"), "server", "start", "--host", "127.0.0.1",
                                        "--port", str(port)], env=env, cwd=ROOT, stdout=files["server"],
                                       stderr=subprocess.STDOUT, start_new_session=True))
-        # while the server starts, made once here so that this test is about the runs: the data and
-        # index both runs read (ensure_data / ensure_index build them under a lock), and the MLflow
-        # store's tables (two first openers of a fresh sqlite store race its migrations and fail)
-        for step in ("prepare-data", "build-index"):
-            made = subprocess.run([str(VENV_BIN / "agent-r1"), step, "--params", str(params)], env=env, cwd=ROOT,
-                                  capture_output=True, text=True, timeout=300, check=False)
-            assert made.returncode == 0, made.stdout + made.stderr
-        from mlflow.tracking import MlflowClient
-
-        client = MlflowClient(tracking_uri=mlflow_uri)
-        client.search_experiments()
-        _wait_http(f"{api}/health", procs[0], 240)
+        # nothing is made beforehand: both runs start on a fresh data folder, index and MLflow store,
+        # which they build under locks (runs/assembly.py, tracking/transport.py) once between them
+        wait_http(f"{api}/health", procs[0], 240)
         procs.append(subprocess.Popen([sys.executable, "flows/serve.py", "--params", str(params), "--limit", "2"],
                                       env=env, cwd=ROOT, stdout=files["serve"], stderr=subprocess.STDOUT,
                                       start_new_session=True))
@@ -132,12 +123,16 @@ def test_two_deployment_runs_at_once(tmp_path):
         flow_runs = _wait_runs(api, ids, logs["serve"], 900)
         for algo, fr in flow_runs.items():
             assert fr["state_type"] == "COMPLETED", (algo, fr["state_name"], logs["serve"].read_text()[-6000:])
+        assert logs["serve"].read_text().count("iter 2/2") == 2  # each run's per-iteration progress lines
 
         # they ran at once: each started before the other ended (the limit let both through)
         (a, b) = flow_runs.values()
         assert max(_ts(a["start_time"]), _ts(b["start_time"])) < min(_ts(a["end_time"]), _ts(b["end_time"]))
 
         # MLflow: one parent run per flow run, each finished, with its own params, folder and checkpoint
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=mlflow_uri)
         exp = client.get_experiment_by_name("agent-r1")
         parents = client.search_runs([exp.experiment_id], "tags.pipeline = 'train-agent'")
         assert len(parents) == 2 and all(p.info.status == "FINISHED" for p in parents)
@@ -203,7 +198,7 @@ def test_two_deployment_runs_at_once(tmp_path):
             assert lineage["warm_start"].startswith(stored[0].name)
     finally:
         for proc in reversed(procs):
-            _stop(proc)
+            stop(proc)
         for f in files.values():
             f.close()
         print(f"test_two_deployment_runs_at_once wall time: {time.perf_counter() - started:.0f} s")

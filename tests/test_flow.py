@@ -5,12 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -201,84 +196,3 @@ def test_data_tasks_are_cached(harness, tmp_path):
 
     assert data_only() == ["Completed", "Completed"]
     assert data_only() == ["Cached", "Cached"]  # same inputs: both steps skipped
-
-
-# --- the deployment, through a real server ---------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_http(url: str, proc: subprocess.Popen, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            urllib.request.urlopen(url, timeout=3)
-            return
-        except OSError:
-            assert proc.poll() is None, f"process for {url} exited with {proc.returncode}"
-            assert time.monotonic() < deadline, f"{url} did not come up in {timeout} s"
-            time.sleep(1)
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-
-
-@pytest.mark.slow
-def test_deployment_run_by_name(tmp_path):
-    port = _free_port()
-    api = f"http://127.0.0.1:{port}/api"
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": api,
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "300",
-           "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
-           "AGENT_R1_MLFLOW_BUFFER": str(tmp_path / "buffer"), "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
-    params = write_micro_params(tmp_path / "params.yaml", tmp_path)
-    logs = {name: (tmp_path / f"{name}.log").open("w") for name in ("server", "serve")}
-    procs = []
-    try:
-        procs.append(subprocess.Popen([str(VENV_BIN / "prefect"), "server", "start", "--host", "127.0.0.1",
-                                       "--port", str(port)], env=env, cwd=ROOT, stdout=logs["server"],
-                                      stderr=subprocess.STDOUT, start_new_session=True))
-        _wait_http(f"{api}/health", procs[0], 240)
-        procs.append(subprocess.Popen([sys.executable, "flows/serve.py", "--params", str(params)], env=env,
-                                      cwd=ROOT, stdout=logs["serve"], stderr=subprocess.STDOUT,
-                                      start_new_session=True))
-        run = None
-        deadline = time.monotonic() + 180
-        while run is None or run.returncode != 0:  # until the deployment is registered
-            assert procs[1].poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, run.stdout + run.stderr if run else "no deployment"
-            time.sleep(2)
-            run = subprocess.run([str(VENV_BIN / "prefect"), "deployment", "inspect", "train-agent/local"],
-                                 env=env, cwd=ROOT, capture_output=True, text=True)
-        run = subprocess.run([str(VENV_BIN / "prefect"), "deployment", "run", "train-agent/local",
-                              "-p", 'overrides={"train.eval_size": 2}', "-p", "dvc=off", "--watch",
-                              "--watch-timeout", "300"],
-                             env=env, cwd=ROOT, capture_output=True, text=True, timeout=400)
-        out = run.stdout + run.stderr
-        assert run.returncode == 0, out[-3000:] + (tmp_path / "serve.log").read_text()[-3000:]
-        assert "Completed" in out
-        serve_log = (tmp_path / "serve.log").read_text()
-        assert "iter 2/2" in serve_log  # per-iteration progress lines
-        assert (tmp_path / "runs/default/eval_metrics.json").exists()
-
-        from mlflow.tracking import MlflowClient
-
-        client = MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])
-        runs = client.search_runs([client.get_experiment_by_name("agent-r1").experiment_id],
-                                  "tags.pipeline = 'train-agent'")
-        assert len(runs) == 1 and runs[0].info.status == "FINISHED"
-        assert runs[0].data.params["train.eval_size"] == "2"
-    finally:
-        for proc in reversed(procs):
-            _stop(proc)
-        for f in logs.values():
-            f.close()

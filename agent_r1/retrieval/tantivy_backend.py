@@ -13,6 +13,7 @@ per-field BM25 scores like Elasticsearch's `multi_match` `most_fields`.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
@@ -73,12 +74,14 @@ class TantivyRetriever:
     def index(self, docs: Iterable[Document]) -> int:
         """Build a fresh index from `docs` (replacing any previous one) and return the count.
 
-        Built in a sibling temp directory and renamed into place, so a failed build never
-        leaves a half-written index where readers look.
+        Built in a sibling temp directory of this process's own (two builders never share one) and
+        renamed into place; the old index is moved aside and removed only after the new one is in,
+        so a failed build never leaves a half-written index where readers look, and the index is
+        missing only between two renames (a reader that has it open keeps its files).
         """
         self.close()
         self.root.mkdir(parents=True, exist_ok=True)
-        tmp = self.root / f".{SUBDIR}.building"
+        tmp = self.root / f".{SUBDIR}.building-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         try:
@@ -94,8 +97,12 @@ class TantivyRetriever:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        shutil.rmtree(self.path, ignore_errors=True)
-        tmp.rename(self.path)
+        old = self.root / f".{SUBDIR}.old-{os.getpid()}"
+        shutil.rmtree(old, ignore_errors=True)
+        if self.path.exists():
+            os.replace(self.path, old)
+        os.replace(tmp, self.path)
+        shutil.rmtree(old, ignore_errors=True)
         return n
 
     # ------------------------------------------------------------------ searching

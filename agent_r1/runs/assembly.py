@@ -6,6 +6,8 @@ The assembly sits above `training/` and `evaluation/` (agent_r1/runs/): they are
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +32,17 @@ def ensure_data(cfg: ExperimentConfig) -> Path:
                                 f"{', '.join(sorted(DATA_GENERATORS))}")
     with _folder_lock(d):  # two runs starting at once generate the folder once, never interleaved
         if not ((d / cfg.data.train_file).exists() and generator.is_current(cfg.seed, d, cfg.data)):
-            generator.write(cfg.seed, d, cfg.data)
+            # written aside and renamed into place: a run reading the old files never sees half
+            # of the new ones (a process that has one open keeps reading it whole)
+            tmp = d.with_name(f".{d.name}.tmp-{os.getpid()}")
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            generator.write(cfg.seed, tmp, cfg.data)
+            old = d.with_name(f".{d.name}.old-{os.getpid()}")
+            if d.exists():
+                os.replace(d, old)
+            os.replace(tmp, d)
+            shutil.rmtree(old, ignore_errors=True)
     return d
 
 

@@ -75,7 +75,18 @@ class _Transport:
         if self._client is None:
             from mlflow.tracking import MlflowClient
 
-            self._client = MlflowClient(tracking_uri=self.tracking_uri)
+            if self.tracking_uri.startswith("sqlite:///"):
+                # MLflow creates (migrates) a fresh SQLite store's tables on first use, and two
+                # processes doing it at once (two deployment runs on a fresh checkout) fail with
+                # "table already exists": that first use happens under a lock beside the database
+                from agent_r1.tracking.filelock import FileLock
+
+                with FileLock(self.tracking_uri[len("sqlite:///"):] + ".init.lock"):
+                    client = MlflowClient(tracking_uri=self.tracking_uri)
+                    client.search_experiments(max_results=1)
+            else:
+                client = MlflowClient(tracking_uri=self.tracking_uri)
+            self._client = client
         return self._client
 
     @property
