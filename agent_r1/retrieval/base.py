@@ -56,6 +56,7 @@ class RetrievalConfig:
     request_timeout_s: float = 60.0
     bulk_chunk_size: int = 500
     msearch_batch_size: int = 100
+    pool_size: int = 10            # Elasticsearch: HTTP connections per node, per process (never in retriever.json)
     overwrite: bool = False        # index(): replace an existing index agent-r1 did not make (never in retriever.json)
 
     def to_manifest(self) -> dict[str, Any]:

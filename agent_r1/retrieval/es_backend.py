@@ -10,6 +10,11 @@
   raise a ServiceUnavailableError (a RuntimeError) naming the URL and what to do; the tool
   runner lets it through, so a training run stops there (resumable) instead of continuing on
   error observations.
+- One client per process, shared by its threads: the client's HTTP connection pool is bounded
+  (`pool_size` connections to each node; a thread past that waits for a free one), so a rollout
+  worker holds at most that many sockets to the cluster however many searches it runs at once. A
+  forked child (a multiprocessing 'fork' worker, the tool runner's workers) never uses its parent's
+  sockets: the client is re-created on first use in a new process id.
 - Credentials come only from AGENT_R1_ES_API_KEY or AGENT_R1_ES_USER/AGENT_R1_ES_PASSWORD
   and are never logged, printed, or written to retriever.json.
 """
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
@@ -65,6 +71,19 @@ def made_by_agent_r1(mappings: dict[str, Any]) -> bool:
     return isinstance(meta, dict) and all(meta.get(k) == v for k, v in AGENT_R1_MARKER.items())
 
 
+# Guards client re-creation after a fork. Module-level, not per retriever, so it can be replaced in the
+# child: a lock held by another parent thread at fork time would otherwise stay held there for ever.
+_CLIENT_LOCK = threading.Lock()
+
+
+def _new_lock_in_child() -> None:
+    global _CLIENT_LOCK
+    _CLIENT_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock_in_child)
+
+
 class _Retryable(Exception):
     """Internal: a per-item 429 inside an otherwise successful msearch response."""
 
@@ -101,15 +120,49 @@ class ElasticsearchRetriever:
         if urlsplit(config.url).username or urlsplit(config.url).password:  # it would be printed in errors
             raise ValueError(f"the Elasticsearch URL holds credentials (user:password@); remove them and set "
                              f"{ENV_API_KEY} or {ENV_USER}/{ENV_PASSWORD} instead")
+        if config.pool_size < 1:
+            raise ValueError(f"pool_size must be >= 1, got {config.pool_size}")
         self.config = config
         self.url = config.url
         self.index_name = config.index_name
+        self._closed = False
+        # (owner pid, client): one tuple, read and replaced whole, so a thread never sees a client
+        # paired with another process's pid. Built now so bad auth settings fail at construction.
+        self._owned: tuple[int, Any] = (os.getpid(), self._new_client())
+
+    def _new_client(self) -> Elasticsearch:
         # The transport's own retries are off: _call owns the policy, so attempts and the
         # final error message are the same for every operation.
-        self.client = Elasticsearch(
-            config.url, request_timeout=config.request_timeout_s, max_retries=0,
-            retry_on_timeout=False, **auth_from_env(),
+        return Elasticsearch(
+            self.config.url, request_timeout=self.config.request_timeout_s, max_retries=0,
+            retry_on_timeout=False, connections_per_node=self.config.pool_size, **auth_from_env(),
         )
+
+    @property
+    def client(self) -> Any:
+        """This process's client (thread-safe; its pool holds at most `pool_size` connections a node)."""
+        pid, client = self._owned
+        if pid == os.getpid() and client is not None:
+            return client
+        if self._closed:
+            raise RuntimeError(f"the Elasticsearch retriever for {self.url} index {self.index_name!r} is closed")
+        with _CLIENT_LOCK:
+            if self._owned[0] != os.getpid():
+                # Inherited through fork: the parent's sockets stay the parent's. Not closed here (that
+                # is the parent's to do); dropping our copies of the descriptors leaves its connections open.
+                self._owned = (os.getpid(), self._new_client())
+            return self._owned[1]
+
+    @client.setter
+    def client(self, value: Any) -> None:  # tests substitute a recorder for the client
+        self._owned = (os.getpid(), value)
+
+    def pool_stats(self) -> dict[str, int]:
+        """This process's HTTP pools, summed over nodes: connections opened so far, requests sent, the bound."""
+        pools = [node.pool for node in self.client.transport.node_pool.all() if getattr(node, "pool", None)]
+        return {"pid": os.getpid(), "pool_size": self.config.pool_size,
+                "connections_opened": sum(p.num_connections for p in pools),
+                "requests": sum(p.num_requests for p in pools)}
 
     # ------------------------------------------------------------------ retry policy
     def _call(self, what: str, fn: Callable[[], T]) -> T:
@@ -276,4 +329,11 @@ class ElasticsearchRetriever:
         return dict(resp)[self.index_name]["mappings"]
 
     def close(self) -> None:
-        self.client.close()
+        """Closes this process's connections. A forked child that never searched closes nothing (its
+        inherited client is the parent's); calls after close() raise RuntimeError."""
+        with _CLIENT_LOCK:
+            pid, client = self._owned
+            self._closed = True
+            self._owned = (os.getpid(), None)
+        if pid == os.getpid() and client is not None:
+            client.close()
