@@ -4,7 +4,8 @@
   sampler, checkpoints) and does the learner's half of each iteration with `RLTrainer.learn`.
 - `RolloutWorker` holds a generation engine, the env and its own retriever; it rolls out one
   shard of an iteration's prompts with the seed of that (iteration, shard), so a shard rolled
-  out again (after the worker died) gives the same trajectories.
+  out again (after the worker died) gives the same trajectories. Each shard comes back with the
+  Ray node and process that rolled it out (`ShardResult`), so the driver can say where work ran.
 
 `ray_trainer.py` wraps them with `ray.remote` and coordinates; nothing here imports Ray at the
 top level.
@@ -32,6 +33,22 @@ class Assembly:
     prepare_run: Callable[[ExperimentConfig, bool], Any]
     open_index: Callable[[ExperimentConfig, Any], Any]
     env_factory: Callable[[ExperimentConfig, Any], Callable[[dict[str, Any]], Any]]
+
+
+@dataclass(frozen=True)
+class ShardResult:
+    """One shard's trajectories, and where they were rolled out (Ray node id, worker pid)."""
+
+    trajectories: list[Trajectory]
+    node_id: str
+    pid: int
+
+
+def node_id() -> str:
+    """The Ray node this process runs on; "local" outside Ray (the plain classes, in tests)."""
+    import ray
+
+    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else "local"
 
 
 def _threads(n: int) -> None:
@@ -111,6 +128,10 @@ class RolloutWorker:
     def pid(self) -> int:
         return os.getpid()
 
+    def node(self) -> dict[str, Any]:
+        """Where this worker runs: {"node_id", "pid"} (a restarted worker may be on another node)."""
+        return {"node_id": node_id(), "pid": os.getpid()}
+
     def load_weights(self, weights: dict[str, Any]) -> None:
         if hasattr(self.engine, "load_weights"):  # an engine holding its own copy (vLLM)
             self.engine.load_weights(weights)
@@ -118,7 +139,7 @@ class RolloutWorker:
             self.engine.model.load_state_dict(weights)
 
     def rollout(self, samples: list[dict[str, Any]], iteration: int, shard: int, version: int,
-                weights_box: list[Any]) -> list[Trajectory]:
+                weights_box: list[Any]) -> ShardResult:
         """Rolls out `samples` with weights `version`. `weights_box` holds the ObjectRef of those
         weights inside a list, so Ray does not fetch them unless this worker's copy is stale."""
         from agent_r1.rollout.loop import run_rollout
@@ -129,5 +150,6 @@ class RolloutWorker:
 
             self.load_weights(ray.get(weights_box[0]))
             self.version = version
-        return run_rollout(self.engine, self.codec, self.make_env, samples, self.cfg.rollout, self.cfg.reward,
-                           seed=rollout_seed(self.cfg.seed, iteration, shard))
+        trajs = run_rollout(self.engine, self.codec, self.make_env, samples, self.cfg.rollout, self.cfg.reward,
+                            seed=rollout_seed(self.cfg.seed, iteration, shard))
+        return ShardResult(trajs, node_id(), os.getpid())

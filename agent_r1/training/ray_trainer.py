@@ -12,13 +12,20 @@ and the env with its own retriever. Each iteration the driver
    them only when its copy is older;
 4. a worker that dies mid-iteration is restarted by Ray (`ray.max_restarts`) and its shard is
    rolled out again, with the same seed: no prompt is lost or rolled out twice;
-5. the gathered trajectories (in shard order) go to the learner for `RLTrainer.learn`.
+5. the gathered trajectories (in shard order) go to the learner for `RLTrainer.learn`;
+6. where each shard ran (Ray node, worker pid, attempts) is kept in `last_shard_nodes`, counted
+   in the metric `ray/nodes_used`, and appended to `<train.out_dir>/ray_shards.jsonl`.
+
+Placement on a cluster: the learner is pinned (softly) to the driver's node, so losing another
+node never loses the run's state; the workers are spread over the nodes (`SPREAD`), and a worker
+whose node dies is restarted on any node with room for it.
 
 The loop (evaluation, logging, checkpoints) is `fit_loop`, shared with the in-process trainer.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -37,6 +44,7 @@ log = logging.getLogger(__name__)
 # Ray's socket paths (<temp>/session_<date>_<pid>/sockets/plasma_store) must fit in 107 bytes
 MAX_TEMP_DIR_CHARS = 40
 WORKER_RESTART_TIMEOUT_S = 300.0
+SHARDS_FILE = "ray_shards.jsonl"  # in the run folder: one line per iteration, which node rolled out which shard
 
 
 def ray_temp_dir(rc: RayConfig) -> str:
@@ -105,8 +113,14 @@ class RayTrainer:
         self.learner = None
         self.workers: list[Any] = []
         try:
-            # the learner is not restarted: its state is the run's; resume from a checkpoint instead
-            self.learner = ray.remote(Learner).options(num_cpus=rc.learner_cpus, max_restarts=0).remote(cfg, assembly, resume)
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            # the learner is not restarted: its state is the run's; resume from a checkpoint instead.
+            # It stays on the driver's node (soft: elsewhere if that node is full), so the loss of
+            # another node costs only rollout workers, which are restarted
+            here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+            self.learner = ray.remote(Learner).options(num_cpus=rc.learner_cpus, max_restarts=0,
+                                                       scheduling_strategy=here).remote(cfg, assembly, resume)
             info = ray.get(self.learner.info.remote())
             self.iteration: int = info["iteration"]
             self.version: int = info["version"]
@@ -119,7 +133,8 @@ class RayTrainer:
             threads = max(1, round(rc.cpus_per_worker))
             worker_cls = ray.remote(RolloutWorker).options(
                 num_cpus=rc.cpus_per_worker, num_gpus=rc.gpus_per_worker,
-                max_restarts=rc.max_restarts, max_task_retries=0)  # the driver re-submits, with fresh weights
+                max_restarts=rc.max_restarts, max_task_retries=0,  # the driver re-submits, with fresh weights
+                scheduling_strategy="SPREAD")  # one worker per node while nodes last: a node's loss costs fewer shards
             self.workers = [worker_cls.remote(cfg, assembly, info["index_dir"], policy, threads) for _ in range(rc.num_workers)]
             ray.get([w.pid.remote() for w in self.workers])  # fail here, not mid-iteration
         except BaseException:
@@ -129,6 +144,9 @@ class RayTrainer:
         self._tokenizer: Any = None
         self.worker_failures = 0
         self.last_trajectories: list[Trajectory] = []
+        # per shard of the last iteration: shard, prompts, node_id, pid, attempts, died_on (nodes of failed attempts)
+        self.last_shard_nodes: list[dict[str, Any]] = []
+        self._worker_nodes: dict[int, str] = {}  # worker k -> the node its last shard ran on
 
     # --- one iteration ------------------------------------------------------------------------
     def _weights_box(self) -> tuple[int, list[Any]]:
@@ -154,15 +172,18 @@ class RayTrainer:
                 pending[self.workers[k].rollout.remote(shard, self.iteration, k, version, box)] = k
         if self.after_submit is not None:
             self.after_submit(self.iteration)
-        results: dict[int, list[Trajectory]] = {}
+        results: dict[int, Any] = {}  # shard -> ShardResult
         retries = [0] * len(shards)
+        died_on: dict[int, list[str]] = {}
         while pending:
             [ref], _ = ray.wait(list(pending), num_returns=1)
             k = pending.pop(ref)
             try:
                 results[k] = ray.get(ref)
+                self._worker_nodes[k] = results[k].node_id
             except RayActorError as err:  # the worker died (or is unreachable): roll its shard out again
                 retries[k] += 1
+                died_on.setdefault(k, []).append(self._worker_nodes.get(k, "unknown"))
                 self.worker_failures += 1
                 if retries[k] > self.cfg.ray.max_restarts:
                     raise RuntimeError(f"rollout worker {k} failed {retries[k]} times at iteration {self.iteration} "
@@ -172,7 +193,10 @@ class RayTrainer:
                             k, self.iteration, type(err).__name__)
                 self._await_worker(k)
                 pending[self.workers[k].rollout.remote(shards[k], self.iteration, k, version, box)] = k
-        return [t for k in range(len(shards)) for t in results.get(k, [])]
+        self.last_shard_nodes = [{"shard": k, "prompts": len(shards[k]), "node_id": r.node_id, "pid": r.pid,
+                                  "attempts": retries[k] + 1, "died_on": died_on.get(k, [])}
+                                 for k, r in sorted(results.items())]
+        return [t for k in range(len(shards)) for t in (results[k].trajectories if k in results else [])]
 
     def _await_worker(self, k: int) -> None:
         """Waits until Ray has restarted worker `k` (its constructor reloads the policy snapshot
@@ -209,7 +233,19 @@ class RayTrainer:
             self.sink.log_trajectories(self.iteration, trajs, self.tokenizer)
         metrics["ray/workers"] = float(len(self.workers))
         metrics["ray/worker_failures"] = float(self.worker_failures)
+        metrics["ray/nodes_used"] = float(len({s["node_id"] for s in self.last_shard_nodes}))
+        self._record_shards()
         return metrics
+
+    def _record_shards(self) -> None:
+        """Appends where this iteration's shards ran to `<train.out_dir>/ray_shards.jsonl`; `step` is
+        the step of the iteration's line in metrics.jsonl."""
+        if not self.cfg.train.out_dir:
+            return
+        path = Path(self.cfg.train.out_dir) / SHARDS_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as f:
+            f.write(json.dumps({"step": self.iteration, "shards": self.last_shard_nodes}) + "\n")
 
     # --- the rest of the TrainingBackend ---------------------------------------------------------
     @property
