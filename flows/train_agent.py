@@ -106,11 +106,9 @@ def train(params: str | None, overrides: dict[str, Any], tracker: Any) -> dict[s
     latest complete checkpoint, which restores the exact state, so retrying is safe."""
     from prefect.runtime import task_run
 
-    from agent_r1.runs.folders import read_record
-    from agent_r1.runs.train import run_train, set_aside_previous_run
-    from agent_r1.tracking import MlflowSink
+    from agent_r1.runs.tracked import stamp_result, tracked_sink
+    from agent_r1.runs.train import run_train
     from agent_r1.training import checkpoint as ckpt
-    from agent_r1.training.metrics_log import JsonlMetrics
 
     logger = get_run_logger()
     cfg = _config(params, overrides)
@@ -118,12 +116,7 @@ def train(params: str | None, overrides: dict[str, Any], tracker: Any) -> dict[s
     latest = ckpt.latest_checkpoint(out / "checkpoints")
     resume = (task_run.run_count or 1) > 1 and latest is not None
     resume_step = ckpt.checkpoint_iteration(latest) + 1 if resume else None
-    if not resume:
-        # before JsonlMetrics: it would rename an old metrics.jsonl beside itself, and run_train would
-        # then move only the old checkpoints; done here, the old run's files move aside together
-        set_aside_previous_run(out)
-    jsonl = JsonlMetrics(out / "metrics.jsonl", resume_from_step=resume_step)  # what `dvc plots` reads
-    sink = MlflowSink(tracker, also=[jsonl], checkpoints_dir=out / "checkpoints")
+    sink = tracked_sink(cfg, tracker, resume)  # metrics.jsonl (what `dvc plots` reads) and MLflow
     total = cfg.train.iterations
     progress = create_progress_artifact(progress=0.0, description=f"RL iterations ({total})")
     started = time.perf_counter()
@@ -143,12 +136,11 @@ def train(params: str | None, overrides: dict[str, Any], tracker: Any) -> dict[s
     sink.log_checkpoints()
     tracker.log_metrics({"train/duration_s": time.perf_counter() - started}, result["iterations"])
     final = result["final"] or {}
-    card = read_record(out)
-    tracker.set_tags({"checkpoint": result["checkpoint"] or "", "checkpoint.sha256": result["checkpoint_sha256"] or "",
-                      **{f"lineage.{k}": v for k, v in card.get("lineage", {}).items()}})
+    tags = stamp_result(tracker, result)
+    lineage = {k[len("lineage."):]: v for k, v in tags.items() if k.startswith("lineage.")}
     return {"iterations": result["iterations"], "final": final, "out_dir": result["out_dir"],
             "checkpoint": result["checkpoint"], "checkpoint_sha256": result["checkpoint_sha256"],
-            "lineage": card.get("lineage", {})}
+            "lineage": lineage}
 
 
 @task(name="evaluate", retries=2, retry_delay_seconds=5, cache_policy=NO_CACHE)

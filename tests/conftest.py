@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _session_mlflow_store(tmp_path_factory):
+    """Runs the tests start (`agent-r1 train` logs to MLflow by default; subprocesses inherit this)
+    go to a store of the session's own, never the project's mlruns/. A test that sets its own wins."""
+    root = tmp_path_factory.mktemp("mlflow")
+    keys = {"MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}", "AGENT_R1_MLFLOW_BUFFER": str(root / "buffer")}
+    before = {k: os.environ.get(k) for k in keys}
+    for key, value in keys.items():
+        os.environ.setdefault(key, value)
+    yield root
+    for key, value in before.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 @pytest.fixture(scope="session")

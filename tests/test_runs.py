@@ -179,3 +179,32 @@ def test_resume_a_named_run(tmp_path, capsys):
     assert [r["name"] for r in list_runs(tmp_path / "runs")] == ["first"]  # no second folder
     steps = [json.loads(ln)["step"] for ln in (folder / "metrics.jsonl").read_text().splitlines()]
     assert steps == [0, 1, 2, 3]
+
+
+def test_cli_train_is_an_mlflow_run_with_its_lineage(tmp_path, monkeypatch, capsys):
+    """`agent-r1 train` (and so DVC's train stage) logs to MLflow: a run named after its folder,
+    holding the folder, the lineage and the checkpoint hash that its card holds."""
+    from mlflow.tracking import MlflowClient
+
+    from agent_r1.cli import main
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("AGENT_R1_MLFLOW_BUFFER", str(tmp_path / "buffer"))
+    sets = [f"{k}={v}" for k, v in _overrides(tmp_path, **{"train.experiment": "cli"}).items()
+            if not isinstance(v, (list, dict))]
+    assert main(["train", *[a for s in sets for a in ("--set", s)]]) == 0
+    (folder,) = (tmp_path / "runs" / "cli").iterdir()
+    card = read_record(folder)
+    client = MlflowClient(tracking_uri=uri)
+    run = client.get_run(card["mlflow_run_id"])
+    assert run.info.status == "FINISHED" and run.info.run_name == folder.name
+    tags = run.data.tags
+    assert tags["run.dir"] == str(folder) and tags["checkpoint.sha256"] == card["checkpoint_sha256"]
+    assert {k: tags[f"lineage.{k}"] for k in card["lineage"]} == card["lineage"]
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "reward_mean")] == [1, 2]
+    assert card["mlflow_run_id"] in capsys.readouterr().out
+    # --no-mlflow: the card, no MLflow run
+    assert main(["train", "--no-mlflow", *[a for s in sets for a in ("--set", s)]]) == 0
+    cards = [read_record(p) for p in (tmp_path / "runs" / "cli").iterdir()]
+    assert len(cards) == 2 and sum("mlflow_run_id" in c for c in cards) == 1

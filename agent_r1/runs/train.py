@@ -133,9 +133,7 @@ def run_train(cfg: ExperimentConfig, resume: bool = False, sink: Any = None, on_
     from agent_r1.runs.assembly import ensure_data, ensure_index
     from agent_r1.runs.lifecycle import fail_card, open_run, resolve_init, run_lineage, start_card
 
-    if resume and not cfg.train.out_dir:
-        raise ValueError("--resume needs a run to continue: `agent-r1 train --resume NAME` (`agent-r1 runs` lists "
-                         "them) or train.out_dir=FOLDER")
+    check_resume(cfg, resume)
     resolve_init(cfg)
     out = open_run(cfg)
     print(f"run folder: {out}", flush=True)
@@ -154,6 +152,12 @@ def run_train(cfg: ExperimentConfig, resume: bool = False, sink: Any = None, on_
     except BaseException as err:
         fail_card(out, err)
         raise
+
+
+def check_resume(cfg: ExperimentConfig, resume: bool) -> None:
+    if resume and not cfg.train.out_dir:
+        raise ValueError("--resume needs a run to continue: `agent-r1 train --resume NAME` (`agent-r1 runs` lists "
+                         "them) or train.out_dir=FOLDER")
 
 
 def _run_local(cfg: ExperimentConfig, resume: bool = False, sink: Any = None, on_iteration: Any = None) -> dict[str, Any]:
