@@ -1,0 +1,230 @@
+"""Dense and hybrid retrieval in Elasticsearch: a `dense_vector` field searched with kNN.
+
+- Mapping: the BM25 fields of es_backend plus `vector`, a `dense_vector` (indexed, HNSW in the
+  server, `dot_product` similarity: our vectors are unit length, where it equals cosine and is
+  the fastest). The encoder's name and settings are written into the mapping's `_meta`, so a
+  reopened index encodes queries with the model that encoded its passages, whoever opens it.
+- `elasticsearch-dense`: the `knn` section of `_search` (top-level kNN, ES >= 8.0).
+- `elasticsearch-hybrid`: BM25 (`multi_match` `most_fields`, as es_backend) + kNN fused by RRF.
+  `rrf="server"` sends one `retriever.rrf` search (ES >= 8.14; a licensed feature on Elastic's own
+  builds), `rrf="client"` sends the two rankings and fuses them here with the same formula
+  (hybrid_backend.rrf_fuse), `rrf="auto"` (default) tries the server once and falls back to the
+  client for good when the server refuses the request (old version, no licence).
+- Query text is only ever encoded or given to `multi_match` as plain text: no query syntax.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from agent_r1.data.schema import Document
+from agent_r1.retrieval.base import INDEX_FIX, Hit, RetrievalConfig, register_retriever
+from agent_r1.retrieval.dense_backend import DenseOptions
+from agent_r1.retrieval.embeddings import embed_documents
+from agent_r1.retrieval.encoders import Encoder, encoder_from_settings, get_encoder
+from agent_r1.retrieval.es_backend import (
+    MAPPING, SETTINGS, ElasticsearchRetriever, _Retryable, made_by_agent_r1, multi_match,
+)
+from agent_r1.retrieval.hybrid_backend import DEPTH_FACTOR, RANK_CONSTANT, rrf_fuse
+
+VECTOR_FIELD = "vector"
+SOURCE = ["id", "title", "text"]  # never return the vector: it is large and unused
+RRF_MODES = ("auto", "server", "client")
+
+
+def dense_mapping(encoder: Encoder) -> dict[str, Any]:
+    mapping = copy.deepcopy(MAPPING)
+    mapping["_meta"].update(encoder=encoder.name, encoder_settings=encoder.settings())
+    mapping["properties"][VECTOR_FIELD] = {"type": "dense_vector", "dims": encoder.dim, "index": True,
+                                           "similarity": "dot_product"}
+    return mapping
+
+
+def num_candidates(k: int) -> int:
+    # per-shard HNSW breadth: ES requires k <= num_candidates <= 10000; 10x k is its documented rule of thumb
+    return min(10_000, max(100, 10 * k))
+
+
+def knn_body(vector: Sequence[float], k: int) -> dict[str, Any]:
+    """A top-level kNN search (ES `_search` `knn` section)."""
+    return {"knn": {"field": VECTOR_FIELD, "query_vector": [float(x) for x in vector], "k": k,
+                    "num_candidates": num_candidates(k)},
+            "size": k, "_source": SOURCE}
+
+
+def rrf_body(query: str, vector: Sequence[float], k: int, depth: int,
+             rank_constant: int = RANK_CONSTANT) -> dict[str, Any]:
+    """BM25 + kNN fused by the server's `rrf` retriever (ES >= 8.14)."""
+    lexical = multi_match(query, depth)["query"]
+    return {
+        "retriever": {"rrf": {
+            "retrievers": [
+                {"standard": {"query": lexical}},
+                {"knn": {"field": VECTOR_FIELD, "query_vector": [float(x) for x in vector], "k": depth,
+                         "num_candidates": num_candidates(depth)}},
+            ],
+            "rank_constant": rank_constant, "rank_window_size": depth,
+        }},
+        "size": k, "_source": SOURCE,
+    }
+
+
+def server_refused_rrf(error: Any) -> bool:
+    """Whether an msearch item error means "this server cannot do retriever.rrf" (unknown key on
+    ES < 8.14, or a licence refusal) rather than a real failure of the query."""
+    text = str(error).lower()
+    return ("retriever" in text or "rrf" in text or "reciprocal rank fusion" in text) and \
+        any(w in text for w in ("unknown", "license", "licence", "not supported", "unsupported", "unrecognized"))
+
+
+class _DenseES(ElasticsearchRetriever):
+    """Shared by the dense and hybrid Elasticsearch backends: vectors in, kNN/RRF bodies out."""
+
+    def __init__(self, config: RetrievalConfig, options: DenseOptions | None = None,
+                 encoder: Encoder | None = None, rrf: str = "auto") -> None:
+        super().__init__(config)
+        if rrf not in RRF_MODES:
+            raise ValueError(f"rrf must be one of {RRF_MODES}, got {rrf!r}")
+        self.options = options or DenseOptions.from_config(config)
+        self._encoder = encoder
+        self._vectors: dict[str, np.ndarray] = {}
+        self._encoder_checked = False  # the query encoder has been matched against the index's _meta
+        self.rrf = getattr(config, "rrf", None) or rrf
+
+    # ------------------------------------------------------------------ building
+    def encoder(self) -> Encoder:
+        if self._encoder is None:
+            self._encoder = get_encoder(self.options.encoder, batch_size=self.options.encode_batch_size)
+        return self._encoder
+
+    def create_index(self) -> None:
+        """As ElasticsearchRetriever.create_index, with the vector field and the encoder in `_meta`."""
+        mapping = dense_mapping(self.encoder())
+
+        def create() -> None:
+            existing = self._existing_mappings()
+            if existing is not None:
+                foreign = sorted(n for n, m in existing.items() if not made_by_agent_r1(m))
+                if foreign and not self.config.overwrite:
+                    raise RuntimeError(
+                        f"Elasticsearch index {self.index_name!r} at {self.url} already exists and was not made by "
+                        f"agent-r1 ({', '.join(foreign)}); refusing to delete it. Pick another --index-name, or "
+                        "pass --overwrite to replace it (its documents are lost)")
+                self.client.indices.delete(index=self.index_name, ignore_unavailable=True)
+            self.client.indices.create(index=self.index_name, mappings=mapping, settings=SETTINGS)
+        self._call("index creation", create)
+
+    def index(self, docs: Iterable[Document]) -> int:
+        docs = list(docs)
+        embedded = embed_documents(docs, self.encoder(), self.options.embed_cache_dir)
+        self._vectors = dict(zip(embedded.ids, embedded.vectors))
+        try:
+            return super().index(docs)
+        finally:
+            self._vectors = {}
+
+    def _actions(self, docs: Iterable[Document]) -> Iterator[dict[str, Any]]:
+        for action in super()._actions(docs):
+            action["_source"][VECTOR_FIELD] = self._vectors[action["_id"]].tolist()
+            yield action
+
+    # ------------------------------------------------------------------ searching
+    def query_encoder(self) -> Encoder:
+        """The encoder named in the index's own mapping (the one that encoded its passages)."""
+        if self._encoder is None or not self._encoder_checked:
+            meta = self.mapping().get("_meta", {})
+            if "encoder" not in meta:
+                raise ValueError(f"Elasticsearch index {self.index_name!r} at {self.url} has no encoder in its "
+                                 f"mapping's _meta (not a dense index); {INDEX_FIX} --backend {self.backend_name}")
+            if self._encoder is None or self._encoder.name != meta["encoder"]:
+                self._encoder = encoder_from_settings(meta["encoder"], meta.get("encoder_settings", {}))
+            self._encoder_checked = True
+        return self._encoder
+
+    def search(self, queries: list[str], k: int) -> list[list[Hit]]:
+        if isinstance(queries, str):
+            raise TypeError("search() takes a list of queries; wrap a single query as [query]")
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        results: list[list[Hit]] = [[] for _ in queries]
+        todo = [(i, q) for i, q in enumerate(queries) if isinstance(q, str) and q.strip()]
+        if not todo:
+            return results
+        vectors = self.query_encoder().encode_queries([q for _, q in todo])
+        step = max(1, self.config.msearch_batch_size)
+        for start in range(0, len(todo), step):
+            batch = todo[start:start + step]
+            hits = self._search_batch([q for _, q in batch], vectors[start:start + step], k)
+            for (i, _q), h in zip(batch, hits):
+                results[i] = h
+        return results
+
+    def _search_batch(self, queries: list[str], vectors: np.ndarray, k: int) -> list[list[Hit]]:
+        raise NotImplementedError
+
+    def _send(self, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        searches: list[dict[str, Any]] = []
+        for body in bodies:
+            searches += [{"index": self.index_name}, body]
+
+        def send() -> list[dict[str, Any]]:
+            items = self.client.msearch(searches=searches)["responses"]
+            if any(item.get("status") == 429 for item in items):
+                raise _Retryable("an msearch item was rejected with HTTP 429")
+            return items
+        return self._call("msearch", send)
+
+    def _hits(self, item: dict[str, Any], what: str) -> list[Hit]:
+        if "error" in item:
+            err = item["error"]
+            if isinstance(err, dict) and err.get("type") == "index_not_found_exception":
+                raise FileNotFoundError(f"Elasticsearch index {self.index_name!r} not found at {self.url}; {INDEX_FIX}")
+            reason = err.get("reason", err) if isinstance(err, dict) else err
+            raise RuntimeError(f"Elasticsearch at {self.url} failed {what}: {reason}")
+        return [Hit(id=str(h["_source"].get("id", h["_id"])), title=h["_source"].get("title", ""),
+                    text=h["_source"].get("text", ""), score=float(h["_score"] or 0.0))
+                for h in item["hits"]["hits"]]
+
+
+@register_retriever("elasticsearch-dense")
+class ElasticsearchDenseRetriever(_DenseES):
+    """kNN over the `vector` field (see the module docstring)."""
+
+    backend_name = "elasticsearch-dense"
+
+    def _search_batch(self, queries: list[str], vectors: np.ndarray, k: int) -> list[list[Hit]]:
+        items = self._send([knn_body(v, k) for v in vectors])
+        return [self._hits(item, f"the kNN query for {q[:80]!r}") for q, item in zip(queries, items)]
+
+
+@register_retriever("elasticsearch-hybrid")
+class ElasticsearchHybridRetriever(_DenseES):
+    """BM25 + kNN fused by RRF, in the server when it can, here otherwise (see the module docstring)."""
+
+    backend_name = "elasticsearch-hybrid"
+
+    def _search_batch(self, queries: list[str], vectors: np.ndarray, k: int) -> list[list[Hit]]:
+        depth = DEPTH_FACTOR * k
+        if self.rrf in ("auto", "server"):
+            items = self._send([rrf_body(q, v, k, depth) for q, v in zip(queries, vectors)])
+            refused = [item for item in items if "error" in item and server_refused_rrf(item["error"])]
+            if not refused:
+                return [self._hits(item, f"the hybrid query for {q[:80]!r}") for q, item in zip(queries, items)]
+            if self.rrf == "server":
+                raise RuntimeError(f"Elasticsearch at {self.url} cannot run retriever.rrf ({str(refused[0]['error'])[:300]}); "
+                                   "use rrf='client' (fusion in agent-r1) or a server >= 8.14 with RRF licensed")
+            self.rrf = "client"  # the server said no: fuse here from now on
+        bodies = []
+        for q, v in zip(queries, vectors):
+            bodies += [multi_match(q, depth) | {"_source": SOURCE}, knn_body(v, depth)]
+        items = self._send(bodies)
+        out = []
+        for j, q in enumerate(queries):
+            lexical = self._hits(items[2 * j], f"the BM25 query for {q[:80]!r}")
+            semantic = self._hits(items[2 * j + 1], f"the kNN query for {q[:80]!r}")
+            out.append(rrf_fuse([lexical, semantic], k, RANK_CONSTANT))
+        return out
