@@ -12,16 +12,24 @@ import numpy as np
 import pytest
 
 # Importing the backends registers them (until base._BUILTIN_MODULES names them).
-import agent_r1.retrieval.dense_backend  # noqa: F401
-import agent_r1.retrieval.es_dense as es_dense
+import agent_r1.retrieval.dense_backend
 import agent_r1.retrieval.hybrid_backend  # noqa: F401
-from agent_r1.data.corpus import build_corpus_from_hotpotqa, make_document
+from agent_r1.data.corpus import build_corpus_from_hotpotqa
 from agent_r1.data.loaders import load_hotpotqa
+from agent_r1.retrieval import es_dense
 from agent_r1.retrieval.base import Hit, RetrievalConfig, build_index, open_index
 from agent_r1.retrieval.dense_backend import DenseOptions, DenseRetriever
-from agent_r1.retrieval.embeddings import cache_key, docs_sha1, embed_documents, passage_text
+from agent_r1.retrieval.embeddings import (
+    cache_key,
+    docs_sha1,
+    embed_documents,
+    passage_text,
+)
 from agent_r1.retrieval.encoders import (
-    BGE_QUERY_INSTRUCTION, encoder_from_settings, get_encoder, preset_for,
+    BGE_QUERY_INSTRUCTION,
+    encoder_from_settings,
+    get_encoder,
+    preset_for,
 )
 from agent_r1.retrieval.hybrid_backend import HybridRetriever, rrf_fuse
 from tests.es_fixture import HOTPOTQA_400, es_server, require_shared  # noqa: F401
@@ -187,7 +195,7 @@ def test_hybrid_is_the_rrf_of_its_halves(hotpot, encoder, cache_dir, tmp_path):
 
 
 def test_manifest_round_trip_through_open_index(hotpot, tmp_path, monkeypatch):
-    docs, questions, corpus = hotpot
+    docs, _questions, corpus = hotpot
     monkeypatch.setenv("AGENT_R1_EMBED_CACHE", str(tmp_path / "cache"))
     for backend in ("dense", "hybrid"):
         out = tmp_path / backend

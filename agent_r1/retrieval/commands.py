@@ -1,7 +1,8 @@
 """`agent-r1 index`, `agent-r1 search`, `agent-r1 retrieval-eval`.
 
 `index` writes DIR/retriever.json for every backend, so `--index DIR` (and the library
-call `open_index(DIR)`) reopens tantivy and Elasticsearch indexes alike.
+call `open_index(DIR)`) reopens tantivy, Elasticsearch, dense and hybrid indexes alike.
+`embed` fills the corpus-embedding cache ahead of `index` (the pipeline's embed step).
 """
 
 from __future__ import annotations
@@ -15,6 +16,24 @@ from pathlib import Path
 from agent_r1.retrieval.base import backend_names, build_index, open_index
 
 DEFAULT_ES_URL = "http://127.0.0.1:9200"
+#: backends that embed the corpus (they take --encoder, --dense-index, --embed-cache)
+VECTOR_BACKENDS = ("dense", "hybrid", "elasticsearch-dense", "elasticsearch-hybrid")
+
+
+def _add_dense_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--encoder", default=None,
+                   help="dense/hybrid: encoder spec, `minilm` (default, offline) or hf:<hub id or folder>")
+    p.add_argument("--dense-index", default=None, choices=("flat", "hnsw"),
+                   help="embedded dense/hybrid: faiss index type (default flat: exact)")
+    p.add_argument("--embed-cache", default=None, type=Path,
+                   help="corpus-embedding cache folder (default $AGENT_R1_EMBED_CACHE or ~/.cache/agent-r1/embeddings)")
+
+
+def dense_options(args: argparse.Namespace) -> dict[str, object]:
+    """The dense settings given on the command line, named as RetrievalConfig's fields."""
+    given = {"encoder": args.encoder, "dense_index": args.dense_index,
+             "embed_cache_dir": str(args.embed_cache) if args.embed_cache else None}
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,7 +47,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--overwrite", action="store_true",
                    help="Elasticsearch: replace an existing index of that name even if agent-r1 did not make it "
                         "(without it, only an index agent-r1 made is rebuilt)")
+    _add_dense_options(p)
     p.set_defaults(func=cmd_index)
+
+    p = subparsers.add_parser("embed", help="encode a corpus into the embedding cache (before `index` of a "
+                                            "dense or hybrid backend; a no-op when cached)")
+    p.add_argument("--corpus", required=True, type=Path)
+    _add_dense_options(p)
+    p.set_defaults(func=cmd_embed)
 
     p = subparsers.add_parser("search", help="search an index built by `agent-r1 index`")
     p.add_argument("--index", required=True, type=Path, dest="index_dir")
@@ -46,11 +72,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
+    extra = dense_options(args)
+    if extra and args.backend not in VECTOR_BACKENDS:
+        raise ValueError(f"--encoder/--dense-index/--embed-cache apply to {', '.join(VECTOR_BACKENDS)}, "
+                         f"not {args.backend!r}")
     start = time.perf_counter()
     n = build_index(args.corpus, args.out, args.backend, url=args.url, index_name=args.index_name,
-                    overwrite=args.overwrite)
+                    overwrite=args.overwrite, **extra)
     seconds = time.perf_counter() - start
     print(f"indexed {n} documents with {args.backend} into {args.out} in {seconds:.2f}s")
+    return 0
+
+
+def cmd_embed(args: argparse.Namespace) -> int:
+    from agent_r1.retrieval.embeddings import embed_corpus
+
+    if args.dense_index:
+        raise ValueError("--dense-index is an index setting: give it to `agent-r1 index`")
+    start = time.perf_counter()
+    path = embed_corpus(args.corpus, args.embed_cache, args.encoder or "minilm")
+    print(f"corpus embeddings of {args.corpus} in {path} ({time.perf_counter() - start:.1f}s)")
     return 0
 
 
@@ -97,9 +138,11 @@ def cmd_retrieval_eval(args: argparse.Namespace) -> int:
     if recall.n == 0:
         raise ValueError(f"{args.questions}: no question has supporting_titles, so recall is undefined")
     out = {f"recall@{args.k}_any": recall.any, f"recall@{args.k}_all": recall.all, "n": recall.n,
-           "n_skipped": recall.n_skipped, "k": args.k, "search_seconds": round(seconds, 4)}
+           "n_skipped": recall.n_skipped, "k": args.k, "search_seconds": round(seconds, 4),
+           "queries_per_s": round(len(samples) / seconds, 1) if seconds > 0 else None}
     if args.json:
         print(json.dumps(out, indent=2))
     else:
-        print(f"recall@{args.k} any={recall.any:.3f} all={recall.all:.3f} over n={recall.n} questions")
+        print(f"recall@{args.k} any={recall.any:.3f} all={recall.all:.3f} over n={recall.n} questions "
+              f"({len(samples) / max(seconds, 1e-9):.1f} queries/s)")
     return 0

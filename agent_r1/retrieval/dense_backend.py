@@ -24,7 +24,12 @@ import numpy as np
 from agent_r1.data.schema import Document
 from agent_r1.retrieval.base import INDEX_FIX, Hit, RetrievalConfig, register_retriever
 from agent_r1.retrieval.embeddings import embed_documents
-from agent_r1.retrieval.encoders import DEFAULT_ENCODER, Encoder, encoder_from_settings, get_encoder
+from agent_r1.retrieval.encoders import (
+    DEFAULT_ENCODER,
+    Encoder,
+    encoder_from_settings,
+    get_encoder,
+)
 
 SUBDIR = "dense"
 INDEX_TYPES = ("flat", "hnsw")
@@ -48,7 +53,7 @@ class DenseOptions:
             raise ValueError(f"dense_index must be one of {INDEX_TYPES}, got {self.dense_index!r}")
 
     @classmethod
-    def from_config(cls, config: RetrievalConfig) -> "DenseOptions":
+    def from_config(cls, config: RetrievalConfig) -> DenseOptions:
         return cls(**{f.name: getattr(config, f.name) for f in fields(cls) if getattr(config, f.name, None) is not None})
 
 
@@ -107,8 +112,7 @@ class DenseRetriever:
         try:
             faiss.write_index(index, str(tmp / "index.faiss"))
             with open(tmp / "docs.jsonl", "w", encoding="utf-8") as f:
-                for d in docs:
-                    f.write(json.dumps(d.to_dict(), ensure_ascii=False) + "\n")
+                f.writelines(json.dumps(d.to_dict(), ensure_ascii=False) + "\n" for d in docs)
             (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)

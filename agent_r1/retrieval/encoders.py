@@ -182,7 +182,7 @@ def preset_for(model: str) -> dict[str, Any]:
         # BAAI bge-*-en-v1.5: CLS pooling; the instruction goes before queries only (not passages).
         query = "" if "-zh" in base else BGE_QUERY_INSTRUCTION
         return {"pooling": "cls", "query_prefix": query, "passage_prefix": "", "max_length": 512}
-    if base.startswith("e5") or "-e5-" in base or base.startswith("multilingual-e5"):
+    if base.startswith(("e5", "multilingual-e5")) or "-e5-" in base:
         return {"pooling": "mean", "query_prefix": "query: ", "passage_prefix": "passage: ", "max_length": 512}
     pooling_cfg = Path(model) / "1_Pooling" / "config.json"
     if pooling_cfg.is_file():  # a sentence-transformers folder says how it pools

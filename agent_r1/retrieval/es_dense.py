@@ -27,7 +27,12 @@ from agent_r1.retrieval.dense_backend import DenseOptions
 from agent_r1.retrieval.embeddings import embed_documents
 from agent_r1.retrieval.encoders import Encoder, encoder_from_settings, get_encoder
 from agent_r1.retrieval.es_backend import (
-    MAPPING, SETTINGS, ElasticsearchRetriever, _Retryable, made_by_agent_r1, multi_match,
+    MAPPING,
+    SETTINGS,
+    ElasticsearchRetriever,
+    _Retryable,
+    made_by_agent_r1,
+    multi_match,
 )
 from agent_r1.retrieval.hybrid_backend import DEPTH_FACTOR, RANK_CONSTANT, rrf_fuse
 
