@@ -120,7 +120,7 @@ def _child(retriever: Any, questions: list[str], conn: Any, search: bool) -> Non
                        "ports": sorted(pool_ports(retriever))})
         retriever.close()  # a child that never searched must leave the parent's sockets alone
         conn.send({"closed": True})
-    except BaseException as err:  # reported to the parent, which fails the test with it
+    except BaseException as err:  # noqa: BLE001 (reported to the parent, which fails the test with it)
         conn.send({"error": f"{type(err).__name__}: {err}"})
     finally:
         conn.close()

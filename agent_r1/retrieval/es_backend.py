@@ -11,10 +11,11 @@
   runner lets it through, so a training run stops there (resumable) instead of continuing on
   error observations.
 - One client per process, shared by its threads: the client's HTTP connection pool is bounded
-  (`pool_size` connections to each node; a thread past that waits for a free one), so a rollout
-  worker holds at most that many sockets to the cluster however many searches it runs at once. A
-  forked child (a multiprocessing 'fork' worker, the tool runner's workers) never uses its parent's
-  sockets: the client is re-created on first use in a new process id.
+  (`pool_size` connections to each node; a thread past that waits for a free one, which its holder
+  returns within the request timeout), so a rollout worker holds at most that many sockets to the
+  cluster however many searches it runs at once. A forked child (a multiprocessing 'fork' worker,
+  the tool runner's workers) never uses its parent's sockets: the client is re-created on first use
+  in a new process id. (A Ray worker is a fresh process: it builds its own client in open_index.)
 - Credentials come only from AGENT_R1_ES_API_KEY or AGENT_R1_ES_USER/AGENT_R1_ES_PASSWORD
   and are never logged, printed, or written to retriever.json.
 """
@@ -144,9 +145,9 @@ class ElasticsearchRetriever:
         pid, client = self._owned
         if pid == os.getpid() and client is not None:
             return client
-        if self._closed:
-            raise RuntimeError(f"the Elasticsearch retriever for {self.url} index {self.index_name!r} is closed")
         with _CLIENT_LOCK:
+            if self._closed:
+                raise RuntimeError(f"the Elasticsearch retriever for {self.url} index {self.index_name!r} is closed")
             if self._owned[0] != os.getpid():
                 # Inherited through fork: the parent's sockets stay the parent's. Not closed here (that
                 # is the parent's to do); dropping our copies of the descriptors leaves its connections open.
