@@ -1,0 +1,226 @@
+"""A real two-node Ray cluster on one machine: two `ray start` processes (a head and a second
+node, each its own raylet), the way infra/ray/start-two-nodes.sh starts them.
+
+1. `agent-r1 train` (the CLI, in a subprocess) joins the cluster with `ray.address` and 2 rollout
+   workers for 2 iterations: the workers land on different nodes, and every iteration's shards ran
+   on both (`<run>/ray_shards.jsonl`, the metric `ray/nodes_used`).
+2. A driver in this process joins the same cluster, and the second node is killed (its `ray start`
+   process group, SIGKILL: raylet and agents gone at once) while the second iteration's shards roll
+   out: that node's shard is rolled out again on the head, every prompt exactly once.
+
+Only the processes this module started are stopped, by their own pids; `ray stop` (which stops
+every Ray on the machine) is never called.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.pipeline_helpers import write_micro_params
+
+pytestmark = pytest.mark.slow
+
+RAY = str(Path(sys.executable).parent / "ray")
+AGENT_R1 = str(Path(sys.executable).parent / "agent-r1")
+HEAD_CPUS = 3  # learner + 2 workers: the head alone must hold the run once the second node is gone
+NODE_CPUS = 1
+ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "RAY_worker_niceness": "0",
+       # the GCS declares a silent node dead after ~3 s instead of ~15 s (the default 3 s x 5 checks)
+       "RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "1000",
+       "RAY_health_check_failure_threshold": "3"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Cluster:
+    address: str
+    temp_dir: str
+    logs: Path
+    nodes: dict[str, subprocess.Popen] = field(default_factory=dict)
+    tree: dict[str, set[int]] = field(default_factory=dict)  # every pid each node's `ray start` spawned
+
+    def start(self, name: str, *args: str) -> None:
+        log = (self.logs / f"{name}.log").open("w")
+        # a session of its own: the node's processes are one process group, killed by its pid
+        self.nodes[name] = subprocess.Popen([RAY, "start", "--block", "--node-ip-address=127.0.0.1",
+                                             "--disable-usage-stats", *args], stdout=log, stderr=subprocess.STDOUT,
+                                            env={**os.environ, **ENV}, start_new_session=True)
+
+    def alive_nodes(self) -> int:
+        out = subprocess.run([RAY, "status", f"--address={self.address}"], check=False, capture_output=True, text=True,
+                             env={**os.environ, **ENV}, timeout=60).stdout
+        active = out.split("Active:")[-1].split("Pending:")[0] if "Active:" in out else ""
+        return sum(1 for line in active.splitlines() if line.strip().split(" ")[-1].startswith("node_"))
+
+    def wait_nodes(self, n: int, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        while self.alive_nodes() != n:
+            for name, proc in self.nodes.items():
+                assert proc.poll() is None, f"ray node {name} exited: {(self.logs / f'{name}.log').read_text()[-2000:]}"
+            assert time.monotonic() < deadline, f"the cluster did not reach {n} nodes in {timeout} s"
+            time.sleep(1)
+
+    def remember_tree(self, name: str) -> None:
+        """Workers are sessions of their own (the raylet spawns them so): find them through the tree."""
+        try:
+            kids = psutil.Process(self.nodes[name].pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return
+        self.tree.setdefault(name, set()).update(p.pid for p in kids)
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        self.remember_tree(name)
+        try:
+            os.killpg(self.nodes[name].pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def stop(self) -> None:
+        for name in self.nodes:
+            self.kill(name, signal.SIGTERM)  # `ray start --block` stops its node on SIGTERM
+        deadline = time.monotonic() + 15
+        for proc in self.nodes.values():
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        for name, proc in self.nodes.items():
+            self.kill(name)
+            proc.wait(10)
+            for pid in self.tree.get(name, ()):  # only pids this node's `ray start` spawned
+                try:
+                    psutil.Process(pid).kill()
+                except psutil.Error:
+                    pass
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    # the head's temp dir holds Ray's sockets, whose paths must stay under 107 bytes
+    temp = tempfile.mkdtemp(prefix="ar1c-", dir="/tmp")
+    port = _free_port()
+    c = Cluster(address=f"127.0.0.1:{port}", temp_dir=temp, logs=Path(temp))
+    try:
+        c.start("head", "--head", f"--port={port}", f"--num-cpus={HEAD_CPUS}", f"--temp-dir={temp}",
+                "--include-dashboard=false", f"--dashboard-port={_free_port()}")
+        c.wait_nodes(1)
+        c.start("node2", f"--address={c.address}", f"--num-cpus={NODE_CPUS}")
+        c.wait_nodes(2)
+        for name in c.nodes:
+            c.remember_tree(name)
+        yield c
+    finally:
+        c.stop()
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def micro(tmp_path_factory):
+    """The micro experiment (data and index under tmp), without a warm start (a fresh model)."""
+    from agent_r1.config import load_config
+    from agent_r1.runs.assembly import ensure_data, ensure_index
+
+    root = tmp_path_factory.mktemp("cluster")
+    params = write_micro_params(root / "params.yaml", root)
+    over = {"train.init_from": "", "train.eval_every": 0, "train.checkpoint_every": 2,
+            "train.runs_dir": str(root / "runs"), "ray.num_workers": 2, "ray.cpus_per_worker": 1,
+            "ray.learner_cpus": 1}
+    cfg = load_config(params, over)
+    ensure_index(cfg, ensure_data(cfg))
+    return root, params, over
+
+
+def _shard_lines(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "ray_shards.jsonl").read_text().splitlines()]
+
+
+def test_cli_run_spreads_the_workers_over_both_nodes(cluster, micro):
+    root, params, over = micro
+    run = root / "runs" / "cli"
+    sets = [f"{k}={v}" for k, v in {**over, "ray.enabled": "true", "ray.address": cluster.address,
+                                    "train.out_dir": str(run)}.items()]
+    args = [AGENT_R1, "train", "--params", str(params)] + [a for s in sets for a in ("--set", s)]
+    done = subprocess.run(args, check=False, cwd=root, env={**os.environ, **ENV}, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = _shard_lines(run)
+    assert [ln["step"] for ln in lines] == [1, 2]
+    for ln in lines:
+        shards = ln["shards"]
+        assert [s["prompts"] for s in shards] == [2, 1]  # 3 prompts a iteration, in 2 contiguous shards
+        assert len({s["node_id"] for s in shards}) == 2  # one shard on each node
+        assert all(s["attempts"] == 1 and s["died_on"] == [] for s in shards)
+    metrics = [json.loads(m) for m in (run / "metrics.jsonl").read_text().splitlines()]
+    trained = [m for m in metrics if "ray/nodes_used" in m]
+    assert [m["ray/nodes_used"] for m in trained] == [2.0, 2.0]
+    assert all(m["ray/worker_failures"] == 0.0 for m in trained)
+    assert json.loads((run / "run.json").read_text())["status"] == "finished"
+
+
+def test_losing_a_node_mid_iteration_rolls_its_shard_out_again(cluster, micro, monkeypatch):
+    import ray
+
+    from agent_r1.config import load_config
+    from agent_r1.runs.assembly import load_samples
+    from agent_r1.runs.train import assembly
+    from agent_r1.training.ray_trainer import RayTrainer
+    from agent_r1.training.sampler import PromptSampler
+
+    root, params, over = micro
+    for k, v in ENV.items():
+        monkeypatch.setenv(k, v)
+    cfg = load_config(params, {**over, "ray.enabled": True, "ray.address": cluster.address,
+                               "train.out_dir": str(root / "runs" / "fault")})
+    cluster.remember_tree("node2")  # the actor workers it spawned since
+
+    def kill_node2(iteration: int) -> None:
+        if iteration == 1:  # shards submitted, none gathered: the node goes down under its shard
+            cluster.kill("node2")
+
+    steps = []
+    with RayTrainer(cfg, assembly(), after_submit=kill_node2) as trainer:
+        head = ray.get_runtime_context().get_node_id()  # the driver runs on the head's machine: its node
+        for _ in range(cfg.train.iterations):
+            t0 = time.perf_counter()
+            metrics = trainer.train_step()
+            steps.append((metrics, trainer.last_trajectories, trainer.last_shard_nodes))
+            print(f"iteration {len(steps) - 1}: {time.perf_counter() - t0:.1f} s, shards on "
+                  f"{[(s['shard'], s['node_id'][:8], s['attempts']) for s in trainer.last_shard_nodes]}")
+        alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+        failures = trainer.worker_failures
+    assert cluster.nodes["node2"].wait(30) is not None and alive == {head}
+
+    (m0, _, shards0), (m1, _, shards1) = steps
+    node2 = ({s["node_id"] for s in shards0} - {head}).pop()  # iteration 0 ran on both nodes
+    assert m0["ray/nodes_used"] == 2.0 and m1["ray/nodes_used"] == 1.0
+    lost = [s for s in shards1 if s["died_on"]]
+    assert len(lost) == 1 and lost[0]["died_on"] == [node2] and lost[0]["attempts"] == 2
+    assert all(s["node_id"] == head for s in shards1)  # rolled out again on the surviving node
+    assert failures == 1 and m1["ray/worker_failures"] == 1.0
+    sampler = PromptSampler(load_samples(Path(cfg.data.dir) / cfg.data.train_file), cfg.seed)
+    for metrics, trajs, _ in steps:  # nothing lost, nothing twice, in prompt order
+        prompts = [str(s["id"]) for s in sampler.next_batch(cfg.train.prompts_per_iter)]
+        assert Counter(t.sample_id for t in trajs) == {p: cfg.rollout.n_samples for p in prompts}
+        assert [t.sample_id for t in trajs][::cfg.rollout.n_samples] == prompts
+        assert len(trajs) == cfg.train.prompts_per_iter * cfg.rollout.n_samples
+        assert metrics["policy_loss"] == metrics["policy_loss"]  # the update ran (not NaN)
+    assert [ln["step"] for ln in _shard_lines(root / "runs" / "fault")] == [1, 2]
