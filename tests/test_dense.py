@@ -23,6 +23,7 @@ from agent_r1.retrieval.embeddings import (
     cache_key,
     docs_sha1,
     embed_documents,
+    embed_for_search,
     passage_text,
 )
 from agent_r1.retrieval.encoders import (
@@ -158,6 +159,17 @@ def test_cache_reuse_does_not_encode_again(hotpot, tmp_path):
     assert not changed.from_cache and enc.calls > calls and changed.key != first.key
     shorter = get_encoder("minilm", max_length=32)  # other settings: another key
     assert cache_key(docs_sha1(docs), shorter) != first.key
+
+
+def test_embed_step_runs_only_for_vector_backends(hotpot, encoder, tmp_path):
+    from types import SimpleNamespace
+
+    _docs, _, corpus = hotpot
+    assert embed_for_search(SimpleNamespace(backend="tantivy"), corpus.parent) is None
+    search = SimpleNamespace(backend="hybrid", encoder="minilm", embed_cache_dir=str(tmp_path))
+    path = embed_for_search(search, corpus.parent)
+    docs = build_corpus_from_hotpotqa(corpus.with_name("sample.jsonl"))
+    assert path == tmp_path / f"{cache_key(docs_sha1(docs), encoder)}.npy" and np.load(path).shape == (len(docs), 384)
 
 
 # ---------------------------------------------------------------------------- hybrid

@@ -14,10 +14,9 @@ import time
 from pathlib import Path
 
 from agent_r1.retrieval.base import backend_names, build_index, open_index
+from agent_r1.retrieval.embeddings import VECTOR_BACKENDS
 
 DEFAULT_ES_URL = "http://127.0.0.1:9200"
-#: backends that embed the corpus (they take --encoder, --dense-index, --embed-cache)
-VECTOR_BACKENDS = ("dense", "hybrid", "elasticsearch-dense", "elasticsearch-hybrid")
 
 
 def _add_dense_options(p: argparse.ArgumentParser) -> None:

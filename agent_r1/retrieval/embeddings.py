@@ -24,6 +24,8 @@ from agent_r1.data.schema import Document
 from agent_r1.retrieval.encoders import DEFAULT_ENCODER, Encoder, get_encoder
 
 ENV_CACHE = "AGENT_R1_EMBED_CACHE"
+#: backends whose index holds passage vectors (only these need the embed step)
+VECTOR_BACKENDS = ("dense", "hybrid", "elasticsearch-dense", "elasticsearch-hybrid")
 
 
 def default_cache_dir() -> Path:
@@ -105,3 +107,13 @@ def embed_corpus(corpus: str | os.PathLike[str], cache_dir: str | os.PathLike[st
     from agent_r1.data.corpus import load_corpus_jsonl
 
     return embed_documents(load_corpus_jsonl(corpus), get_encoder(encoder, **settings), cache_dir).path
+
+
+def embed_for_search(search: Any, data_dir: str | os.PathLike[str]) -> Path | None:
+    """The pipeline's embed step for a `search` config section (backend, encoder, embed_cache_dir):
+    encodes `data_dir/corpus.jsonl` into the cache and returns the .npy path, or returns None without
+    loading any model when the backend needs no vectors (tantivy, elasticsearch)."""
+    if search.backend not in VECTOR_BACKENDS:
+        return None
+    return embed_corpus(Path(data_dir) / "corpus.jsonl", getattr(search, "embed_cache_dir", None) or None,
+                        getattr(search, "encoder", None) or DEFAULT_ENCODER)
