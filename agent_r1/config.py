@@ -117,6 +117,7 @@ class SearchConfig:
     k: int = 3
     max_chars_per_doc: int = 300
     timeout_s: float = 10.0
+    es_pool_size: int = 10  # Elasticsearch: HTTP connections per process (one pooled client per rollout worker)
 
 
 @dataclass

@@ -63,7 +63,7 @@ LIMITS: dict[str, dict[str, Range]] = {
                             "vocab_size"), GE1),
     "model.lora": {"r": GE0, "alpha": GT0, "dropout": R("[0, 1)")},
     "data": {"n_people": GE1},
-    "search": {"k": GE1, "max_chars_per_doc": GE1, "timeout_s": GT0},
+    "search": {"k": GE1, "max_chars_per_doc": GE1, "timeout_s": GT0, "es_pool_size": GE1},
     "env": {"max_calls_per_turn": GE1},
     "rollout": {**dict.fromkeys(("max_turns", "max_tokens_per_turn", "max_observation_tokens", "max_total_tokens",
                                  "n_samples"), GE1), "temperature": GE0, "top_k": GE0, "top_p": R("(0, 1]")},

@@ -150,7 +150,8 @@ def evaluate_model(model: str | Path, cfg: Any, datasets: dict[str, list[dict[st
     model_obj.to(device)
     retriever = None
     if any(m in NEEDS_RETRIEVER for m in modes):
-        retriever = open_index(index_dir or cfg.search.index_dir, request_timeout_s=cfg.search.timeout_s)
+        retriever = open_index(index_dir or cfg.search.index_dir, request_timeout_s=cfg.search.timeout_s,
+                               pool_size=cfg.search.es_pool_size)
     start = time.perf_counter()
     try:
         report = evaluate_datasets(TransformersEngine(model_obj, tokenizer, device=device), ChatCodec(tokenizer), cfg,

@@ -90,15 +90,16 @@ class _DenseES(ElasticsearchRetriever):
     """Shared by the dense and hybrid Elasticsearch backends: vectors in, kNN/RRF bodies out."""
 
     def __init__(self, config: RetrievalConfig, options: DenseOptions | None = None,
-                 encoder: Encoder | None = None, rrf: str = "auto") -> None:
+                 encoder: Encoder | None = None, rrf: str | None = None) -> None:
         super().__init__(config)
-        if rrf not in RRF_MODES:
-            raise ValueError(f"rrf must be one of {RRF_MODES}, got {rrf!r}")
+        # an explicit argument wins over the config's `rrf` field (when RetrievalConfig has one)
+        self.rrf = rrf or getattr(config, "rrf", None) or "auto"
+        if self.rrf not in RRF_MODES:
+            raise ValueError(f"rrf must be one of {RRF_MODES}, got {self.rrf!r}")
         self.options = options or DenseOptions.from_config(config)
         self._encoder = encoder
         self._vectors: dict[str, np.ndarray] = {}
         self._encoder_checked = False  # the query encoder has been matched against the index's _meta
-        self.rrf = getattr(config, "rrf", None) or rrf
 
     # ------------------------------------------------------------------ building
     def encoder(self) -> Encoder:

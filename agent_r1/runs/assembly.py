@@ -76,7 +76,8 @@ def open_run_index(cfg: ExperimentConfig, index_dir: str | Path, check: bool = T
     holding a socket for the client's default 60 s (each retry attempt is bounded the same way)."""
     from agent_r1.retrieval.base import open_index
 
-    return open_index(index_dir, check=check, request_timeout_s=cfg.search.timeout_s)
+    return open_index(index_dir, check=check, request_timeout_s=cfg.search.timeout_s,
+                      pool_size=cfg.search.es_pool_size)
 
 
 def load_samples(path: str | Path, limit: int | None = None,

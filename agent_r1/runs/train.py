@@ -23,7 +23,7 @@ from agent_r1.training.metrics_log import JsonlMetrics
 log = logging.getLogger(__name__)
 
 # what a training run writes into train.out_dir; a fresh start moves a previous run's copies aside
-RUN_ARTIFACTS = ("metrics.jsonl", "final_metrics.json", "config.json", "init_model", "checkpoints")
+RUN_ARTIFACTS = ("metrics.jsonl", "final_metrics.json", "config.json", "init_model", "checkpoints", "ray_shards.jsonl")
 
 
 @dataclass

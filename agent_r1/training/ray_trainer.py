@@ -25,7 +25,6 @@ The loop (evaluation, logging, checkpoints) is `fit_loop`, shared with the in-pr
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -35,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_r1.config import ExperimentConfig, RayConfig
-from agent_r1.training.metrics_log import MetricsSink
+from agent_r1.training.metrics_log import JsonlMetrics, MetricsSink
 from agent_r1.training.trainer import fit_loop, log_finite
 from agent_r1.trajectory import Trajectory
 
@@ -127,6 +126,8 @@ class RayTrainer:
             self._snapshot_version = self.version  # the weights every worker is built with
             self.eval_samples: list[dict[str, Any]] = info["eval_samples"]
             self.resumed_from: str | None = info["resumed_from"]
+            self._resumed_at = self.iteration
+            self._shards_log: JsonlMetrics | None = None
             # a snapshot of the policy; held here for the trainer's lifetime so that Ray can rebuild
             # a restarted worker from it (constructor arguments must stay in scope: ray#53727)
             self._policy_ref = policy = self.learner.policy.remote()
@@ -239,13 +240,14 @@ class RayTrainer:
 
     def _record_shards(self) -> None:
         """Appends where this iteration's shards ran to `<train.out_dir>/ray_shards.jsonl`; `step` is
-        the step of the iteration's line in metrics.jsonl."""
+        the step of the iteration's line in metrics.jsonl. On resume, lines after the checkpoint are
+        dropped first (those iterations run again), as metrics.jsonl does."""
         if not self.cfg.train.out_dir:
             return
-        path = Path(self.cfg.train.out_dir) / SHARDS_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a") as f:
-            f.write(json.dumps({"step": self.iteration, "shards": self.last_shard_nodes}) + "\n")
+        if self._shards_log is None:
+            self._shards_log = JsonlMetrics(Path(self.cfg.train.out_dir) / SHARDS_FILE,
+                                            resume_from_step=self._resumed_at + 1 if self.resumed_from else None)
+        self._shards_log.log(self.iteration, {"shards": self.last_shard_nodes})
 
     # --- the rest of the TrainingBackend ---------------------------------------------------------
     @property
