@@ -1,10 +1,16 @@
-"""Retrieval benchmark: tantivy vs Elasticsearch (noida-db) on the shared 400 HotpotQA questions.
+"""Retrieval benchmark on the shared 400 HotpotQA questions: BM25 (tantivy, Elasticsearch via
+noida-db), dense (MiniLM-L6 + faiss flat / HNSW) and hybrid (BM25 + dense, RRF k=60).
 
 Measures, per backend: index build time over the 3,952-paragraph union corpus, batch search of
-all 400 questions at k=5 (median over repeats, queries/s), recall@5 of supporting titles
-(any/all); and the top-1 agreement between the backends. Writes benchmarks/results/retrieval.json.
+all 400 questions at k=5 (median over repeats, queries/s; dense and hybrid include encoding the
+queries), recall@5 of supporting titles (any/all); and the top-1 agreement between tantivy and
+Elasticsearch. Writes benchmarks/results/retrieval.json; sections not run this time (e.g. with
+--skip-es) are kept from the previous file.
 
-    .venv/bin/python benchmarks/retrieval.py [--repeats 5] [--es-repeats 1] [--skip-es]
+    .venv/bin/python benchmarks/retrieval.py [--repeats 5] [--es-repeats 1] [--skip-es] [--skip-dense]
+
+The dense index build time includes encoding the corpus into a fresh embedding cache (a temp
+folder), so it is the cold cost; hybrid and HNSW then reuse those cached vectors.
 
 noida-db is started on a free 127.0.0.1 port in a temp dir and stopped at the end. It is an
 Elasticsearch-API stand-in, not Elasticsearch: its timings say nothing about a real cluster.
@@ -31,17 +37,18 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from agent_r1.data.corpus import build_corpus_from_hotpotqa  # noqa: E402
-from agent_r1.data.loaders import load_hotpotqa  # noqa: E402
-from agent_r1.retrieval.base import RetrievalConfig, open_retriever  # noqa: E402
-from agent_r1.retrieval.metrics import recall_at_k, top1_agreement  # noqa: E402
+from agent_r1.data.corpus import build_corpus_from_hotpotqa
+from agent_r1.data.loaders import load_hotpotqa
+from agent_r1.retrieval.base import RetrievalConfig, open_retriever
+from agent_r1.retrieval.metrics import recall_at_k, top1_agreement
 
 HOTPOTQA = REPO.parent / "shared" / "data" / "hotpotqa" / "hotpotqa_dev_distractor_400.jsonl"
 K = 5
 
 
-def bench_backend(config: RetrievalConfig, docs, queries, gold, repeats: int) -> tuple[dict[str, Any], list]:
-    retriever = open_retriever(config)
+def bench_backend(config: RetrievalConfig | Any, docs, queries, gold, repeats: int) -> tuple[dict[str, Any], list]:
+    """`config` is a RetrievalConfig (opened through the registry) or an already built retriever."""
+    retriever = open_retriever(config) if isinstance(config, RetrievalConfig) else config
     start = time.perf_counter()
     n = retriever.index(docs)
     build_s = time.perf_counter() - start
@@ -60,6 +67,40 @@ def bench_backend(config: RetrievalConfig, docs, queries, gold, repeats: int) ->
         "queries_per_s": round(len(queries) / median, 1), "ms_per_query": round(1000 * median / len(queries), 3),
         f"recall@{K}_any": recall.any, f"recall@{K}_all": recall.all, "n_questions": recall.n,
     }, results
+
+
+def bench_dense(tmp: Path, docs, queries, gold, repeats: int, bm25: dict[str, Any]) -> dict[str, Any]:
+    """Dense (flat, HNSW) and hybrid rows, plus hybrid's gain over BM25 on recall@5 "all"."""
+    from agent_r1.retrieval.dense_backend import DenseOptions, DenseRetriever
+    from agent_r1.retrieval.encoders import get_encoder
+    from agent_r1.retrieval.hybrid_backend import HybridRetriever
+
+    encoder = get_encoder("minilm")
+    out: dict[str, Any] = {"encoder": {"name": encoder.name, "settings": encoder.settings(), "dim": encoder.dim,
+                                       "torch_threads": torch_threads()}}
+    cache = str(tmp / "embeddings")  # fresh: the first dense build pays the corpus encoding
+    rows = {
+        "dense": lambda: DenseRetriever(RetrievalConfig(backend="dense", index_dir=tmp / "dense"),
+                                        DenseOptions(embed_cache_dir=cache), encoder),
+        "dense_hnsw": lambda: DenseRetriever(RetrievalConfig(backend="dense", index_dir=tmp / "hnsw"),
+                                             DenseOptions(embed_cache_dir=cache, dense_index="hnsw"), encoder),
+        "hybrid": lambda: HybridRetriever(RetrievalConfig(backend="hybrid", index_dir=tmp / "hybrid"),
+                                          DenseOptions(embed_cache_dir=cache), encoder),
+    }
+    for name, make in rows.items():
+        row, _ = bench_backend(make(), docs, queries, gold, repeats)
+        row["index_build_includes_corpus_encoding"] = name == "dense"
+        out[name] = row
+        print(name, json.dumps(row))
+    out["hybrid_minus_bm25_recall_all"] = round(out["hybrid"][f"recall@{K}_all"] - bm25[f"recall@{K}_all"], 4)
+    out["hybrid_minus_bm25_recall_any"] = round(out["hybrid"][f"recall@{K}_any"] - bm25[f"recall@{K}_any"], 4)
+    return out
+
+
+def torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
 
 
 def start_noida(data_dir: Path) -> tuple[subprocess.Popen, str]:
@@ -89,6 +130,8 @@ def main() -> int:
     ap.add_argument("--es-repeats", type=int, default=1, help="Elasticsearch search repeats (slow)")
     ap.add_argument("--skip-es", action="store_true")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "retrieval.json")
+    ap.add_argument("--skip-dense", action="store_true", help="skip the dense and hybrid rows")
+    ap.add_argument("--dense-repeats", type=int, default=3, help="dense/hybrid search repeats (median)")
     args = ap.parse_args()
 
     docs = build_corpus_from_hotpotqa(HOTPOTQA)
@@ -103,6 +146,8 @@ def main() -> int:
             "python": platform.python_version(), "tantivy": version("tantivy"),
             "elasticsearch_client": version("elasticsearch"),
             "noida_db": version("noida-db") if not args.skip_es else None,
+            "faiss": version("faiss-cpu"), "torch": version("torch"), "transformers": version("transformers"),
+            "note": "2 cores shared with other jobs while measured: speeds are lower bounds",
         },
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
@@ -111,6 +156,8 @@ def main() -> int:
                                        docs, queries, gold, args.repeats)
         report["tantivy"] = tv
         print("tantivy", json.dumps(tv))
+        if not args.skip_dense:
+            report.update(bench_dense(Path(tmp), docs, queries, gold, args.dense_repeats, tv))
         if not args.skip_es:
             proc, url = start_noida(Path(tmp) / "noida")
             try:
@@ -126,6 +173,11 @@ def main() -> int:
             report["top1_agreement"] = agreement.to_dict()
             print("elasticsearch", json.dumps(es))
             print("agreement", json.dumps(agreement.to_dict()))
+    if args.out.exists():  # keep what this run did not measure (e.g. the slow Elasticsearch section)
+        previous = json.loads(args.out.read_text(encoding="utf-8"))
+        kept = {key: value for key, value in previous.items() if key not in report}
+        if kept:
+            report = {**kept, **report, "kept_from_previous_run": sorted(kept)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")
