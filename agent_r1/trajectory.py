@@ -47,6 +47,9 @@ class Trajectory:
     stop_reason: str = ""
     metrics: dict[str, float] = field(default_factory=dict)
     sample: dict[str, Any] = field(default_factory=dict)
+    # the learner version of the weights that sampled it (asynchronous training measures staleness
+    # as learner version at update - this); 0 in-process, where rollout and update alternate
+    policy_version: int = 0
 
     # --- flat views -------------------------------------------------------------------
     @property

@@ -7,6 +7,11 @@
   out again (after the worker died) gives the same trajectories. Each shard comes back with the
   Ray node and process that rolled it out (`ShardResult`), so the driver can say where work ran.
 
+Asynchronous training (`train.max_staleness` k >= 1) draws the prompts of up to k iterations
+ahead of the update; the learner remembers the sampler position before each draw not yet learned,
+so a checkpoint saves the position of the oldest one: a resumed run draws (and rolls out again)
+exactly the prompts whose rollouts were in flight when it was saved.
+
 `ray_trainer.py` wraps them with `ray.remote` and coordinates; nothing here imports Ray at the
 top level.
 """
@@ -14,6 +19,8 @@ top level.
 from __future__ import annotations
 
 import os
+import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -37,11 +44,14 @@ class Assembly:
 
 @dataclass(frozen=True)
 class ShardResult:
-    """One shard's trajectories, and where they were rolled out (Ray node id, worker pid)."""
+    """One shard's trajectories, where they were rolled out (Ray node id, worker pid), and when
+    (wall-clock `time.time()` seconds at the rollout's start and end, to show overlap with updates)."""
 
     trajectories: list[Trajectory]
     node_id: str
     pid: int
+    started: float = 0.0
+    finished: float = 0.0
 
 
 def node_id() -> str:
@@ -75,6 +85,7 @@ class Learner:
         if parts.latest is not None:
             self.trainer.load(parts.latest)
         self.version = 0  # bumped by every update; rollout workers compare it with theirs
+        self._draws: deque[dict[str, int]] = deque()  # sampler positions before each draw not yet learned
 
     def info(self) -> dict[str, Any]:
         return {"iteration": self.trainer.iteration, "version": self.version, "index_dir": self.index_dir,
@@ -92,10 +103,23 @@ class Learner:
         return {k: v.detach().cpu() for k, v in self.trainer.model.state_dict().items()}
 
     def next_prompts(self) -> list[dict[str, Any]]:
+        self._draws.append(self.trainer.sampler.state_dict())
         return self.trainer.sampler.next_batch(self.cfg.train.prompts_per_iter)
 
     def learn(self, trajs: list[Trajectory], rollout_s: float) -> tuple[dict[str, float], int]:
+        """Updates on `trajs` (the oldest batch drawn and not yet learned); returns (metrics, new
+        version). Staleness = this learner's version now - the version that sampled a trajectory."""
+        staleness = [self.version - t.policy_version for t in trajs]
+        limit = max_staleness(self.cfg)
+        if trajs and max(staleness) > limit:  # the driver never submits further ahead: a bug, not data
+            raise RuntimeError(f"a batch sampled by policy version {min(t.policy_version for t in trajs)} reached "
+                               f"the learner at version {self.version}: staleness {max(staleness)} > "
+                               f"train.max_staleness={limit}")
         metrics = self.trainer.learn(trajs, rollout_s)
+        if self._draws:
+            self._draws.popleft()
+        metrics["staleness/mean"] = sum(staleness) / max(len(staleness), 1)
+        metrics["staleness/max"] = float(max(staleness, default=0))
         self.version += 1
         return metrics, self.version
 
@@ -103,7 +127,17 @@ class Learner:
         return self.trainer.evaluate(greedy=greedy)
 
     def save(self) -> str:
-        return str(self.trainer.save())
+        """A checkpoint of the learned iterations; batches drawn ahead (in flight) are left out: the
+        sampler is saved at the position before the oldest of them, so a resume draws them again."""
+        if not self._draws:
+            return str(self.trainer.save())
+        sampler = self.trainer.sampler
+        now = sampler.state_dict()
+        sampler.load_state_dict(self._draws[0])
+        try:
+            return str(self.trainer.save())
+        finally:
+            sampler.load_state_dict(now)
 
     def close(self) -> None:
         self.retriever.close()
@@ -145,6 +179,7 @@ class RolloutWorker:
         from agent_r1.rollout.loop import run_rollout
         from agent_r1.training.trainer import rollout_seed
 
+        started = time.time()
         if version != self.version:
             import ray
 
@@ -152,4 +187,11 @@ class RolloutWorker:
             self.version = version
         trajs = run_rollout(self.engine, self.codec, self.make_env, samples, self.cfg.rollout, self.cfg.reward,
                             seed=rollout_seed(self.cfg.seed, iteration, shard))
-        return ShardResult(trajs, node_id(), os.getpid())
+        for t in trajs:
+            t.policy_version = version
+        return ShardResult(trajs, node_id(), os.getpid(), started, time.time())
+
+
+def max_staleness(cfg: ExperimentConfig) -> int:
+    """`train.max_staleness`: 0 (synchronous) where the config predates it."""
+    return int(getattr(cfg.train, "max_staleness", 0))

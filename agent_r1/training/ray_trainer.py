@@ -20,6 +20,19 @@ Placement on a cluster: the learner is pinned (softly) to the driver's node, so 
 node never loses the run's state; the workers are spread over the nodes (`SPREAD`), and a worker
 whose node dies is restarted on any node with room for it.
 
+Asynchronous training (`train.max_staleness` k >= 1): before the update of iteration i, the driver
+submits the rollouts of iterations up to i + k with the weights the learner has now, so the workers
+roll out while the learner updates (actor calls run in submission order, so those weights are read
+before the update starts). A batch is learned at most k versions after the weights that sampled it:
+the driver never submits further ahead, so a rollout waits for the learner rather than being thrown
+away (dropping would waste rollouts and break "every prompt once per iteration"). Each trajectory
+carries its `policy_version`; the learner logs `staleness/mean` and `staleness/max` and corrects for
+the lag with decoupled PPO (agent_r1/algos/offpolicy.py). Rollout seeds stay (seed, iteration, shard).
+No rollout is submitted past `train.iterations`. A checkpoint holds the learned iterations only: the
+batches in flight when it is saved are not in it, and a resumed run draws and rolls out their
+prompts again, with the checkpoint's weights (so a resumed asynchronous run is not bit-identical to
+an uninterrupted one; a synchronous run is). k = 0 is today's synchronous loop, call for call.
+
 The loop (evaluation, logging, checkpoints) is `fit_loop`, shared with the in-process trainer.
 """
 
@@ -29,11 +42,14 @@ import logging
 import math
 import os
 import time
+from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agent_r1.config import ExperimentConfig, RayConfig
+from agent_r1.training.ray_actors import max_staleness
 from agent_r1.training.metrics_log import JsonlMetrics, MetricsSink
 from agent_r1.training.trainer import fit_loop, log_finite
 from agent_r1.trajectory import Trajectory
@@ -79,6 +95,18 @@ def init_ray(rc: RayConfig) -> bool:
     # interface whatever the node address: run local Ray on a trusted or firewalled host
     ray.init(num_cpus=num_cpus, include_dashboard=False, _temp_dir=ray_temp_dir(rc), configure_logging=False)
     return True
+
+
+@dataclass
+class InFlight:
+    """One iteration's rollout, submitted and not yet gathered: its shards, the weights version
+    they are rolled out with (and the box holding those weights, kept alive for re-submissions)."""
+
+    iteration: int
+    shards: list[list[dict[str, Any]]]
+    version: int
+    box: list[Any]
+    pending: dict[Any, int] = field(default_factory=dict)  # ObjectRef -> shard
 
 
 def split_shards(samples: list[dict[str, Any]], n: int) -> list[list[dict[str, Any]]]:
@@ -148,6 +176,12 @@ class RayTrainer:
         # per shard of the last iteration: shard, prompts, node_id, pid, attempts, died_on (nodes of failed attempts)
         self.last_shard_nodes: list[dict[str, Any]] = []
         self._worker_nodes: dict[int, str] = {}  # worker k -> the node its last shard ran on
+        self.max_staleness = max_staleness(cfg)
+        self._in_flight: deque[InFlight] = deque()  # submitted rollouts, oldest (the next to learn) first
+        # per learned iteration: the weights version its rollout used, and the learner's version
+        # (and wall-clock window, time.time()) of its update
+        self.learn_log: list[dict[str, Any]] = []
+        self.last_sampled_by = self.version  # the weights version of the last gathered batch
 
     # --- one iteration ------------------------------------------------------------------------
     def _weights_box(self) -> tuple[int, list[Any]]:
@@ -162,17 +196,28 @@ class RayTrainer:
 
     def rollout(self, samples: list[dict[str, Any]]) -> list[Trajectory]:
         """Rolls out `samples` over the workers; the trajectories come back in prompt order."""
+        return self._gather(self._submit(samples, self.iteration))
+
+    def _submit(self, samples: list[dict[str, Any]], iteration: int) -> InFlight:
+        """Submits iteration `iteration`'s shards with the learner's current weights."""
+        shards = split_shards(samples, len(self.workers))
+        version, box = self._weights_box()
+        job = InFlight(iteration, shards, version, box)
+        for k, shard in enumerate(shards):
+            if shard:
+                job.pending[self.workers[k].rollout.remote(shard, iteration, k, version, box)] = k
+        if self.after_submit is not None:
+            self.after_submit(iteration)
+        return job
+
+    def _gather(self, job: InFlight) -> list[Trajectory]:
+        """Waits for `job`'s shards; a shard whose worker died is rolled out again with the same
+        seed and weights version. Trajectories in prompt order."""
         import ray
         from ray.exceptions import RayActorError
 
-        shards = split_shards(samples, len(self.workers))
-        version, box = self._weights_box()
-        pending: dict[Any, int] = {}
-        for k, shard in enumerate(shards):
-            if shard:
-                pending[self.workers[k].rollout.remote(shard, self.iteration, k, version, box)] = k
-        if self.after_submit is not None:
-            self.after_submit(self.iteration)
+        shards, pending, version, box = job.shards, job.pending, job.version, job.box
+        self.last_sampled_by = version
         results: dict[int, Any] = {}  # shard -> ShardResult
         retries = [0] * len(shards)
         died_on: dict[int, list[str]] = {}
@@ -187,15 +232,16 @@ class RayTrainer:
                 died_on.setdefault(k, []).append(self._worker_nodes.get(k, "unknown"))
                 self.worker_failures += 1
                 if retries[k] > self.cfg.ray.max_restarts:
-                    raise RuntimeError(f"rollout worker {k} failed {retries[k]} times at iteration {self.iteration} "
+                    raise RuntimeError(f"rollout worker {k} failed {retries[k]} times at iteration {job.iteration} "
                                        f"(last error: {err}); check the worker logs under the Ray temp dir, or "
                                        f"raise ray.max_restarts") from err
                 log.warning("rollout worker %d died at iteration %d (%s); rolling its shard out again",
-                            k, self.iteration, type(err).__name__)
+                            k, job.iteration, type(err).__name__)
                 self._await_worker(k)
-                pending[self.workers[k].rollout.remote(shards[k], self.iteration, k, version, box)] = k
+                pending[self.workers[k].rollout.remote(shards[k], job.iteration, k, version, box)] = k
         self.last_shard_nodes = [{"shard": k, "prompts": len(shards[k]), "node_id": r.node_id, "pid": r.pid,
-                                  "attempts": retries[k] + 1, "died_on": died_on.get(k, [])}
+                                  "attempts": retries[k] + 1, "died_on": died_on.get(k, []),
+                                  "version": version, "started": r.started, "finished": r.finished}
                                  for k, r in sorted(results.items())]
         return [t for k in range(len(shards)) for t in (results[k].trajectories if k in results else [])]
 
@@ -219,14 +265,31 @@ class RayTrainer:
                                        "check the cluster's free CPUs/GPUs and the worker logs") from None
                 time.sleep(0.2)
 
+    def _next_batch(self) -> list[Trajectory]:
+        """This iteration's trajectories. Synchronous: draw, roll out, gather. Asynchronous: top the
+        queue up to iterations i..i+k (never past train.iterations), then gather iteration i."""
+        import ray
+
+        if self.max_staleness == 0:
+            return self.rollout(ray.get(self.learner.next_prompts.remote()))
+        while not self._in_flight or (len(self._in_flight) <= self.max_staleness
+                                      and self.iteration + len(self._in_flight) < self.cfg.train.iterations):
+            samples = ray.get(self.learner.next_prompts.remote())
+            self._in_flight.append(self._submit(samples, self.iteration + len(self._in_flight)))
+        return self._gather(self._in_flight.popleft())
+
     def train_step(self) -> dict[str, float]:
+        """One iteration. `rollout_s` is the time the driver waited for the batch (all of the rollout
+        when synchronous; what the update did not hide when asynchronous)."""
         import ray
 
         t0 = time.perf_counter()
-        samples = ray.get(self.learner.next_prompts.remote())
-        trajs = self.rollout(samples)
+        trajs = self._next_batch()
         rollout_s = time.perf_counter() - t0
+        sampled_by, started = self.last_sampled_by, time.time()
         metrics, self.version = ray.get(self.learner.learn.remote(trajs, rollout_s))
+        self.learn_log.append({"iteration": self.iteration, "sampled_by": sampled_by, "learned_at": self.version - 1,
+                               "started": started, "finished": time.time(), "in_flight": len(self._in_flight)})
         self.iteration += 1
         self.last_trajectories = trajs
         every = self.cfg.train.log_trajectories_every
@@ -235,6 +298,7 @@ class RayTrainer:
         metrics["ray/workers"] = float(len(self.workers))
         metrics["ray/worker_failures"] = float(self.worker_failures)
         metrics["ray/nodes_used"] = float(len({s["node_id"] for s in self.last_shard_nodes}))
+        metrics["async/in_flight"] = float(len(self._in_flight))
         self._record_shards()
         return metrics
 

@@ -18,6 +18,7 @@ import torch
 
 from agent_r1.algos import (AdvantageInputs, aggregate_loss, get_adv_estimator, get_policy_loss, kl_penalty,
                             loss_denominator, needs_critic, value_loss)
+from agent_r1.algos.offpolicy import DEFAULT_OFFPOLICY_CLIP, behaviour_weights, offpolicy_advantages
 from agent_r1.config import ExperimentConfig
 from agent_r1.evaluation.agent_eval import evaluate_policy, trajectory_stats
 from agent_r1.models.lora import apply_lora, has_adapters, reference_context
@@ -133,6 +134,10 @@ class RLTrainer:
         out = self.estimator(AdvantageInputs(token_rewards=rewards, scores=scores, action_mask=adv_mask,
                                              group_ids=batch["group_ids"], values=values, gamma=a.gamma, lam=a.lam))
         batch["advantages"], batch["returns"] = out.advantages, out.returns
+        if getattr(self.cfg.train, "max_staleness", 0) > 0:  # asynchronous: decoupled PPO (algos/offpolicy.py)
+            batch["offpolicy_weight"], batch["offpolicy_metrics"] = behaviour_weights(
+                batch["old_logp"], batch["sampled_logprobs"], batch["action_mask"],
+                getattr(a, "offpolicy_clip", DEFAULT_OFFPOLICY_CLIP))
         return batch
 
     def update(self, batch: dict[str, Any]) -> dict[str, float]:
@@ -183,7 +188,8 @@ class RLTrainer:
                 logp, entropy = token_logprobs(self.model, mb["input_ids"], mb["attention_mask"],
                                                self.compute.temperature, positions=mb["logp_mask"], with_entropy=True,
                                                entropy_grad=a.entropy_coef != 0, chunk=self.compute.logit_chunk)
-            pg_loss, pg_metrics = self.policy_loss(logp, mb["old_logp"], mb["advantages"], mask,
+            advantages = offpolicy_advantages(mb["advantages"], mb.get("offpolicy_weight"))
+            pg_loss, pg_metrics = self.policy_loss(logp, mb["old_logp"], advantages, mask,
                                                    clip_low=a.clip_low, clip_high=a.clip_high,
                                                    dual_clip=a.dual_clip, agg=a.loss_agg, denom=denom)
             ent = aggregate_loss(entropy, mask, a.loss_agg, denom)
@@ -289,6 +295,7 @@ class RLTrainer:
             **{f"stop/{k}": float(v) for k, v in reasons.items()},
         }
         m.update(upd)
+        m.update(batch.get("offpolicy_metrics", {}))
         m.update(tool_metrics([t.info for tr in trajs for t in tr.turns]))
         return m
 
