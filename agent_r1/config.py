@@ -110,7 +110,7 @@ class DataConfig:
 
 @dataclass
 class SearchConfig:
-    backend: str = "tantivy"  # tantivy | elasticsearch
+    backend: str = "tantivy"  # tantivy | elasticsearch (BM25) | dense | hybrid | elasticsearch-dense | elasticsearch-hybrid
     index_dir: str = "data/index"
     url: str = ""  # Elasticsearch URL (auth comes from environment variables)
     index_name: str = "agent-r1-corpus"
@@ -118,6 +118,11 @@ class SearchConfig:
     max_chars_per_doc: int = 300
     timeout_s: float = 10.0
     es_pool_size: int = 10  # Elasticsearch: HTTP connections per process (one pooled client per rollout worker)
+    # dense / hybrid backends: the encoder (minilm works offline; hf:<id or folder> for bge, e5, ...),
+    # the faiss index (flat | hnsw), and where corpus embeddings are cached by content hash
+    encoder: str = "minilm"
+    dense_index: str = "flat"
+    embed_cache_dir: str = ""  # "" = $AGENT_R1_EMBED_CACHE or ~/.cache/agent-r1/embeddings
 
 
 @dataclass
@@ -192,6 +197,7 @@ def validate(c: ExperimentConfig) -> None:
     from agent_r1.algos.schedules import LR_SCHEDULES
     from agent_r1.envs.formats import FORMATS
     from agent_r1.models.build import ARCHS
+    from agent_r1.retrieval.base import backend_names
 
     check_limits(c)
     choices = [  # (key, value, registry): a typo fails here, not after a full rollout
@@ -199,6 +205,7 @@ def validate(c: ExperimentConfig) -> None:
         ("algo.loss_agg", c.algo.loss_agg, AGG_MODES), ("algo.kl_kind", c.algo.kl_kind, KL_PENALTIES),
         ("env.format", c.env.format, FORMATS), ("model.arch", c.model.arch, ARCHS),
         ("ray.engine", c.ray.engine, ("auto", "transformers", "vllm")),
+        ("search.backend", c.search.backend, backend_names()), ("search.dense_index", c.search.dense_index, ("flat", "hnsw")),
         ("train.precision", c.train.precision, PRECISIONS), ("train.lr_schedule", c.train.lr_schedule, LR_SCHEDULES),
     ]
     for key, value, known in choices:

@@ -80,3 +80,15 @@ def index_key(context: Any, inputs: dict[str, Any]) -> str | None:
         return None  # no caching
     sha = hashlib.sha1(corpus.read_bytes()).hexdigest()
     return "build-index-" + _digest(_sections(cfg, INDEX_KEYS), _abs(cfg.search.index_dir), sha, inputs.get("dvc"))
+
+
+def embed_key(context: Any, inputs: dict[str, Any]) -> str | None:
+    """Same corpus bytes + backend + encoder settings -> the same embeddings (the cache itself is
+    content-addressed too: this only spares loading the model)."""
+    cfg = _config(inputs["params"], inputs["overrides"])
+    corpus = Path(inputs["data_dir"]) / "corpus.jsonl"
+    if not corpus.exists():
+        return None
+    sha = hashlib.sha1(corpus.read_bytes()).hexdigest()
+    search = cfg.to_dict()["search"]
+    return "embed-" + _digest({k: search[k] for k in ("backend", "encoder", "embed_cache_dir")}, sha)

@@ -43,7 +43,7 @@ from prefect import flow, get_run_logger, task  # noqa: E402
 from prefect.artifacts import create_progress_artifact, update_progress_artifact  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 
-from flows.steps import _config, data_key, dvc_repro, index_key, use_dvc  # noqa: E402
+from flows.steps import _config, data_key, dvc_repro, embed_key, index_key, use_dvc  # noqa: E402
 
 
 # --- tasks ----------------------------------------------------------------------------------------
@@ -61,6 +61,17 @@ def prepare_data(params: str | None, overrides: dict[str, Any], dvc: bool) -> st
     return str(path)
 
 
+@task(name="embed", retries=1, retry_delay_seconds=5, cache_key_fn=embed_key)
+def embed(params: str | None, overrides: dict[str, Any], data_dir: str) -> str | None:
+    """Corpus embeddings for a dense or hybrid search backend (cached by content; skipped otherwise)."""
+    from agent_r1.retrieval.embeddings import embed_for_search
+
+    cfg = _config(params, overrides)
+    path = embed_for_search(cfg.search, data_dir)
+    get_run_logger().info("corpus embedded with %s: %s", cfg.search.encoder, path)
+    return str(path) if path else None
+
+
 @task(name="build_index", retries=2, retry_delay_seconds=5, cache_key_fn=index_key)
 def build_index(params: str | None, overrides: dict[str, Any], data_dir: str, dvc: bool) -> dict[str, Any]:
     """The retrieval index over the corpus; rebuilt only when the corpus or search config changed."""
@@ -69,7 +80,8 @@ def build_index(params: str | None, overrides: dict[str, Any], data_dir: str, dv
     logger = get_run_logger()
     cfg = _config(params, overrides)
     if dvc:
-        logger.info("dvc repro index\n%s", dvc_repro("index"))
+        for stage in ("embed", "index"):  # embed: the corpus vectors the index stage depends on (none for BM25)
+            logger.info("dvc repro %s\n%s", stage, dvc_repro(stage))
     index_dir = ensure_index(cfg, ensure_data(cfg))
     manifest = index_dir / "retriever.json"
     info = json.loads(manifest.read_text()) if manifest.exists() else {}
@@ -230,6 +242,10 @@ def train_agent(params: str = "params.yaml", overrides: dict[str, Any] | None = 
         data_dir = prepare_data(params, overrides, via_dvc)
         if not (Path(data_dir) / cfg.data.train_file).exists():  # cached, but deleted since
             data_dir = prepare_data.with_options(refresh_cache=True)(params, overrides, via_dvc)
+        from agent_r1.retrieval.base import VECTOR_BACKENDS
+
+        if cfg.search.backend in VECTOR_BACKENDS and not via_dvc:  # vectors first (DVC's index stage has its own)
+            tracker.set_tags({"embeddings": embed(params, overrides, data_dir) or ""})
         index = build_index(params, overrides, data_dir, via_dvc)
         if not (Path(index["index_dir"]) / "retriever.json").exists():
             index = build_index.with_options(refresh_cache=True)(params, overrides, data_dir, via_dvc)

@@ -58,19 +58,31 @@ class RetrievalConfig:
     msearch_batch_size: int = 100
     pool_size: int = 10            # Elasticsearch: HTTP connections per node, per process (never in retriever.json)
     overwrite: bool = False        # index(): replace an existing index agent-r1 did not make (never in retriever.json)
+    # dense and hybrid backends (encoders.py, dense_backend.py, hybrid_backend.py, es_dense.py)
+    encoder: str = "minilm"        # an encoder name (encoders.py) or hf:<hub id or folder>
+    dense_index: str = "flat"      # flat (exact inner product) | hnsw (faiss)
+    hnsw_m: int = 32
+    hnsw_ef_construction: int = 200
+    hnsw_ef_search: int = 128
+    encode_batch_size: int = 64
+    rrf: str = "auto"              # hybrid on Elasticsearch: server (retriever.rrf) | client | auto
+    embed_cache_dir: str | None = None  # corpus embeddings cached by content hash (never in retriever.json)
 
     def to_manifest(self) -> dict[str, Any]:
         """The retriever.json content: what is needed to reopen this index, nothing secret."""
         data: dict[str, Any] = {"backend": self.backend}
-        if self.backend != "tantivy":
+        if self.backend.startswith("elasticsearch"):
             data.update(url=self.url, index_name=self.index_name)
+        if self.backend in VECTOR_BACKENDS:
+            data.update(encoder=self.encoder, dense_index=self.dense_index, hnsw_ef_search=self.hnsw_ef_search,
+                        rrf=self.rrf)
         return data
 
     @classmethod
     def from_manifest(cls, data: dict[str, Any], index_dir: Path) -> "RetrievalConfig":
         known = {f.name for f in fields(cls)}
         # overwrite is the user's decision at `agent-r1 index`, never a file's
-        kwargs = {k: v for k, v in data.items() if k in known and k not in ("index_dir", "overwrite")}
+        kwargs = {k: v for k, v in data.items() if k in known and k not in ("index_dir", "overwrite", "embed_cache_dir")}
         return cls(index_dir=index_dir, **kwargs)
 
 
@@ -103,7 +115,13 @@ RETRIEVERS: dict[str, type] = {}
 _BUILTIN_MODULES = {
     "tantivy": "agent_r1.retrieval.tantivy_backend",
     "elasticsearch": "agent_r1.retrieval.es_backend",
+    "dense": "agent_r1.retrieval.dense_backend",
+    "hybrid": "agent_r1.retrieval.hybrid_backend",
+    "elasticsearch-dense": "agent_r1.retrieval.es_dense",
+    "elasticsearch-hybrid": "agent_r1.retrieval.es_dense",
 }
+#: backends that search by embeddings (their index build needs the corpus encoded)
+VECTOR_BACKENDS = ("dense", "hybrid", "elasticsearch-dense", "elasticsearch-hybrid")
 
 
 def register_retriever(name: str) -> Callable[[R], R]:
@@ -205,7 +223,8 @@ def build_index(corpus: str | os.PathLike[str], index_dir: str | os.PathLike[str
     retriever = open_retriever(config)
     try:
         n = retriever.index(docs)
+        extra = getattr(retriever, "manifest_extra", dict)()  # e.g. the encoder's dimension and revision
     finally:
         retriever.close()
-    write_manifest(config, {"num_docs": n, "corpus": str(corpus), "corpus_sha1": corpus_sha1(corpus)})
+    write_manifest(config, {**extra, "num_docs": n, "corpus": str(corpus), "corpus_sha1": corpus_sha1(corpus)})
     return n

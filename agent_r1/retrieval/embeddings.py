@@ -21,11 +21,10 @@ from typing import Any
 import numpy as np
 
 from agent_r1.data.schema import Document
+from agent_r1.retrieval.base import VECTOR_BACKENDS  # noqa: F401  (re-exported: the backends that need vectors)
 from agent_r1.retrieval.encoders import DEFAULT_ENCODER, Encoder, get_encoder
 
 ENV_CACHE = "AGENT_R1_EMBED_CACHE"
-#: backends whose index holds passage vectors (only these need the embed step)
-VECTOR_BACKENDS = ("dense", "hybrid", "elasticsearch-dense", "elasticsearch-hybrid")
 
 
 def default_cache_dir() -> Path:
@@ -115,5 +114,5 @@ def embed_for_search(search: Any, data_dir: str | os.PathLike[str]) -> Path | No
     loading any model when the backend needs no vectors (tantivy, elasticsearch)."""
     if search.backend not in VECTOR_BACKENDS:
         return None
-    return embed_corpus(Path(data_dir) / "corpus.jsonl", getattr(search, "embed_cache_dir", None) or None,
-                        getattr(search, "encoder", None) or DEFAULT_ENCODER)
+    return embed_corpus(Path(data_dir) / "corpus.jsonl", search.embed_cache_dir or None,
+                        search.encoder or DEFAULT_ENCODER)

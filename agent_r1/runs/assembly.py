@@ -54,18 +54,30 @@ def _folder_lock(folder: Path) -> Any:
 
 
 def index_options(cfg: ExperimentConfig) -> dict[str, Any]:
-    """Backend options from the config (only Elasticsearch needs any)."""
-    return {"url": cfg.search.url, "index_name": cfg.search.index_name} if cfg.search.url else {}
+    """Backend options from the config: Elasticsearch's address, the vector backends' encoder."""
+    from agent_r1.retrieval.base import VECTOR_BACKENDS
+
+    options: dict[str, Any] = {"url": cfg.search.url, "index_name": cfg.search.index_name} if cfg.search.url else {}
+    if cfg.search.backend in VECTOR_BACKENDS:
+        options.update(encoder=cfg.search.encoder, dense_index=cfg.search.dense_index,
+                       embed_cache_dir=cfg.search.embed_cache_dir or None)
+    return options
 
 
 def ensure_index(cfg: ExperimentConfig, data_dir: Path) -> Path:
-    """Builds the index unless one built from this very corpus (same SHA-1) is already there."""
+    """Builds the index unless one built from this very corpus (same SHA-1), with the configured
+    backend (and encoder and vector index, for the vector backends), is already there."""
+    from agent_r1.retrieval.base import VECTOR_BACKENDS
+
     index_dir = Path(cfg.search.index_dir)
     manifest = index_dir / "retriever.json"
     corpus = data_dir / "corpus.jsonl"
+    wanted = {"corpus_sha1": corpus_sha1(corpus), "backend": cfg.search.backend}
+    if cfg.search.backend in VECTOR_BACKENDS:
+        wanted.update(encoder=cfg.search.encoder, dense_index=cfg.search.dense_index)
     with _folder_lock(index_dir):
-        built_from = json.loads(manifest.read_text()).get("corpus_sha1") if manifest.exists() else None
-        if built_from != corpus_sha1(corpus):
+        built = json.loads(manifest.read_text()) if manifest.exists() else {}
+        if any(built.get(k) != v for k, v in wanted.items()):
             build_index(corpus, index_dir, cfg.search.backend, **index_options(cfg))
     return index_dir
 

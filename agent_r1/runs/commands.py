@@ -1,4 +1,4 @@
-"""`agent-r1 prepare-data | build-index | sft | train | runs`: a run assembled from the config."""
+"""`agent-r1 prepare-data | embed-corpus | build-index | sft | train | runs`: a run assembled from the config."""
 
 from __future__ import annotations
 
@@ -19,6 +19,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("build-index", help="(re)build the configured search index (search.index_dir) from params")
     _add_config_args(p)
     p.set_defaults(func=cmd_build_index)
+    p = sub.add_parser("embed-corpus", help="encode the corpus for a dense/hybrid search.backend into "
+                                            "search.embed_cache_dir (nothing to do for BM25 backends)")
+    _add_config_args(p)
+    p.set_defaults(func=cmd_embed_corpus)
     p = sub.add_parser("sft", help="supervised warm start on scripted-agent demonstrations (reused when one "
                                    "with the same data, model, SFT and env settings exists)")
     _add_config_args(p)
@@ -120,4 +124,24 @@ def cmd_runs(args: argparse.Namespace) -> int:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    return 0
+
+
+def cmd_embed_corpus(args: argparse.Namespace) -> int:
+    """The pipeline's embed step (DVC stage `embed`): the cache folder always exists afterwards, with
+    `embedded.json` saying what was done, so DVC has an output even for a BM25 backend."""
+    from pathlib import Path
+
+    from agent_r1.retrieval.embeddings import embed_for_search
+    from agent_r1.runs.assembly import ensure_data
+
+    cfg = _config(args)
+    path = embed_for_search(cfg.search, ensure_data(cfg))
+    if cfg.search.embed_cache_dir:
+        folder = Path(cfg.search.embed_cache_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "embedded.json").write_text(json.dumps({"backend": cfg.search.backend, "encoder": cfg.search.encoder,
+                                                          "vectors": str(path) if path else None}, indent=1))
+    print(f"embedded the corpus with {cfg.search.encoder}: {path}" if path
+          else f"search.backend={cfg.search.backend} searches without vectors: nothing to embed")
     return 0
