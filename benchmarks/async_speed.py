@@ -1,0 +1,119 @@
+"""Asynchronous training speed: seconds per iteration, synchronous vs `train.max_staleness: 1`.
+
+Same config and seed, 2 rollout workers (1 CPU each) and a learner (1 CPU); only max_staleness
+differs. The two modes alternate run by run (sync, async, sync, async, ...), each run a fresh Ray
+trainer (its start-up not timed), so a shared, busy machine loads both alike. A run is one
+warm-up iteration then `--iterations` timed ones; `train.iterations` is set far beyond them, so the
+asynchronous run is in steady state (the next rollout always in flight; it is discarded at the end).
+Runs must not interleave iterations of two live trainers: an asynchronous trainer keeps rolling
+out between its own steps and would load the other's timing.
+
+Reports the median over repeats of each run's mean seconds per timed iteration, and the ratio
+sync / async (target: >= 1.3). Writes benchmarks/results/scale.json (section "async_speed").
+
+    python benchmarks/async_speed.py                      # about 5 minutes on 2 idle cores
+    python benchmarks/async_speed.py --repeats 2 --iterations 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from agent_r1.config import load_config  # noqa: E402
+
+WORK = ROOT / "benchmarks" / ".work" / "async"
+CONFIG = {
+    "data.dir": str(WORK / "data"), "search.index_dir": str(WORK / "index"), "data.n_people": 120,
+    "model.hidden_size": 128, "model.num_layers": 2, "model.num_heads": 4, "model.intermediate_size": 256,
+    "model.vocab_size": 600, "train.prompts_per_iter": 8, "rollout.n_samples": 4, "rollout.max_turns": 3,
+    "rollout.max_tokens_per_turn": 24, "train.ppo_epochs": 2, "train.minibatch_size": 16, "train.threads": 1,
+    "train.eval_every": 0, "train.iterations": 1000, "train.checkpoint_every": 1000, "algo.adv_estimator": "grpo",
+    "ray.enabled": True, "ray.num_workers": 2, "ray.cpus_per_worker": 1, "ray.learner_cpus": 1,
+}
+MODES = {"sync": 0, "async_1": 1}
+
+
+def one_run(cfg, iterations: int) -> dict:
+    from agent_r1.runs.train import assembly
+    from agent_r1.training.ray_trainer import RayTrainer
+
+    t0 = time.perf_counter()
+    with RayTrainer(cfg, assembly()) as trainer:
+        startup = time.perf_counter() - t0
+        trainer.train_step()  # warm-up: first-call costs, and the asynchronous pipeline filling
+        walls, metrics = [], []
+        for _ in range(iterations):
+            t1 = time.perf_counter()
+            metrics.append(trainer.train_step())
+            walls.append(time.perf_counter() - t1)
+    return {"iteration_s_mean": round(statistics.mean(walls), 4), "iteration_s": [round(w, 4) for w in walls],
+            "rollout_wait_s": [round(m["rollout_s"], 4) for m in metrics],
+            "update_s": [round(m["update_s"], 4) for m in metrics],
+            "staleness_max": max(m["staleness/max"] for m in metrics), "startup_s": round(startup, 2)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--iterations", type=int, default=4, help="timed iterations per run (after one warm-up)")
+    ap.add_argument("--repeats", type=int, default=3, help="runs per mode, alternated")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "scale.json"))
+    ap.add_argument("--note", default="", help="what else ran on the machine meanwhile")
+    args = ap.parse_args()
+
+    import ray
+    import torch
+
+    from agent_r1.runs.assembly import ensure_data, ensure_index
+    from agent_r1.training.ray_trainer import init_ray
+
+    base = load_config(None, {**CONFIG, "train.out_dir": str(WORK / "prep")})
+    ensure_index(base, ensure_data(base))
+    load_before = os.getloadavg()
+    init_ray(replace(base.ray, num_cpus=int(base.ray.learner_cpus + base.ray.num_workers * base.ray.cpus_per_worker)))
+    runs: dict[str, list[dict]] = {mode: [] for mode in MODES}
+    try:
+        for r in range(args.repeats):
+            for mode, k in MODES.items():
+                cfg = load_config(None, {**CONFIG, "train.out_dir": str(WORK / f"{mode}_{r}")})
+                cfg.train.max_staleness = k  # read with getattr until config.py declares it
+                runs[mode].append(one_run(cfg, args.iterations))
+                print(f"repeat {r} {mode:8s} {runs[mode][-1]['iteration_s_mean']:.2f} s/iter "
+                      f"(waits {runs[mode][-1]['rollout_wait_s']}, updates {runs[mode][-1]['update_s']})", flush=True)
+    finally:
+        ray.shutdown()
+    medians = {mode: round(statistics.median(x["iteration_s_mean"] for x in rs), 4) for mode, rs in runs.items()}
+    section = {
+        "what": "seconds per training iteration, synchronous vs train.max_staleness 1: median over alternated "
+                "repeats of each run's mean over timed iterations (after one warm-up), same config and seed",
+        "command": f"python benchmarks/async_speed.py --iterations {args.iterations} --repeats {args.repeats}",
+        "config": CONFIG, "iterations_timed": args.iterations, "repeats": args.repeats,
+        "iteration_s_median": medians, "runs": runs,
+        "speedup_sync_over_async": round(medians["sync"] / medians["async_1"], 3),
+        "target_speedup": 1.3,
+        "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
+                    "torch": torch.__version__, "ray": ray.__version__,
+                    "loadavg_before": [round(x, 2) for x in load_before],
+                    "loadavg_after": [round(x, 2) for x in os.getloadavg()], "note": args.note},
+    }
+    out = Path(args.out)
+    result = json.loads(out.read_text()) if out.exists() else {}
+    result["async_speed"] = section  # other sections (workers x learners) live beside it
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps({"iteration_s_median": medians, "speedup_sync_over_async": section["speedup_sync_over_async"]}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
