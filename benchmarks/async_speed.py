@@ -8,10 +8,14 @@ asynchronous run is in steady state (the next rollout always in flight; it is di
 Runs must not interleave iterations of two live trainers: an asynchronous trainer keeps rolling
 out between its own steps and would load the other's timing.
 
+A third mode, `async_1_one_worker`, gives the 2 cores to one rollout worker and the learner
+(the learner and 2 workers are 3 busy processes on 2 cores while they overlap); it is another
+config, reported beside the figure.
+
 Reports the median over repeats of each run's mean seconds per timed iteration, and the ratio
 sync / async (target: >= 1.3). Writes benchmarks/results/scale.json (section "async_speed").
 
-    python benchmarks/async_speed.py                      # about 5 minutes on 2 idle cores
+    python benchmarks/async_speed.py                      # about 4 minutes on 2 cores
     python benchmarks/async_speed.py --repeats 2 --iterations 3
 """
 
@@ -41,7 +45,10 @@ CONFIG = {
     "train.eval_every": 0, "train.iterations": 1000, "train.checkpoint_every": 1000, "algo.adv_estimator": "grpo",
     "ray.enabled": True, "ray.num_workers": 2, "ray.cpus_per_worker": 1, "ray.learner_cpus": 1,
 }
-MODES = {"sync": 0, "async_1": 1}
+# mode -> (max_staleness, config overrides). "async_1" is the figure (the same config as "sync");
+# "async_1_one_worker" splits the 2 cores between one rollout worker and the learner instead of
+# putting 3 busy processes on them (a different config: reported beside the figure, not as it)
+MODES = {"sync": (0, {}), "async_1": (1, {}), "async_1_one_worker": (1, {"ray.num_workers": 1})}
 
 
 def one_run(cfg, iterations: int) -> dict:
@@ -84,8 +91,8 @@ def main() -> int:
     runs: dict[str, list[dict]] = {mode: [] for mode in MODES}
     try:
         for r in range(args.repeats):
-            for mode, k in MODES.items():
-                cfg = load_config(None, {**CONFIG, "train.out_dir": str(WORK / f"{mode}_{r}")})
+            for mode, (k, over) in MODES.items():
+                cfg = load_config(None, {**CONFIG, **over, "train.out_dir": str(WORK / f"{mode}_{r}")})
                 cfg.train.max_staleness = k  # read with getattr until config.py declares it
                 runs[mode].append(one_run(cfg, args.iterations))
                 print(f"repeat {r} {mode:8s} {runs[mode][-1]['iteration_s_mean']:.2f} s/iter "
@@ -100,6 +107,8 @@ def main() -> int:
         "config": CONFIG, "iterations_timed": args.iterations, "repeats": args.repeats,
         "iteration_s_median": medians, "runs": runs,
         "speedup_sync_over_async": round(medians["sync"] / medians["async_1"], 3),
+        "speedup_sync_over_async_one_worker": round(medians["sync"] / medians["async_1_one_worker"], 3),
+        "modes": {mode: {"max_staleness": k, "overrides": over} for mode, (k, over) in MODES.items()},
         "target_speedup": 1.3,
         "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
                     "torch": torch.__version__, "ray": ray.__version__,
@@ -111,7 +120,7 @@ def main() -> int:
     result["async_speed"] = section  # other sections (workers x learners) live beside it
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps({"iteration_s_median": medians, "speedup_sync_over_async": section["speedup_sync_over_async"]}))
+    print(json.dumps({"iteration_s_median": medians, **{k: v for k, v in section.items() if k.startswith("speedup")}}))
     return 0
 
 
