@@ -160,7 +160,7 @@ def async_run(ray_session, world):
 
 
 def test_async_batches_are_at_most_one_version_stale(async_run):
-    cfg, steps, learn_log, *_ = async_run
+    _, steps, learn_log, *_ = async_run
     assert [e["iteration"] for e in learn_log] == list(range(ITERATIONS))
     for (metrics, trajs, _), entry in zip(steps, learn_log):
         staleness = entry["learned_at"] - entry["sampled_by"]
@@ -190,7 +190,7 @@ def test_async_rolls_out_every_prompt_once_per_iteration(async_run, world):
     from agent_r1.runs.assembly import load_samples
     from agent_r1.training.sampler import PromptSampler
 
-    cfg, steps, _, in_flight, saved, left = async_run
+    cfg, steps, *_, left = async_run
     sampler = PromptSampler(load_samples(world / "data" / cfg.data.train_file), cfg.seed)
     for metrics, trajs, _ in steps:
         prompts = [str(s["id"]) for s in sampler.next_batch(cfg.train.prompts_per_iter)]

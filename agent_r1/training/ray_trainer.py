@@ -49,8 +49,8 @@ from pathlib import Path
 from typing import Any
 
 from agent_r1.config import ExperimentConfig, RayConfig
-from agent_r1.training.ray_actors import max_staleness
 from agent_r1.training.metrics_log import JsonlMetrics, MetricsSink
+from agent_r1.training.ray_actors import max_staleness
 from agent_r1.training.trainer import fit_loop, log_finite
 from agent_r1.trajectory import Trajectory
 
