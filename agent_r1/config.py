@@ -38,6 +38,7 @@ class AlgoConfig:
     clip_low: float = 0.2
     clip_high: float = 0.2
     dual_clip: float | None = None
+    offpolicy_clip: float = 2.0  # truncation of the decoupled-PPO behaviour weight (train.max_staleness >= 1)
     loss_agg: str = "token-mean"  # token-mean | seq-mean-token-mean | seq-mean-token-sum
     gamma: float = 1.0
     lam: float = 1.0
@@ -86,6 +87,9 @@ class TrainConfig:
     logit_chunk: int = 1024
     lr_schedule: str = "constant"  # constant | linear | cosine (over train.iterations, after the warmup)
     warmup_iterations: int = 0  # linear warmup from 0 to train.lr
+    # asynchronous training (Ray): how many policy versions a batch may lag the update (0 = synchronous,
+    # the exact on-policy loop; k >= 1: the next k iterations roll out while the learner updates)
+    max_staleness: int = 0
 
 
 @dataclass
@@ -214,6 +218,10 @@ def validate(c: ExperimentConfig) -> None:
     if c.algo.adv_estimator in {"grpo", "grpo_no_std", "rloo", "reinforce_pp_baseline"} and c.rollout.n_samples < 2:
         raise ValueError(f"algo.adv_estimator={c.algo.adv_estimator!r} compares samples of one prompt: "
                          f"set rollout.n_samples >= 2 (got {c.rollout.n_samples})")
+    if c.train.max_staleness > 0 and not c.ray.enabled:
+        raise ValueError(f"train.max_staleness={c.train.max_staleness} overlaps rollout with the update on Ray's "
+                         "rollout workers: set ray.enabled=true, or train.max_staleness=0 (in-process training "
+                         "is synchronous)")
     if c.train.micro_batch_size > c.train.minibatch_size:
         raise ValueError(f"train.micro_batch_size={c.train.micro_batch_size} is larger than train.minibatch_size="
                          f"{c.train.minibatch_size}: a micro-batch splits a mini-batch; lower it (0 = the whole "

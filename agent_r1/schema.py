@@ -69,9 +69,9 @@ LIMITS: dict[str, dict[str, Range]] = {
                                  "n_samples"), GE1), "temperature": GE0, "top_k": GE0, "top_p": R("(0, 1]")},
     "reward": {"format_penalty": R("[-10, 0]"), "valid_call_reward": R("[-10, 10]"),
                "retrieval_hit_reward": R("[-10, 10]"), "max_process_reward": R("[0, 100]")},
-    "algo": {"clip_low": R("[0, 1)"), "clip_high": GE0, "dual_clip": R("> 1"), "gamma": R("(0, 1]"), "lam": UNIT,
+    "algo": {"offpolicy_clip": GT0, "clip_low": R("[0, 1)"), "clip_high": GE0, "dual_clip": R("> 1"), "gamma": R("(0, 1]"), "lam": UNIT,
              "kl_coef": GE0, "entropy_coef": GE0, "vf_clip": GT0, "critic_lr": GT0},
-    "train": {"iterations": GE0, "prompts_per_iter": GE1, "ppo_epochs": GE1, "minibatch_size": GE1, "lr": GT0,
+    "train": {"max_staleness": GE0, "iterations": GE0, "prompts_per_iter": GE1, "ppo_epochs": GE1, "minibatch_size": GE1, "lr": GT0,
               "weight_decay": GE0, "max_grad_norm": GT0, "checkpoint_every": GE1,
               "keep_checkpoints": GE0,  # 0 keeps every checkpoint
               "eval_every": GE0, "eval_size": GE0, "threads": GE0, "log_trajectories_every": GE0,

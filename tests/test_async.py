@@ -23,12 +23,22 @@ ITERATIONS = 3
 
 
 def _staleness(cfg, k: int, clip: float | None = None):
-    """Sets train.max_staleness (and algo.offpolicy_clip): the code reads both with getattr, so
-    this works before and after config.py declares them."""
+    """Sets train.max_staleness (and algo.offpolicy_clip) on a built config: the in-process trainer
+    test needs the correction without Ray, which load_config refuses for a user (see below)."""
     cfg.train.max_staleness = k
     if clip is not None:
         cfg.algo.offpolicy_clip = clip
     return cfg
+
+
+def test_config_checks_staleness_and_the_clip():
+    assert load_config(None, {"ray.enabled": True, "train.max_staleness": 1}).train.max_staleness == 1
+    with pytest.raises(ValueError, match="ray.enabled=true"):
+        load_config(None, {"train.max_staleness": 1})  # in-process training cannot overlap anything
+    with pytest.raises(ValueError, match="train.max_staleness"):
+        load_config(None, {"ray.enabled": True, "train.max_staleness": -1})
+    with pytest.raises(ValueError, match="algo.offpolicy_clip"):
+        load_config(None, {"algo.offpolicy_clip": 0})
 
 
 # --- the math -----------------------------------------------------------------------------------

@@ -193,5 +193,5 @@ class RolloutWorker:
 
 
 def max_staleness(cfg: ExperimentConfig) -> int:
-    """`train.max_staleness`: 0 (synchronous) where the config predates it."""
-    return int(getattr(cfg.train, "max_staleness", 0))
+    """`train.max_staleness`: 0 = synchronous."""
+    return int(cfg.train.max_staleness)

@@ -18,7 +18,7 @@ import torch
 
 from agent_r1.algos import (AdvantageInputs, aggregate_loss, get_adv_estimator, get_policy_loss, kl_penalty,
                             loss_denominator, needs_critic, value_loss)
-from agent_r1.algos.offpolicy import DEFAULT_OFFPOLICY_CLIP, behaviour_weights, offpolicy_advantages
+from agent_r1.algos.offpolicy import behaviour_weights, offpolicy_advantages
 from agent_r1.config import ExperimentConfig
 from agent_r1.evaluation.agent_eval import evaluate_policy, trajectory_stats
 from agent_r1.models.lora import apply_lora, has_adapters, reference_context
@@ -134,10 +134,9 @@ class RLTrainer:
         out = self.estimator(AdvantageInputs(token_rewards=rewards, scores=scores, action_mask=adv_mask,
                                              group_ids=batch["group_ids"], values=values, gamma=a.gamma, lam=a.lam))
         batch["advantages"], batch["returns"] = out.advantages, out.returns
-        if getattr(self.cfg.train, "max_staleness", 0) > 0:  # asynchronous: decoupled PPO (algos/offpolicy.py)
+        if self.cfg.train.max_staleness > 0:  # asynchronous: decoupled PPO (algos/offpolicy.py)
             batch["offpolicy_weight"], batch["offpolicy_metrics"] = behaviour_weights(
-                batch["old_logp"], batch["sampled_logprobs"], batch["action_mask"],
-                getattr(a, "offpolicy_clip", DEFAULT_OFFPOLICY_CLIP))
+                batch["old_logp"], batch["sampled_logprobs"], batch["action_mask"], a.offpolicy_clip)
         return batch
 
     def update(self, batch: dict[str, Any]) -> dict[str, float]:
