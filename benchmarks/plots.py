@@ -1,0 +1,283 @@
+"""PNG figures from the benchmark results (benchmarks/results/*.json), for the README.
+
+    .venv/bin/python benchmarks/plots.py [--results benchmarks/results] [--out docs/img]
+
+Writes, for each result file present (a missing one is skipped and said so):
+- bench-learning.png   learning.json: training reward per iteration (each variant), held-out greedy EM
+                       of the warm start and after RL (measured at the start and the end only).
+- bench-memory.png     memory.json: peak RSS against batch rows, update memory against micro-batch
+                       size, activation memory against rows (with and without gradient checkpointing).
+- bench-scaling.png    ray.json (in-process vs Ray workers) and scale.json (every section with an
+                       `iteration_s_median`, e.g. async_speed): seconds per iteration.
+- bench-retrieval.png  retrieval.json / retriever_load.json: queries/s per backend and per process
+                       count; and queries/s against corpus size where a result file has such a sweep
+                       (retrieval_scale.json, issue 19 item 4), else a note that it is missing.
+Each figure's titles name the command that produced the data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display on a server or in CI
+import matplotlib.pyplot as plt  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+# the command that writes each file, for files that do not record their own `command`
+COMMANDS = {"learning": "python benchmarks/learning.py", "memory": "python benchmarks/memory.py",
+            "ray": "python benchmarks/ray_overhead.py", "scale": "python benchmarks/async_speed.py",
+            "retrieval": "python benchmarks/retrieval.py", "retriever_load": "python benchmarks/retriever_load.py",
+            "retrieval_scale": "python benchmarks/retrieval_scale.py"}
+SHARED = "2 shared cores"
+
+
+def load(results: Path, name: str) -> dict[str, Any] | None:
+    path = results / f"{name}.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def command(doc: dict[str, Any], name: str) -> str:
+    return str(doc.get("command") or COMMANDS.get(name, f"benchmarks/{name}"))
+
+
+def moving_average(values: list[float], window: int) -> list[float]:
+    out = []
+    for i in range(len(values)):
+        part = values[max(0, i - window + 1):i + 1]
+        out.append(sum(part) / len(part))
+    return out
+
+
+def plot_learning(results: Path, out: Path) -> Path | None:
+    name = "learning" if (results / "learning.json").is_file() else "learning_quick"
+    doc = load(results, name)
+    if not doc or not doc.get("runs"):
+        return None
+    fig, (ax_r, ax_e) = plt.subplots(1, 2, figsize=(12, 4.6), gridspec_kw={"width_ratios": [3, 2]})
+    starts = sorted((k for k in doc if k.startswith("warm_start")), key=len, reverse=True)
+    names = list(doc["runs"])
+    for i, (variant, run) in enumerate(doc["runs"].items()):
+        curve = run.get("train_curve") or []
+        color = f"C{i}"
+        if curve:
+            it = [p["iteration"] for p in curve]
+            reward = [p["reward_mean"] for p in curve]
+            ax_r.plot(it, reward, color=color, alpha=0.2, lw=0.8)
+            ax_r.plot(it, moving_average(reward, 10), color=color, lw=1.8, label=variant)
+        # the warm start a variant began from is named in its note (older runs: an older warm start)
+        start_key = next((k for k in starts if k in run.get("note", "")), "warm_start")
+        start = doc.get(start_key, {}).get("greedy", {}).get("em")
+        end = run.get("greedy", {}).get("em")
+        if start is not None and end is not None:
+            x = [0, run.get("iterations", len(curve))]
+            ax_e.plot(x, [start, end], "-o", color=color, label=f"{variant} ({start:.0f} -> {end:.0f})")
+    ax_r.set(xlabel="iteration", ylabel="mean reward of the iteration's rollouts",
+             title="Training reward (line: 10-iteration moving average)")
+    ax_r.legend(fontsize=8)
+    ax_r.grid(alpha=0.3)
+    ax_e.set(xlabel="iteration", ylabel="held-out greedy EM (%)",
+             title="Held-out EM, measured at start and end only\n(train.eval_every: 0; no per-iteration series)")
+    ax_e.legend(fontsize=7)
+    ax_e.grid(alpha=0.3)
+    fig.suptitle(f"Learning curves ({len(names)} variants): `{command(doc, 'learning')}` -> {name}.json, {SHARED}")
+    return save(fig, out / "bench-learning.png")
+
+
+def plot_memory(results: Path, out: Path) -> Path | None:
+    doc = load(results, "memory")
+    if not doc or not doc.get("results"):
+        return None
+    rows = [r for r in doc["results"].values() if r.get("kind") == "update"]
+    acts = [r for r in doc["results"].values() if r.get("kind") == "activations"]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
+    series: dict[str, list[tuple[float, float]]] = {}
+    for r in rows:  # peak RSS against rows, one line per (model, micro-batch, precision, checkpointing)
+        label = f"{r.get('model', 'head')} micro {r['micro_batch_size']} {r['precision']}" + \
+                (" ckpt" if r.get("gradient_checkpointing") else "")
+        series.setdefault(label, []).append((r["rows"], r["peak_rss_mib"] / 1024))
+    _lines(axes[0], series, "rows in the update batch", "peak RSS (GiB)", "Peak RSS against batch rows")
+    if doc.get("target_gib"):
+        axes[0].axhline(doc["target_gib"], color="r", ls="--", lw=1, label=f"target {doc['target_gib']} GiB")
+        axes[0].set_ylim(0, doc["target_gib"] * 1.1)
+        axes[0].legend(fontsize=7)
+    micro: dict[str, list[tuple[float, float]]] = {}
+    for r in rows:
+        if r["rows"] == 8 and not r.get("gradient_checkpointing") and r.get("model", "head") == "head":
+            micro.setdefault(f"rows 8 {r['precision']}", []).append((r["micro_batch_size"], r["update_share_mib"] / 1024))
+    for r in rows:
+        if r.get("model") == "body":
+            micro.setdefault("body rows 4 bf16" + (" ckpt" if r.get("gradient_checkpointing") else ""), []).append(
+                (r["micro_batch_size"], r["update_share_mib"] / 1024))
+    _lines(axes[1], micro, "micro-batch size (rows)", "update's own memory (GiB)",
+           "Update memory against micro-batch size")
+    act: dict[str, list[tuple[float, float]]] = {}
+    for r in acts:
+        act.setdefault(r["model"] + (" ckpt" if r.get("gradient_checkpointing") else ""), []).append(
+            (r["rows"], r["share_mib"] / 1024))
+    _lines(axes[2], act, "rows (1,024 tokens each)", "activation memory (GiB)",
+           "Activations, with and without gradient checkpointing")
+    setup = doc.get("setup", {})
+    fig.suptitle(f"Memory: `{command(doc, 'memory')}` ({setup.get('model', '')}, vocab {setup.get('vocab', '?')}, "
+                 f"{setup.get('seq_tokens', '?')} tokens per row), {SHARED}", fontsize=10)
+    return save(fig, out / "bench-memory.png")
+
+
+def _lines(ax: Any, series: dict[str, list[tuple[float, float]]], xlabel: str, ylabel: str, title: str) -> None:
+    series = {k: v for k, v in series.items() if len(v) >= 2}  # a curve needs two points
+    for label, points in sorted(series.items()):
+        points.sort()
+        ax.plot([p[0] for p in points], [p[1] for p in points], "-o", label=label)
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    if series:
+        ax.legend(fontsize=7)
+
+
+def scaling_panels(results: Path) -> list[tuple[str, dict[str, list[float]], dict[str, float]]]:
+    """(title, mode -> per-run seconds per iteration, mode -> median) for each scaling result found."""
+    panels = []
+    ray = load(results, "ray")
+    if ray and ray.get("runs"):
+        runs = {m: r.get("iteration_s", []) for m, r in ray["runs"].items()}
+        medians = {m: r["iteration_s_median"] for m, r in ray["runs"].items()}
+        panels.append((f"In-process vs Ray workers\n`{command(ray, 'ray')}`", runs, medians))
+    scale = load(results, "scale") or {}
+    for section, body in scale.items():
+        if isinstance(body, dict) and isinstance(body.get("iteration_s_median"), dict):
+            medians = body["iteration_s_median"]
+            runs = {m: [r.get("iteration_s_mean", statistics.mean(r.get("iteration_s", [0]))) for r in rs]
+                    for m, rs in body.get("runs", {}).items() if isinstance(rs, list)}
+            panels.append((f"scale.json {section}\n`{command(body, 'scale')}`", runs, medians))
+    return panels
+
+
+def plot_scaling(results: Path, out: Path) -> Path | None:
+    panels = scaling_panels(results)
+    if not panels:
+        return None
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.4), squeeze=False)
+    for ax, (title, runs, medians) in zip(axes[0], panels):
+        modes = list(medians)
+        ax.bar(range(len(modes)), [medians[m] for m in modes], color=[f"C{i}" for i in range(len(modes))], alpha=0.7)
+        for i, m in enumerate(modes):  # every repeat, so the spread on a shared machine shows
+            ys = runs.get(m, [])
+            ax.plot([i] * len(ys), ys, "k.", alpha=0.6)
+            ax.annotate(f"{medians[m]:.2f}", (i, medians[m]), ha="center", va="bottom", fontsize=8)
+        ax.set_xticks(range(len(modes)), [m.replace("_", " ") for m in modes], fontsize=8)
+        ax.set(ylabel="seconds per iteration (bar: median, dots: runs)", title=title)
+        ax.title.set_fontsize(9)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(f"Scaling: seconds per training iteration, {SHARED}")
+    return save(fig, out / "bench-scaling.png")
+
+
+def corpus_sweep(doc: Any) -> list[tuple[float, float, str]]:
+    """(corpus size, queries/s, label) from any dict in `doc` that holds both (a retrieval_scale.json
+    of any layout: keys such as passages / corpus_docs / documents and qps / queries_per_s)."""
+    sizes = ("passages", "corpus_size", "corpus_docs", "documents", "n_documents")
+    rates = ("qps", "queries_per_s", "queries_per_second")
+    found: list[tuple[float, float, str]] = []
+
+    def walk(node: Any, label: str) -> None:
+        if isinstance(node, dict):
+            size = next((node[k] for k in sizes if isinstance(node.get(k), (int, float))), None)
+            rate = next((node[k] for k in rates if isinstance(node.get(k), (int, float))), None)
+            if size and rate:
+                procs = node.get("processes")
+                found.append((size, rate, label + (f" {procs} proc" if procs else "")))
+            for k, v in node.items():
+                if k != "machine":
+                    walk(v, k if isinstance(v, (dict, list)) and not label else label)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v, label)
+    walk(doc, "")
+    return found
+
+
+def plot_retrieval(results: Path, out: Path) -> Path | None:
+    ret, load_doc, sweep_doc = (load(results, n) for n in ("retrieval", "retriever_load", "retrieval_scale"))
+    if not ret and not load_doc:
+        return None
+    fig, (ax_b, ax_s) = plt.subplots(1, 2, figsize=(13, 4.6))
+    bars: list[tuple[str, float]] = []
+    if ret:
+        for backend in ("tantivy", "elasticsearch", "dense", "dense_hnsw", "hybrid"):
+            if isinstance(ret.get(backend), dict) and "queries_per_s" in ret[backend]:
+                # the ES figure is against an ES-API stand-in server, not a real cluster: say so
+                label = "ES API\nstand-in" if backend == "elasticsearch" else backend.replace("_", "\n")
+                bars.append((f"{label}\n1 proc", ret[backend]["queries_per_s"]))
+    if load_doc:
+        batch = load_doc.get("batch_size", "?")
+        if load_doc.get("single_process_reference_qps"):
+            bars.append((f"tantivy\nbatch {batch}\n1 proc", load_doc["single_process_reference_qps"]))
+        bars.append((f"tantivy\nbatch {batch}\n{load_doc.get('processes', '?')} procs", load_doc["qps"]))
+    ax_b.bar(range(len(bars)), [b[1] for b in bars], color=[f"C{i}" for i in range(len(bars))])
+    for i, (_, v) in enumerate(bars):
+        ax_b.annotate(f"{v:,.0f}" if v >= 10 else f"{v:.1f}", (i, v), ha="center", va="bottom", fontsize=8)
+    ax_b.set_xticks(range(len(bars)), [b[0] for b in bars], fontsize=7)
+    ax_b.set_yscale("log")
+    docs = (ret or load_doc or {}).get("n_documents") or (load_doc or {}).get("corpus_docs")
+    ax_b.set(ylabel="queries / s (log)", title=f"Throughput per backend, {docs} documents, k={(ret or {}).get('k', 5)}\n"
+             f"`{command(ret or {}, 'retrieval')}`, `{command(load_doc or {}, 'retriever_load')}`")
+    ax_b.title.set_fontsize(9)
+    ax_b.grid(axis="y", alpha=0.3)
+    sweep = corpus_sweep(sweep_doc) if sweep_doc else []
+    if len({s for s, _, _ in sweep}) >= 2:
+        by_label: dict[str, list[tuple[float, float]]] = {}
+        for size, rate, label in sweep:
+            by_label.setdefault(label or "tantivy", []).append((size, rate))
+        for label, points in sorted(by_label.items()):
+            points.sort()
+            ax_s.plot([p[0] for p in points], [p[1] for p in points], "-o", label=label)
+        ax_s.set_xscale("log")
+        ax_s.set_yscale("log")
+        ax_s.legend(fontsize=7)
+        ax_s.set(xlabel="passages in the corpus", ylabel="queries / s",
+                 title=f"Throughput against corpus size\n`{command(sweep_doc, 'retrieval_scale')}`")
+    else:
+        ax_s.axis("off")
+        ax_s.text(0.5, 0.5, "Throughput against corpus size: no data yet.\nAll measurements so far use one "
+                  f"corpus ({docs} documents).\n`python benchmarks/retrieval_scale.py` (issue 19 item 4)\n"
+                  "writes retrieval_scale.json; rerun plots.py after it.", ha="center", va="center", fontsize=10,
+                  transform=ax_s.transAxes)
+    ax_s.title.set_fontsize(9)
+    ax_s.grid(alpha=0.3)
+    fig.suptitle(f"Retrieval throughput, {SHARED}")
+    return save(fig, out / "bench-retrieval.png")
+
+
+def save(fig: Any, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+PLOTS: dict[str, Callable[[Path, Path], Path | None]] = {
+    "learning": plot_learning, "memory": plot_memory, "scaling": plot_scaling, "retrieval": plot_retrieval}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results")
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "img")
+    args = ap.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name, plot in PLOTS.items():
+        path = plot(args.results, args.out)
+        print(f"{name}: wrote {path}" if path else f"{name}: skipped (no result file in {args.results})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
