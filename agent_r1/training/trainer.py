@@ -29,6 +29,7 @@ from agent_r1.tools.runner import tool_metrics
 from agent_r1.trajectory import Trajectory, collate
 from agent_r1.training import checkpoint as ckpt
 from agent_r1.training.compute import Compute, place_frozen, place_policy
+from agent_r1.training.distributed import LocalGroup
 from agent_r1.training.metrics_log import JsonlMetrics, MetricsSink
 from agent_r1.training.policy import ValueModel, token_logprobs
 from agent_r1.training.sampler import PromptSampler
@@ -64,6 +65,7 @@ class RLTrainer:
         self.engine = TransformersEngine(model, tokenizer, device=str(self.compute.device))
         self.sampler = PromptSampler(train_samples, cfg.seed)
         self.sink = sink
+        self.dp = LocalGroup()  # one learner; distributed.join makes this trainer one rank of several
         self.iteration = 0
         self.bad_updates = 0  # consecutive non-finite updates (stops the run at the limit)
         self.skipped_updates = 0  # all non-finite updates so far (a metric)
@@ -96,10 +98,10 @@ class RLTrainer:
         model.eval()
         out = torch.zeros_like(batch["attention_mask"])
         with self.compute.autocast():
-            for rows, mb in self.compute.micro_batches(batch):
+            for rows, mb in self.dp.micro_batches(self.compute, batch):
                 values = fn(model, mb).float().cpu()
                 out[rows, :values.shape[1]] = values
-        return out
+        return self.dp.gather_rows(out)
 
     def _reference(self) -> contextlib.AbstractContextManager:
         return reference_context(self.model) if self.ref_in_policy else contextlib.nullcontext(self.reference)
@@ -154,11 +156,10 @@ class RLTrainer:
         """One optimiser step over rows `idx` (gradients accumulated over micro-batches)."""
         t = self.cfg.train
         self.optimizer.zero_grad(set_to_none=True)
-        record = self._backward_minibatch(batch, idx)
+        record = self.dp.sync_policy(self, self._backward_minibatch(batch, idx))
         if record is None:
             return
-        grad_norm = torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad],
-                                                   t.max_grad_norm)
+        grad_norm = self.dp.clip_grad_norm([p for p in self.model.parameters() if p.requires_grad], t.max_grad_norm)
         if not torch.isfinite(grad_norm):
             self._bad_update(f"gradient norm is {float(grad_norm)}")
             return
@@ -181,7 +182,7 @@ class RLTrainer:
         self.model.train()
         record: dict[str, float] = {}
         micro = 0
-        for _, mb in self.compute.micro_batches(batch, idx):
+        for _, mb in self.dp.micro_batches(self.compute, batch, idx):  # this rank's share of the rows
             mask = mb["loss_mask"]
             with self.compute.autocast():
                 logp, entropy = token_logprobs(self.model, mb["input_ids"], mb["attention_mask"],
@@ -221,7 +222,7 @@ class RLTrainer:
         self.critic.train()
         self.critic_optimizer.zero_grad(set_to_none=True)
         record: dict[str, float] = {"value_loss": 0.0}
-        for _, mb in self.compute.micro_batches(batch, idx):
+        for _, mb in self.dp.micro_batches(self.compute, batch, idx):
             with self.compute.autocast():
                 values = self.critic(mb["input_ids"], mb["attention_mask"])
             vloss, vmetrics = value_loss(values, mb["old_values"], mb["returns"], mb["adv_mask"], a.vf_clip,
@@ -230,7 +231,8 @@ class RLTrainer:
                 vloss.backward()
             record["value_loss"] += float(vloss.detach())
             record.update({k: float(v) for k, v in vmetrics.items()})
-        torch.nn.utils.clip_grad_norm_(self.critic.parameters(), t.max_grad_norm)
+        record = self.dp.sync_critic(list(self.critic.parameters()), record)
+        self.dp.clip_grad_norm(self.critic.parameters(), t.max_grad_norm)
         self.critic_optimizer.step()
         return record
 

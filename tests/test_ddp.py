@@ -1,0 +1,103 @@
+"""The data-parallel learner (agent_r1/training/distributed.py): two learner ranks over gloo end an
+update with the weights of one learner on the same batch (within 1e-5), for GRPO and for PPO with
+a critic; and `train.fsdp` is refused on a CPU learner, naming the key.
+
+The batch is rolled out once in the parent (a warm-started tiny model, a real tool env) and handed
+to each rank, which builds the same trainer, joins a gloo group on 127.0.0.1 and runs one `learn`.
+FSDP itself needs CUDA: `benchmarks/fsdp_check.sh` runs it on a GPU host.
+"""
+
+from __future__ import annotations
+
+import copy
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from agent_r1.config import load_config
+from agent_r1.training.distributed import check_fsdp, free_address, join, leave
+from agent_r1.training.trainer import RLTrainer
+from tests.rollout_helpers import make_env_factory
+from tests.test_trainer import SAMPLES, _warm_model
+
+TOL = 1e-5
+
+
+def _over(tmp_path, estimator: str) -> dict:
+    # 16 trajectories, mini-batches of 6 (6, 6, 4: shares 3/3 and 2/2), micro-batches of 2, 2 epochs
+    return {"train.out_dir": str(tmp_path / "run"), "train.prompts_per_iter": 4, "rollout.n_samples": 4,
+            "rollout.max_turns": 2, "rollout.max_tokens_per_turn": 8, "train.ppo_epochs": 2,
+            "train.minibatch_size": 6, "train.micro_batch_size": 2, "train.lr": 1e-3, "train.eval_every": 0,
+            "train.threads": 1, "algo.adv_estimator": estimator, "algo.kl_coef": 0.01, "algo.entropy_coef": 0.01}
+
+
+def _weights(trainer) -> dict[str, torch.Tensor]:
+    out = {f"policy.{k}": v.detach().clone() for k, v in trainer.model.state_dict().items()}
+    if trainer.critic is not None:
+        out.update({f"critic.{k}": v.detach().clone() for k, v in trainer.critic.state_dict().items()})
+    return out
+
+
+def _learn(over, model, tok, trajs):
+    trainer = RLTrainer(load_config(None, over), copy.deepcopy(model), tok, make_env_factory("tag"), SAMPLES)
+    return trainer, trainer.learn(trajs, 0.0)
+
+
+def _rank(rank, world, address, over, model, tok, trajs, out_dir):
+    """One learner rank (a spawned process): join, learn once, save weights and metrics."""
+    torch.set_num_threads(1)
+    trainer = RLTrainer(load_config(None, over), copy.deepcopy(model), tok, make_env_factory("tag"), SAMPLES)
+    join(trainer, rank, world, address)
+    metrics = trainer.learn(trajs, 0.0)
+    torch.save({"weights": _weights(trainer), "metrics": metrics}, f"{out_dir}/rank{rank}.pt")
+    leave()
+
+
+@pytest.fixture(scope="module")
+def warm(tiny_model):
+    torch.manual_seed(0)
+    return _warm_model(tiny_model)
+
+
+def _run(tmp_path, warm, estimator, world=2):
+    model, tok = warm
+    over = _over(tmp_path, estimator)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as each rank: the same kernels
+    try:
+        roller = RLTrainer(load_config(None, over), copy.deepcopy(model), tok, make_env_factory("tag"), SAMPLES)
+        trajs = roller.rollout()
+        before = _weights(roller)
+        single, single_metrics = _learn(over, model, tok, trajs)
+        batch = single.prepare(trajs)
+    finally:
+        torch.set_num_threads(threads)
+    torch.multiprocessing.spawn(_rank, args=(world, free_address(), over, model, tok, trajs, str(tmp_path)),
+                                nprocs=world, join=True)
+    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(world)]
+    return SimpleNamespace(before=before, single=_weights(single), single_metrics=single_metrics, ranks=ranks,
+                           batch=batch)
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "gae"])
+def test_two_learners_equal_one(tmp_path, warm, estimator):
+    r = _run(tmp_path, warm, estimator)
+    assert r.batch["advantages"].abs().sum() > 0  # a real update: advantages, not just the entropy bonus
+    moved = max(float((r.single[k] - r.before[k]).abs().max()) for k in r.single)
+    assert moved > 1e-4  # one learner's weights did change
+    assert any(k.startswith("critic.") for k in r.single) == (estimator == "gae")
+    for rank in r.ranks:
+        assert rank["weights"].keys() == r.single.keys()
+        diff = max(float((rank["weights"][k] - r.single[k]).abs().max()) for k in r.single)
+        assert diff <= TOL, (estimator, diff)
+    # the replicas are the same weights, bit for bit (same summed gradients, same steps)
+    assert all(torch.equal(r.ranks[0]["weights"][k], r.ranks[1]["weights"][k]) for k in r.single)
+    for key in ("policy_loss", "kl", "grad_norm", *(("value_loss",) if estimator == "gae" else ())):
+        assert r.ranks[0]["metrics"][key] == pytest.approx(r.single_metrics[key], abs=TOL), key
+
+
+def test_fsdp_refused_on_cpu():
+    with pytest.raises(ValueError, match=r"train\.fsdp=true .* train\.fsdp: false"):
+        check_fsdp(True, torch.device("cpu"))
+    check_fsdp(False, torch.device("cpu"))  # replicas over gloo are fine
