@@ -28,7 +28,7 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")  # files only: no display on a server or in CI
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 ROOT = Path(__file__).resolve().parents[1]
 # the command that writes each file, for files that do not record their own `command`
