@@ -44,13 +44,19 @@ def _learn(over, model, tok, trajs):
     return trainer, trainer.learn(trajs, 0.0)
 
 
-def _rank(rank, world, address, over, model, tok, trajs, out_dir):
+def _rank(rank, world, address, over, model, tok, trajs, out_dir, fsdp=False):
     """One learner rank (a spawned process): join, learn once, save weights and metrics."""
     torch.set_num_threads(1)
-    trainer = RLTrainer(load_config(None, over), copy.deepcopy(model), tok, make_env_factory("tag"), SAMPLES)
-    join(trainer, rank, world, address)
+    if over.get("train.device") == "cuda":  # NCCL: one GPU per rank
+        over = {**over, "train.device": f"cuda:{rank}"}
+        torch.cuda.set_device(rank)
+    cfg = load_config(None, over)
+    cfg.train.fsdp = fsdp  # until TrainConfig has the field (config.py)
+    trainer = RLTrainer(cfg, copy.deepcopy(model), tok, make_env_factory("tag"), SAMPLES)
+    join(trainer, rank, world, address, allow_cpu_fsdp=fsdp and not torch.cuda.is_available())
     metrics = trainer.learn(trajs, 0.0)
-    torch.save({"weights": _weights(trainer), "metrics": metrics}, f"{out_dir}/rank{rank}.pt")
+    weights = {k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in _weights(trainer).items()}
+    torch.save({"weights": {k: v.cpu() for k, v in weights.items()}, "metrics": metrics}, f"{out_dir}/rank{rank}.pt")
     leave()
 
 
@@ -60,9 +66,11 @@ def warm(tiny_model):
     return _warm_model(tiny_model)
 
 
-def _run(tmp_path, warm, estimator, world=2):
+def _run(tmp_path, warm, estimator, world=2, fsdp=False, device="cpu"):
     model, tok = warm
     over = _over(tmp_path, estimator)
+    if device != "cpu":
+        over["train.device"] = device
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as each rank: the same kernels
     try:
@@ -73,10 +81,10 @@ def _run(tmp_path, warm, estimator, world=2):
         batch = single.prepare(trajs)
     finally:
         torch.set_num_threads(threads)
-    torch.multiprocessing.spawn(_rank, args=(world, free_address(), over, model, tok, trajs, str(tmp_path)),
+    torch.multiprocessing.spawn(_rank, args=(world, free_address(), over, model, tok, trajs, str(tmp_path), fsdp),
                                 nprocs=world, join=True)
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(world)]
-    return SimpleNamespace(before=before, single=_weights(single), single_metrics=single_metrics, ranks=ranks,
+    return SimpleNamespace(before=before, single={k: v.cpu() for k, v in _weights(single).items()}, single_metrics=single_metrics, ranks=ranks,
                            batch=batch)
 
 
@@ -101,3 +109,38 @@ def test_fsdp_refused_on_cpu():
     with pytest.raises(ValueError, match=r"train\.fsdp=true .* train\.fsdp: false"):
         check_fsdp(True, torch.device("cpu"))
     check_fsdp(False, torch.device("cpu"))  # replicas over gloo are fine
+
+
+# --- on Ray: `ray.num_learners: 2` learner actors against one ------------------------------------
+
+from tests.test_ray_trainer import _cfg, ray_session, world  # noqa: E402,F401  (the module's Ray and data)
+
+
+def _ray_learners(world_dir, name, learners):
+    from agent_r1.runs.train import assembly
+    from agent_r1.training.ray_trainer import RayTrainer
+
+    # an entropy bonus: a random policy scores 0 everywhere, so without it the true gradient is 0 and
+    # AdamW (g / (|g| + eps)) would turn float noise of ~1e-8 into lr-sized steps in either run
+    cfg = _cfg(world_dir, name, **{"ray.num_workers": 1, "algo.entropy_coef": 0.01})
+    cfg.ray.num_learners = learners  # until RayConfig has the field (config.py)
+    steps = []
+    with RayTrainer(cfg, assembly()) as trainer:
+        for _ in range(2):
+            metrics = trainer.train_step()
+            steps.append((metrics, trainer.last_trajectories, trainer.learner_weights()))
+    return steps
+
+
+def test_two_learner_actors_equal_one(ray_session, world):
+    one = _ray_learners(world, "learners1", 1)
+    two = _ray_learners(world, "learners2", 2)
+    for (m1, t1, [w1]), (m2, t2, [w2a, w2b]) in zip(one, two):
+        assert all(torch.equal(w2a[k], w2b[k]) for k in w1)  # the two replicas, bit for bit
+        diff = max(float((w2a[k] - w1[k]).abs().max()) for k in w1)
+        assert diff <= TOL, diff
+        assert [t.token_ids for t in t2] == [t.token_ids for t in t1]  # same prompts, same samples
+        for key in ("policy_loss", "value_loss", "kl", "grad_norm"):
+            assert m2[key] == pytest.approx(m1[key], abs=TOL), key
+    first = one[0][2][0]
+    assert max(float((one[-1][2][0][k] - first[k]).abs().max()) for k in first) > 0  # the weights moved

@@ -98,8 +98,8 @@ class DataParallel(LocalGroup):
             if record is not None:  # another rank saw a non-finite loss (it counted it already)
                 trainer._bad_update("a non-finite policy loss on another learner rank")
             return None
-        if not self.fsdp:  # FSDP reduce-scattered the gradients in backward
-            sum_grads([p for p in trainer.model.parameters() if p.requires_grad])
+        # FSDP reduce-scattered the sharded (decoder layer) gradients in backward; the rest are replicas
+        sum_grads([p for p in trainer.model.parameters() if p.requires_grad and not is_sharded(p)])
         return self._reduce_metrics(record)
 
     def sync_critic(self, params: list[torch.nn.Parameter], record: dict[str, float]) -> dict[str, float]:
@@ -107,8 +107,24 @@ class DataParallel(LocalGroup):
         return self._reduce_metrics(record)
 
     def clip_grad_norm(self, params: Iterable[torch.nn.Parameter], max_norm: float) -> torch.Tensor:
-        norm = torch.nn.utils.clip_grad_norm_(list(params), max_norm)
-        return norm.full_tensor() if hasattr(norm, "full_tensor") else norm  # FSDP: a DTensor, global
+        params = [p for p in params if p.grad is not None]
+        if not any(is_sharded(p) for p in params):
+            return torch.nn.utils.clip_grad_norm_(params, max_norm)
+        # FSDP: sharded gradients (DTensor) and replicated ones; the global norm is the sum of the
+        # shards' squares over ranks plus the replicas' squares (counted once: they are equal)
+        sq = torch.zeros((), dtype=torch.float32, device=self.device)
+        for p in params:
+            if is_sharded(p):
+                sq += p.grad.to_local().float().pow(2).sum().to(self.device)
+        sq = self._all_reduce(sq)
+        for p in params:
+            if not is_sharded(p):
+                sq += p.grad.float().pow(2).sum().to(self.device)
+        norm = sq.sqrt()
+        coef = (max_norm / (norm + 1e-6)).clamp(max=1.0)
+        for p in params:
+            (p.grad.to_local() if is_sharded(p) else p.grad).mul_(coef.to(p.device))
+        return norm
 
     def _reduce_metrics(self, record: dict[str, float]) -> dict[str, float]:
         # a rank whose share had no micro-batch has fewer keys: agree on the union, in one order
@@ -137,6 +153,19 @@ def sum_grads(params: list[torch.nn.Parameter]) -> None:
         offset += size
 
 
+def num_learners(rc: Any) -> int:
+    """`ray.num_learners`: data-parallel learner ranks (1 = one learner, today's path)."""
+    n = int(getattr(rc, "num_learners", 1))
+    if n < 1:
+        raise ValueError(f"ray.num_learners={n}; it must be >= 1")
+    return n
+
+
+def learner_gpus(cfg: Any) -> float:
+    """One GPU per learner rank when the learner trains on CUDA (NCCL needs a device per rank)."""
+    return 1.0 if cfg.train.device.startswith("cuda") else 0.0
+
+
 def free_address(host: str = "127.0.0.1") -> str:
     """A `tcp://host:port` rendezvous address with a port free on this host now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -148,13 +177,14 @@ def backend_for(device: torch.device) -> str:
     return "nccl" if device.type == "cuda" else "gloo"
 
 
-def join(trainer: Any, rank: int, world: int, address: str) -> DataParallel:
+def join(trainer: Any, rank: int, world: int, address: str, allow_cpu_fsdp: bool = False) -> DataParallel:
     """Makes `trainer` rank `rank` of `world`: the process group (gloo on CPU, NCCL on CUDA), rank 0's
     weights everywhere, and FSDP if `train.fsdp`. Every rank calls this at the same time."""
     import torch.distributed as dist
 
     fsdp = bool(getattr(trainer.cfg.train, "fsdp", False))
-    check_fsdp(fsdp, trainer.compute.device)
+    if not allow_cpu_fsdp:
+        check_fsdp(fsdp, trainer.compute.device)
     if not dist.is_initialized():
         dist.init_process_group(backend_for(trainer.compute.device), init_method=address, rank=rank,
                                 world_size=world)
@@ -177,20 +207,28 @@ def check_fsdp(fsdp: bool, device: torch.device) -> None:
                          f"{device}; set train.fsdp: false (CPU learners are replicas over gloo) or train.device: cuda")
 
 
+def is_sharded(p: torch.Tensor) -> bool:
+    return hasattr(p, "full_tensor")  # a DTensor: an FSDP shard
+
+
 def shard_policy(trainer: Any) -> None:
-    """FSDP2 over the decoder layers and the whole policy; gradients summed (divide factor 1, as the
-    replicas'); the optimiser and scheduler rebuilt over the sharded (DTensor) parameters."""
+    """FSDP2 (`fully_shard`, FULL_SHARD) over each decoder layer, where nearly all the weights are;
+    gradients summed (divide factor 1, as the replicas'); the optimiser and scheduler rebuilt over
+    the sharded (DTensor) parameters. The embeddings, final norm and output head stay replicas:
+    the trainer calls the decoder and the head separately (chunked log-probs), never the root's
+    forward that FSDP would hook, and they are often tied."""
     from torch.distributed.fsdp import fully_shard
 
     from agent_r1.training.schedule import make_scheduler
 
     model, cfg = trainer.model, trainer.cfg
-    layers = getattr(model.get_decoder(), "layers", [])
+    layers = list(getattr(model.get_decoder(), "layers", []))
+    if not layers:
+        raise ValueError(f"train.fsdp=true shards the decoder layers, but {type(model).__name__} has no "
+                         "get_decoder().layers; set train.fsdp: false")
     for layer in layers:
         fully_shard(layer)
-    fully_shard(model)
-    for module in [*layers, model]:
-        module.set_gradient_divide_factor(1.0)
+        layer.set_gradient_divide_factor(1.0)
     trainer.optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.train.lr,
                                           weight_decay=cfg.train.weight_decay)
     trainer.scheduler = make_scheduler(trainer.optimizer, cfg.train)
@@ -198,8 +236,11 @@ def shard_policy(trainer: Any) -> None:
 
 def full_state_dict(model: Any) -> dict[str, torch.Tensor]:
     """The policy's full weights on CPU; with FSDP a collective every rank must enter."""
-    if any(hasattr(p, "full_tensor") for p in model.parameters()):
-        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+    if any(is_sharded(p) for p in model.parameters()):
+        from torch.distributed.checkpoint.state_dict import (
+            StateDictOptions,
+            get_model_state_dict,
+        )
 
         return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
     return {k: v.detach().cpu() for k, v in model.state_dict().items()}

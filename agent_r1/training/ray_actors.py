@@ -12,6 +12,13 @@ ahead of the update; the learner remembers the sampler position before each draw
 so a checkpoint saves the position of the oldest one: a resumed run draws (and rolls out again)
 exactly the prompts whose rollouts were in flight when it was saved.
 
+Data-parallel learners (`ray.num_learners` N > 1): rank 0 builds the run (`Assembly.prepare_run`,
+the only rank that writes to the run folder), ranks 1..N-1 are built from rank 0's parts
+(`Learner.parts`: policy, tokenizer, reference, samples, the checkpoint resumed from), then all
+`join` one torch.distributed group (agent_r1/training/distributed.py) and every `learn` is a
+collective: each rank updates on its share of each mini-batch. Rank 0 alone draws prompts, hands
+out weights, evaluates and saves checkpoints.
+
 `ray_trainer.py` wraps them with `ray.remote` and coordinates; nothing here imports Ray at the
 top level.
 """
@@ -23,6 +30,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from agent_r1.config import ExperimentConfig
@@ -71,11 +80,13 @@ def _threads(n: int) -> None:
 class Learner:
     """Builds the run like `agent-r1 train` does (data, index, policy, resume) and trains it."""
 
-    def __init__(self, cfg: ExperimentConfig, assembly: Assembly, resume: bool = False):
+    def __init__(self, cfg: ExperimentConfig, assembly: Assembly, resume: bool = False, parts: Any = None):
+        """`parts`: rank 0's `Learner.parts()` for the other data-parallel ranks (None: build the run)."""
         from agent_r1.training.trainer import RLTrainer
 
         _threads(cfg.train.threads)
-        parts = assembly.prepare_run(cfg, resume)
+        parts = assembly.prepare_run(cfg, resume) if parts is None else parts
+        self._samples = (parts.train_samples, parts.eval_samples)
         self.cfg = cfg
         self.index_dir = str(parts.index_dir)
         self.retriever = assembly.open_index(cfg, parts.index_dir)  # the learner evaluates in-process
@@ -86,6 +97,30 @@ class Learner:
             self.trainer.load(parts.latest)
         self.version = 0  # bumped by every update; rollout workers compare it with theirs
         self._draws: deque[dict[str, int]] = deque()  # sampler positions before each draw not yet learned
+
+    def parts(self) -> SimpleNamespace:
+        """What another data-parallel rank is built from (its weights are then rank 0's, broadcast)."""
+        t = self.trainer
+        return SimpleNamespace(model=t.model, tokenizer=t.tokenizer, reference=t.reference,
+                               latest=Path(self.resumed_from) if self.resumed_from else None, index_dir=self.index_dir, train_samples=self._samples[0],
+                               eval_samples=self._samples[1])
+
+    def rendezvous(self, local: bool) -> str:
+        """The process group's address: a free port on this node (127.0.0.1 on a local Ray)."""
+        from agent_r1.training.distributed import free_address
+
+        if local:
+            return free_address()
+        import ray
+
+        return free_address(ray.util.get_node_ip_address())
+
+    def join(self, rank: int, world: int, address: str) -> int:
+        """Joins the learners' process group as `rank` of `world` (every rank at once)."""
+        from agent_r1.training.distributed import join
+
+        join(self.trainer, rank, world, address)
+        return rank
 
     def info(self) -> dict[str, Any]:
         return {"iteration": self.trainer.iteration, "version": self.version, "index_dir": self.index_dir,
@@ -100,7 +135,9 @@ class Learner:
 
     def weights(self) -> dict[str, Any]:
         """The policy's state dict on CPU; put once in the object store, read by every worker."""
-        return {k: v.detach().cpu() for k, v in self.trainer.model.state_dict().items()}
+        from agent_r1.training.distributed import full_state_dict
+
+        return full_state_dict(self.trainer.model)
 
     def next_prompts(self) -> list[dict[str, Any]]:
         self._draws.append(self.trainer.sampler.state_dict())
@@ -140,6 +177,9 @@ class Learner:
             sampler.load_state_dict(now)
 
     def close(self) -> None:
+        from agent_r1.training.distributed import leave
+
+        leave()
         self.retriever.close()
 
 

@@ -33,6 +33,14 @@ batches in flight when it is saved are not in it, and a resumed run draws and ro
 prompts again, with the checkpoint's weights (so a resumed asynchronous run is not bit-identical to
 an uninterrupted one; a synchronous run is). k = 0 is today's synchronous loop, call for call.
 
+Data-parallel learners (`ray.num_learners` N > 1): N `Learner` actors, rank 0 built first (it alone
+prepares the run folder), ranks 1..N-1 from its parts; they join one torch.distributed group (gloo
+on CPU, NCCL on CUDA) at an address on rank 0's node. Each iteration's trajectories are put in the
+object store once and every rank learns on them (agent_r1/training/distributed.py: each rank takes
+its share of every mini-batch, gradients are summed, the replicas stay equal). Prompts, weights
+for the workers, evaluation and checkpoints come from rank 0. N = 1 is the single learner, call for
+call.
+
 The loop (evaluation, logging, checkpoints) is `fit_loop`, shared with the in-process trainer.
 """
 
@@ -49,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_r1.config import ExperimentConfig, RayConfig
+from agent_r1.training.distributed import learner_gpus, num_learners
 from agent_r1.training.metrics_log import JsonlMetrics, MetricsSink
 from agent_r1.training.ray_actors import max_staleness
 from agent_r1.training.trainer import fit_loop, log_finite
@@ -88,7 +97,7 @@ def init_ray(rc: RayConfig) -> bool:
     # Ray runs workers at niceness 15 by default; here the actors are the training job itself and
     # would otherwise lose the CPU to anything else on the machine (the in-process trainer runs at 0)
     os.environ.setdefault("RAY_worker_niceness", "0")
-    needed = math.ceil(rc.learner_cpus + rc.num_workers * rc.cpus_per_worker)
+    needed = math.ceil(num_learners(rc) * rc.learner_cpus + rc.num_workers * rc.cpus_per_worker)
     # the learner and the workers take turns (rollout, then update), so logical CPUs may exceed cores
     num_cpus = rc.num_cpus or max(os.cpu_count() or 1, needed)
     # no dashboard; note that Ray's own gRPC servers (GCS, raylet, workers) listen on every
@@ -138,6 +147,7 @@ class RayTrainer:
         rc = cfg.ray
         self._owns_ray = init_ray(rc)
         self.learner = None
+        self.learners: list[Any] = []  # every rank (rank 0 is `self.learner`)
         self.workers: list[Any] = []
         try:
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -146,9 +156,13 @@ class RayTrainer:
             # It stays on the driver's node (soft: elsewhere if that node is full), so the loss of
             # another node costs only rollout workers, which are restarted
             here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
-            self.learner = ray.remote(Learner).options(num_cpus=rc.learner_cpus, max_restarts=0,
-                                                       scheduling_strategy=here).remote(cfg, assembly, resume)
+            learner_cls = ray.remote(Learner).options(num_cpus=rc.learner_cpus, num_gpus=learner_gpus(cfg),
+                                                      max_restarts=0, scheduling_strategy=here)
+            self.learner = learner_cls.remote(cfg, assembly, resume)
+            self.learners = [self.learner]
             info = ray.get(self.learner.info.remote())
+            if num_learners(rc) > 1:
+                self._start_ranks(learner_cls, cfg, assembly, resume)
             self.iteration: int = info["iteration"]
             self.version: int = info["version"]
             self._snapshot_version = self.version  # the weights every worker is built with
@@ -182,6 +196,21 @@ class RayTrainer:
         # (and wall-clock window, time.time()) of its update
         self.learn_log: list[dict[str, Any]] = []
         self.last_sampled_by = self.version  # the weights version of the last gathered batch
+
+    def _start_ranks(self, learner_cls: Any, cfg: ExperimentConfig, assembly: Any, resume: bool) -> None:
+        """Ranks 1..N-1 from rank 0's parts, then every rank joins the process group."""
+        import ray
+
+        parts = self.learner.parts.remote()
+        self.learners += [learner_cls.remote(cfg, assembly, resume, parts) for _ in range(num_learners(cfg.ray) - 1)]
+        address = ray.get(self.learner.rendezvous.remote(not cfg.ray.address))
+        ray.get([lr.join.remote(rank, len(self.learners), address) for rank, lr in enumerate(self.learners)])
+
+    def learner_weights(self) -> list[dict[str, Any]]:
+        """Every rank's policy weights (the replicas should be equal)."""
+        import ray
+
+        return ray.get([lr.weights.remote() for lr in self.learners])
 
     # --- one iteration ------------------------------------------------------------------------
     def _weights_box(self) -> tuple[int, list[Any]]:
@@ -287,7 +316,11 @@ class RayTrainer:
         trajs = self._next_batch()
         rollout_s = time.perf_counter() - t0
         sampled_by, started = self.last_sampled_by, time.time()
-        metrics, self.version = ray.get(self.learner.learn.remote(trajs, rollout_s))
+        if len(self.learners) > 1:  # a collective: every rank learns on the same batch (put once)
+            batch = ray.put(trajs)
+            metrics, self.version = ray.get([lr.learn.remote(batch, rollout_s) for lr in self.learners])[0]
+        else:
+            metrics, self.version = ray.get(self.learner.learn.remote(trajs, rollout_s))
         self.learn_log.append({"iteration": self.iteration, "sampled_by": sampled_by, "learned_at": self.version - 1,
                                "started": started, "finished": time.time(), "in_flight": len(self._in_flight)})
         self.iteration += 1
@@ -347,15 +380,15 @@ class RayTrainer:
         """Stops the actors, and Ray itself if this trainer started it."""
         import ray
 
-        if self.learner is not None:
+        learners = self.learners or ([self.learner] if self.learner is not None else [])
+        if learners:
             try:
-                ray.get(self.learner.close.remote(), timeout=30)
+                ray.get([lr.close.remote() for lr in learners], timeout=30)
             except Exception:  # noqa: BLE001  closing must not hide the error that got us here
                 pass
-        for actor in [*self.workers, self.learner]:
-            if actor is not None:
-                ray.kill(actor)
-        self.workers, self.learner, self._policy_ref = [], None, None
+        for actor in [*self.workers, *learners]:
+            ray.kill(actor)
+        self.workers, self.learners, self.learner, self._policy_ref = [], [], None, None
         if self._owns_ray:
             ray.shutdown()
             self._owns_ray = False
