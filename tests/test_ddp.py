@@ -44,7 +44,7 @@ def _learn(over, model, tok, trajs):
     return trainer, trainer.learn(trajs, 0.0)
 
 
-def _rank(rank, world, address, over, model, tok, trajs, out_dir, fsdp=False):
+def _rank(rank, ranks, address, over, model, tok, trajs, out_dir, fsdp=False):
     """One learner rank (a spawned process): join, learn once, save weights and metrics."""
     torch.set_num_threads(1)
     if over.get("train.device") == "cuda":  # NCCL: one GPU per rank
@@ -53,7 +53,7 @@ def _rank(rank, world, address, over, model, tok, trajs, out_dir, fsdp=False):
     cfg = load_config(None, over)
     cfg.train.fsdp = fsdp  # until TrainConfig has the field (config.py)
     trainer = RLTrainer(cfg, copy.deepcopy(model), tok, make_env_factory("tag"), SAMPLES)
-    join(trainer, rank, world, address, allow_cpu_fsdp=fsdp and not torch.cuda.is_available())
+    join(trainer, rank, ranks, address, allow_cpu_fsdp=fsdp and not torch.cuda.is_available())
     metrics = trainer.learn(trajs, 0.0)
     weights = {k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in _weights(trainer).items()}
     torch.save({"weights": {k: v.cpu() for k, v in weights.items()}, "metrics": metrics}, f"{out_dir}/rank{rank}.pt")
@@ -66,7 +66,7 @@ def warm(tiny_model):
     return _warm_model(tiny_model)
 
 
-def _run(tmp_path, warm, estimator, world=2, fsdp=False, device="cpu"):
+def _run(tmp_path, warm, estimator, ranks=2, fsdp=False, device="cpu"):
     model, tok = warm
     over = _over(tmp_path, estimator)
     if device != "cpu":
@@ -81,9 +81,9 @@ def _run(tmp_path, warm, estimator, world=2, fsdp=False, device="cpu"):
         batch = single.prepare(trajs)
     finally:
         torch.set_num_threads(threads)
-    torch.multiprocessing.spawn(_rank, args=(world, free_address(), over, model, tok, trajs, str(tmp_path), fsdp),
-                                nprocs=world, join=True)
-    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(world)]
+    torch.multiprocessing.spawn(_rank, args=(ranks, free_address(), over, model, tok, trajs, str(tmp_path), fsdp),
+                                nprocs=ranks, join=True)
+    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(ranks)]
     return SimpleNamespace(before=before, single={k: v.cpu() for k, v in _weights(single).items()}, single_metrics=single_metrics, ranks=ranks,
                            batch=batch)
 
@@ -105,6 +105,18 @@ def test_two_learners_equal_one(tmp_path, warm, estimator):
         assert r.ranks[0]["metrics"][key] == pytest.approx(r.single_metrics[key], abs=TOL), key
 
 
+def test_fsdp_shards_equal_one_learner_over_gloo(tmp_path, warm):
+    """FSDP2's arithmetic (sharded decoder layers, summed reduce-scatter, global clip) checked where
+    there is no GPU: gloo on CPU, a path the config refuses to users (`check_fsdp`) and `join`
+    opens only for this check. The GPU run is `bash benchmarks/fsdp_check.sh`."""
+    r = _run(tmp_path, warm, "grpo", fsdp=True)
+    for rank in r.ranks:
+        diff = max(float((rank["weights"][k] - r.single[k]).abs().max()) for k in r.single)
+        assert diff <= TOL, diff
+    assert max(float((r.single[k] - r.before[k]).abs().max()) for k in r.single) > 1e-4
+    assert r.ranks[0]["metrics"]["grad_norm"] == pytest.approx(r.single_metrics["grad_norm"], abs=TOL)
+
+
 def test_fsdp_refused_on_cpu():
     with pytest.raises(ValueError, match=r"train\.fsdp=true .* train\.fsdp: false"):
         check_fsdp(True, torch.device("cpu"))
@@ -113,7 +125,7 @@ def test_fsdp_refused_on_cpu():
 
 # --- on Ray: `ray.num_learners: 2` learner actors against one ------------------------------------
 
-from tests.test_ray_trainer import _cfg, ray_session, world  # noqa: E402,F401  (the module's Ray and data)
+from tests.test_ray_trainer import _cfg, ray_session, world  # noqa: F401  (the module's Ray and data)
 
 
 def _ray_learners(world_dir, name, learners):
@@ -132,7 +144,7 @@ def _ray_learners(world_dir, name, learners):
     return steps
 
 
-def test_two_learner_actors_equal_one(ray_session, world):
+def test_two_learner_actors_equal_one(ray_session, world):  # noqa: F811  (imported fixtures)
     one = _ray_learners(world, "learners1", 1)
     two = _ray_learners(world, "learners2", 2)
     for (m1, t1, [w1]), (m2, t2, [w2a, w2b]) in zip(one, two):

@@ -229,6 +229,8 @@ def shard_policy(trainer: Any) -> None:
     for layer in layers:
         fully_shard(layer)
         layer.set_gradient_divide_factor(1.0)
+        if trainer.compute.device.type != "cuda":  # gloo (the CPU check) has no PREMUL_SUM: a plain SUM
+            layer.set_force_sum_reduction_for_comms(True)
     trainer.optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.train.lr,
                                           weight_decay=cfg.train.weight_decay)
     trainer.scheduler = make_scheduler(trainer.optimizer, cfg.train)

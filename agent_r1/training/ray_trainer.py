@@ -37,9 +37,8 @@ Data-parallel learners (`ray.num_learners` N > 1): N `Learner` actors, rank 0 bu
 prepares the run folder), ranks 1..N-1 from its parts; they join one torch.distributed group (gloo
 on CPU, NCCL on CUDA) at an address on rank 0's node. Each iteration's trajectories are put in the
 object store once and every rank learns on them (agent_r1/training/distributed.py: each rank takes
-its share of every mini-batch, gradients are summed, the replicas stay equal). Prompts, weights
-for the workers, evaluation and checkpoints come from rank 0. N = 1 is the single learner, call for
-call.
+its share of every mini-batch, gradients are summed, the replicas stay equal). Prompts, weights,
+evaluation and checkpoints come from rank 0. N = 1 is the single learner, call for call.
 
 The loop (evaluation, logging, checkpoints) is `fit_loop`, shared with the in-process trainer.
 """
@@ -201,6 +200,8 @@ class RayTrainer:
         """Ranks 1..N-1 from rank 0's parts, then every rank joins the process group."""
         import ray
 
+        if getattr(cfg.train, "fsdp", False):  # weights/save/evaluate would be collectives on every rank
+            raise NotImplementedError("train.fsdp=true with ray.num_learners > 1 is not wired; set train.fsdp: false")
         parts = self.learner.parts.remote()
         self.learners += [learner_cls.remote(cfg, assembly, resume, parts) for _ in range(num_learners(cfg.ray) - 1)]
         address = ray.get(self.learner.rendezvous.remote(not cfg.ray.address))
@@ -208,9 +209,7 @@ class RayTrainer:
 
     def learner_weights(self) -> list[dict[str, Any]]:
         """Every rank's policy weights (the replicas should be equal)."""
-        import ray
-
-        return ray.get([lr.weights.remote() for lr in self.learners])
+        return __import__("ray").get([lr.weights.remote() for lr in self.learners])
 
     # --- one iteration ------------------------------------------------------------------------
     def _weights_box(self) -> tuple[int, list[Any]]:

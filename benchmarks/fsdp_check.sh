@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The FSDP check, on a GPU host: `bash benchmarks/fsdp_check.sh` (from the repository root).
+#
+# Spawns min(2, GPUs) learner ranks over NCCL with train.fsdp=true (FSDP2 fully_shard over the decoder
+# layers, agent_r1/training/distributed.py), runs one `learn` (GRPO, then PPO with a critic) on a batch
+# rolled out once, and compares every rank's final weights with one plain learner on the same batch
+# (max |diff| <= 1e-5, the CPU gloo test's bound; fp32). Exits non-zero on any failure.
+# One GPU still checks the FSDP wrapping, the summed reduce-scatter and the sharded clip (world 1);
+# two GPUs check the sharding across ranks. On CPU the same arithmetic runs over gloo in
+# tests/test_ddp.py::test_fsdp_shards_equal_one_learner_over_gloo.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-.venv/bin/python}
+"$PY" - <<'PY'
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+if not torch.cuda.is_available():
+    sys.exit("fsdp_check: no CUDA device visible to torch; run this on a GPU host "
+             "(on CPU: pytest tests/test_ddp.py -k fsdp)")
+sys.path.insert(0, ".")
+from agent_r1.data.synthetic import SyntheticConfig, generate_world  # noqa: E402
+from agent_r1.models.build import ModelConfig, build_local_model  # noqa: E402
+from tests import test_ddp as T  # noqa: E402
+
+world_ = generate_world(SyntheticConfig(seed=0, n_people=90, n_cities=12, n_countries=4, n_landmarks=6))
+texts = [d.text for d in world_.documents] + [q.question for q in world_.questions()]
+torch.manual_seed(0)
+tiny = build_local_model(texts, ModelConfig(hidden_size=64, num_layers=2, num_heads=2, intermediate_size=128,
+                                            vocab_size=400), seed=0)
+torch.manual_seed(0)
+warm = T._warm_model(tiny)
+ranks = min(2, torch.cuda.device_count())
+failed = False
+for estimator in ("grpo", "gae"):
+    r = T._run(Path(tempfile.mkdtemp()), warm, estimator, ranks=ranks, fsdp=True, device="cuda")
+    diffs = [max(float((w["weights"][k] - r.single[k]).abs().max()) for k in r.single) for w in r.ranks]
+    moved = max(float((r.single[k] - r.before[k].cpu()).abs().max()) for k in r.single)
+    ok = max(diffs) <= T.TOL and moved > 1e-4
+    failed |= not ok
+    print(f"fsdp_check {estimator}: {ranks} rank(s), max |diff| vs one learner {max(diffs):.3g} "
+          f"(weights moved {moved:.3g}): {'ok' if ok else 'FAILED'}")
+sys.exit(1 if failed else 0)
+PY
