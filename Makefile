@@ -50,6 +50,10 @@ bench: $(STAMP)
 	$(PY) benchmarks/perf_rollout.py $(BENCH_FLAGS) --device $(DEVICE)
 	$(PY) benchmarks/perf_update.py $(BENCH_FLAGS) --device $(DEVICE)
 	$(PY) benchmarks/perf_trl.py $(BENCH_FLAGS) --device $(DEVICE)
+	$(PY) benchmarks/profile_iteration.py
+	$(VENV)/bin/py-spy record -o benchmarks/results/profile_iteration.svg --format flamegraph --rate 50 -- \
+		$(PY) benchmarks/profile_iteration.py --iterations 2 --no-write
+	$(PY) benchmarks/plots.py
 
 clean:
 	rm -rf runs data benchmarks/.work

@@ -90,6 +90,7 @@ class TrainConfig:
     # asynchronous training (Ray): how many policy versions a batch may lag the update (0 = synchronous,
     # the exact on-policy loop; k >= 1: the next k iterations roll out while the learner updates)
     max_staleness: int = 0
+    fsdp: bool = False  # shard the policy's decoder layers with FSDP2 over the learner ranks (CUDA only)
 
 
 @dataclass
@@ -138,6 +139,7 @@ class RayConfig:
     cpus_per_worker: float = 1.0  # also the worker's torch threads (rounded, at least 1)
     gpus_per_worker: float = 0.0
     learner_cpus: float = 1.0
+    num_learners: int = 1  # data-parallel learner ranks (torch.distributed: gloo on CPU, NCCL on CUDA); 1 = one learner
     engine: str = "auto"  # auto (vLLM when it imports and a GPU is visible) | transformers | vllm
     max_restarts: int = 3  # a dead rollout worker is restarted this many times; its shard is rolled out again
     num_cpus: int = 0  # local Ray only: logical CPUs (0 = enough for the actors, at least the machine's cores)
@@ -222,6 +224,9 @@ def validate(c: ExperimentConfig) -> None:
         raise ValueError(f"train.max_staleness={c.train.max_staleness} overlaps rollout with the update on Ray's "
                          "rollout workers: set ray.enabled=true, or train.max_staleness=0 (in-process training "
                          "is synchronous)")
+    if c.train.fsdp and c.train.device == "cpu":
+        raise ValueError("train.fsdp=true shards the policy over CUDA devices, but train.device=cpu; set "
+                         "train.fsdp: false (CPU learners are replicas over gloo) or train.device: cuda")
     if c.train.micro_batch_size > c.train.minibatch_size:
         raise ValueError(f"train.micro_batch_size={c.train.micro_batch_size} is larger than train.minibatch_size="
                          f"{c.train.minibatch_size}: a micro-batch splits a mini-batch; lower it (0 = the whole "

@@ -79,7 +79,7 @@ LIMITS: dict[str, dict[str, Range]] = {
               "logit_chunk": GE1},
     "sft": {"steps": GE0, "batch_size": GE1, "lr": GT0, "guess_fraction": UNIT, "log_every": GE1},
     "ray": {"num_workers": GE1, "cpus_per_worker": GE0, "gpus_per_worker": GE0, "learner_cpus": GE0,
-            "max_restarts": GE0, "num_cpus": GE0},
+            "max_restarts": GE0, "num_cpus": GE0, "num_learners": GE1},
 }
 
 

@@ -51,7 +51,7 @@ def _rank(rank, ranks, address, over, model, tok, trajs, out_dir, fsdp=False):
         over = {**over, "train.device": f"cuda:{rank}"}
         torch.cuda.set_device(rank)
     cfg = load_config(None, over)
-    cfg.train.fsdp = fsdp  # until TrainConfig has the field (config.py)
+    cfg.train.fsdp = fsdp  # set on the built config: load_config refuses train.fsdp on CPU
     trainer = RLTrainer(cfg, copy.deepcopy(model), tok, make_env_factory("tag"), SAMPLES)
     join(trainer, rank, ranks, address, allow_cpu_fsdp=fsdp and not torch.cuda.is_available())
     metrics = trainer.learn(trajs, 0.0)
@@ -135,7 +135,7 @@ def _ray_learners(world_dir, name, learners):
     # an entropy bonus: a random policy scores 0 everywhere, so without it the true gradient is 0 and
     # AdamW (g / (|g| + eps)) would turn float noise of ~1e-8 into lr-sized steps in either run
     cfg = _cfg(world_dir, name, **{"ray.num_workers": 1, "algo.entropy_coef": 0.01})
-    cfg.ray.num_learners = learners  # until RayConfig has the field (config.py)
+    cfg.ray.num_learners = learners
     steps = []
     with RayTrainer(cfg, assembly()) as trainer:
         for _ in range(2):

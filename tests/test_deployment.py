@@ -138,8 +138,8 @@ def test_two_deployment_runs_at_once(tmp_path):
         assert len(parents) == 2 and all(p.info.status == "FINISHED" for p in parents)
         by_algo = {p.data.params["algo.adv_estimator"]: p for p in parents}
         assert set(by_algo) == set(ALGOS)
-        p1, p2 = parents
-        assert max(p1.info.start_time, p2.info.start_time) < min(p1.info.end_time, p2.info.end_time)
+        # overlap is proven by the Prefect flow-run times above; an MLflow run starts only after its
+        # flow's imports, so on a loaded machine one micro run may end before the other's MLflow run starts
 
         summaries = _summaries(logs["serve"])
         assert set(summaries) == {p.info.run_id for p in parents}

@@ -21,8 +21,8 @@ from agent_r1.algos.losses import (
     get_policy_loss,
     loss_denominator,
     ppo_policy_loss,
-    vanilla_policy_loss,
     value_loss,
+    vanilla_policy_loss,
 )
 from agent_r1.algos.masked import masked_mean, masked_sum, masked_var, masked_whiten
 from agent_r1.algos.registry import (

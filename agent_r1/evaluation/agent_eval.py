@@ -12,7 +12,6 @@ from agent_r1.rollout.chat import ChatCodec
 from agent_r1.rollout.loop import RolloutConfig, run_rollout
 from agent_r1.trajectory import Trajectory
 
-
 #: stop reasons that mean a token or turn budget ended the episode (not an answer, not a format slip)
 BUDGET_STOPS = ("max_turns", "max_total_tokens", "prompt_too_long", "max_tokens_per_turn")
 

@@ -10,8 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from agent_r1.tracking.channel import CLOSE_FLUSH_WAIT_S, _Channel
-from agent_r1.tracking.location import (DEFAULT_EXPERIMENT, default_artifact_root, default_buffer_dir,
-                                        default_tracking_uri, project_dir, redact_uri)
+from agent_r1.tracking.location import (
+    DEFAULT_EXPERIMENT,
+    default_artifact_root,
+    default_buffer_dir,
+    default_tracking_uri,
+    project_dir,
+    redact_uri,
+)
 from agent_r1.tracking.rows import rows_to_columns
 from agent_r1.tracking.tags import flatten_params
 

@@ -17,6 +17,7 @@ from typing import Any
 from agent_r1.rollout.chat import ChatCodec
 from agent_r1.trajectory import Trajectory, Turn
 
+
 def _spaced(value: Any) -> str:
     """A leading space, so that with byte-level BPE a name inside a tag gets the same token ids
     as in the question and the documents (" Duso"), and the policy can copy ids instead of

@@ -155,7 +155,7 @@ def sum_grads(params: list[torch.nn.Parameter]) -> None:
 
 def num_learners(rc: Any) -> int:
     """`ray.num_learners`: data-parallel learner ranks (1 = one learner, today's path)."""
-    n = int(getattr(rc, "num_learners", 1))
+    n = int(rc.num_learners)
     if n < 1:
         raise ValueError(f"ray.num_learners={n}; it must be >= 1")
     return n
@@ -182,7 +182,7 @@ def join(trainer: Any, rank: int, world: int, address: str, allow_cpu_fsdp: bool
     weights everywhere, and FSDP if `train.fsdp`. Every rank calls this at the same time."""
     import torch.distributed as dist
 
-    fsdp = bool(getattr(trainer.cfg.train, "fsdp", False))
+    fsdp = bool(trainer.cfg.train.fsdp)
     if not allow_cpu_fsdp:
         check_fsdp(fsdp, trainer.compute.device)
     if not dist.is_initialized():

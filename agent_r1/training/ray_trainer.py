@@ -200,7 +200,7 @@ class RayTrainer:
         """Ranks 1..N-1 from rank 0's parts, then every rank joins the process group."""
         import ray
 
-        if getattr(cfg.train, "fsdp", False):  # weights/save/evaluate would be collectives on every rank
+        if cfg.train.fsdp:  # weights/save/evaluate would be collectives on every rank
             raise NotImplementedError("train.fsdp=true with ray.num_learners > 1 is not wired; set train.fsdp: false")
         parts = self.learner.parts.remote()
         self.learners += [learner_cls.remote(cfg, assembly, resume, parts) for _ in range(num_learners(cfg.ray) - 1)]

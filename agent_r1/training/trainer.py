@@ -16,8 +16,16 @@ from typing import Any, Protocol
 
 import torch
 
-from agent_r1.algos import (AdvantageInputs, aggregate_loss, get_adv_estimator, get_policy_loss, kl_penalty,
-                            loss_denominator, needs_critic, value_loss)
+from agent_r1.algos import (
+    AdvantageInputs,
+    aggregate_loss,
+    get_adv_estimator,
+    get_policy_loss,
+    kl_penalty,
+    loss_denominator,
+    needs_critic,
+    value_loss,
+)
 from agent_r1.algos.offpolicy import behaviour_weights, offpolicy_advantages
 from agent_r1.config import ExperimentConfig
 from agent_r1.evaluation.agent_eval import evaluate_policy, trajectory_stats
@@ -26,14 +34,14 @@ from agent_r1.rollout.chat import ChatCodec
 from agent_r1.rollout.engine import TransformersEngine
 from agent_r1.rollout.loop import run_rollout
 from agent_r1.tools.runner import tool_metrics
-from agent_r1.trajectory import Trajectory, collate
 from agent_r1.training import checkpoint as ckpt
 from agent_r1.training.compute import Compute, place_frozen, place_policy
 from agent_r1.training.distributed import LocalGroup
-from agent_r1.training.metrics_log import JsonlMetrics, MetricsSink
+from agent_r1.training.metrics_log import MetricsSink
 from agent_r1.training.policy import ValueModel, token_logprobs
 from agent_r1.training.sampler import PromptSampler
 from agent_r1.training.schedule import make_scheduler
+from agent_r1.trajectory import Trajectory, collate
 
 
 class NonFiniteLossError(RuntimeError):
