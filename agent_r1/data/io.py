@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -160,3 +161,16 @@ def write_json(path: str | os.PathLike[str], value: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     os.replace(tmp, path)
+
+
+def replace_dir(built: str | os.PathLike[str], dest: str | os.PathLike[str]) -> None:
+    """Renames the finished folder `built` to `dest`. An older `dest` is moved aside first and removed
+    only once the new one is in, so a reader never finds half a folder, one that has files open keeps
+    reading them whole, and `dest` is missing only between the two renames."""
+    built, dest = Path(built), Path(dest)
+    old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
+    shutil.rmtree(old, ignore_errors=True)
+    if dest.exists():
+        os.replace(dest, old)
+    os.replace(built, dest)
+    shutil.rmtree(old, ignore_errors=True)

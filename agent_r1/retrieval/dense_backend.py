@@ -21,6 +21,7 @@ from typing import Any
 import faiss
 import numpy as np
 
+from agent_r1.data.io import replace_dir
 from agent_r1.data.schema import Document
 from agent_r1.retrieval.base import INDEX_FIX, Hit, RetrievalConfig, register_retriever
 from agent_r1.retrieval.embeddings import embed_documents
@@ -117,12 +118,7 @@ class DenseRetriever:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        old = self.root / f".{SUBDIR}.old-{os.getpid()}"
-        shutil.rmtree(old, ignore_errors=True)
-        if self.path.exists():
-            os.replace(self.path, old)
-        os.replace(tmp, self.path)
-        shutil.rmtree(old, ignore_errors=True)
+        replace_dir(tmp, self.path)
         return len(docs)
 
     def manifest_extra(self) -> dict[str, Any]:

@@ -199,6 +199,8 @@ class ElasticsearchRetriever:
 
         An existing index is dropped only if agent-r1 made it (its mapping's `_meta` marker) or
         `config.overwrite` is set; otherwise this raises, naming the index and the way out."""
+        mapping = self.index_mapping()
+
         def create() -> None:
             existing = self._existing_mappings()
             if existing is not None:
@@ -210,8 +212,12 @@ class ElasticsearchRetriever:
                         "refusing to delete it. Pick another --index-name, or pass --overwrite to replace it "
                         "(its documents are lost)")
                 self.client.indices.delete(index=self.index_name, ignore_unavailable=True)
-            self.client.indices.create(index=self.index_name, mappings=MAPPING, settings=SETTINGS)
+            self.client.indices.create(index=self.index_name, mappings=mapping, settings=SETTINGS)
         self._call("index creation", create)
+
+    def index_mapping(self) -> dict[str, Any]:
+        """The mapping `create_index` gives a new index (subclasses add fields, e.g. a vector)."""
+        return MAPPING
 
     def _existing_mappings(self) -> dict[str, Any] | None:
         """{concrete index: mappings} behind `index_name` (an alias may name several), or None."""

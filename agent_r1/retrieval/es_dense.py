@@ -28,10 +28,8 @@ from agent_r1.retrieval.embeddings import embed_documents
 from agent_r1.retrieval.encoders import Encoder, encoder_from_settings, get_encoder
 from agent_r1.retrieval.es_backend import (
     MAPPING,
-    SETTINGS,
     ElasticsearchRetriever,
     _Retryable,
-    made_by_agent_r1,
     multi_match,
 )
 from agent_r1.retrieval.hybrid_backend import DEPTH_FACTOR, RANK_CONSTANT, rrf_fuse
@@ -107,22 +105,9 @@ class _DenseES(ElasticsearchRetriever):
             self._encoder = get_encoder(self.options.encoder, batch_size=self.options.encode_batch_size)
         return self._encoder
 
-    def create_index(self) -> None:
-        """As ElasticsearchRetriever.create_index, with the vector field and the encoder in `_meta`."""
-        mapping = dense_mapping(self.encoder())
-
-        def create() -> None:
-            existing = self._existing_mappings()
-            if existing is not None:
-                foreign = sorted(n for n, m in existing.items() if not made_by_agent_r1(m))
-                if foreign and not self.config.overwrite:
-                    raise RuntimeError(
-                        f"Elasticsearch index {self.index_name!r} at {self.url} already exists and was not made by "
-                        f"agent-r1 ({', '.join(foreign)}); refusing to delete it. Pick another --index-name, or "
-                        "pass --overwrite to replace it (its documents are lost)")
-                self.client.indices.delete(index=self.index_name, ignore_unavailable=True)
-            self.client.indices.create(index=self.index_name, mappings=mapping, settings=SETTINGS)
-        self._call("index creation", create)
+    def index_mapping(self) -> dict[str, Any]:
+        """The BM25 mapping plus the vector field, with the encoder in `_meta` (create_index uses it)."""
+        return dense_mapping(self.encoder())
 
     def index(self, docs: Iterable[Document]) -> int:
         docs = list(docs)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import tantivy
 
+from agent_r1.data.io import replace_dir
 from agent_r1.data.schema import Document
 from agent_r1.retrieval.base import INDEX_FIX, Hit, RetrievalConfig, register_retriever
 
@@ -97,12 +98,7 @@ class TantivyRetriever:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        old = self.root / f".{SUBDIR}.old-{os.getpid()}"
-        shutil.rmtree(old, ignore_errors=True)
-        if self.path.exists():
-            os.replace(self.path, old)
-        os.replace(tmp, self.path)
-        shutil.rmtree(old, ignore_errors=True)
+        replace_dir(tmp, self.path)
         return n
 
     # ------------------------------------------------------------------ searching

@@ -20,6 +20,7 @@ def ensure_data(cfg: ExperimentConfig) -> Path:
     """The data folder. A generated source (`synthetic`, `arithmetic`, any registered in
     agent_r1/tasks/registry.py) is written on first use, deterministically from the seed, and
     again when its settings change; any other source must have been prepared already."""
+    from agent_r1.data.io import replace_dir
     from agent_r1.tasks.registry import DATA_GENERATORS, get_data_generator
 
     d = Path(cfg.data.dir)
@@ -38,11 +39,7 @@ def ensure_data(cfg: ExperimentConfig) -> Path:
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
             generator.write(cfg.seed, tmp, cfg.data)
-            old = d.with_name(f".{d.name}.old-{os.getpid()}")
-            if d.exists():
-                os.replace(d, old)
-            os.replace(tmp, d)
-            shutil.rmtree(old, ignore_errors=True)
+            replace_dir(tmp, d)
     return d
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_r1.config import ExperimentConfig
+from agent_r1.data.io import replace_dir
 from agent_r1.runs.folders import WARM_STARTS
 from agent_r1.runs.lineage import DigestCache, data_hash, hash_json, index_hash, short
 from agent_r1.tracking.filelock import FileLock
@@ -70,18 +71,6 @@ def _link_copy(src: Path, dst: Path) -> None:
     shutil.copytree(src, dst, copy_function=link)
 
 
-def _place(tmp: Path, dest: Path) -> None:
-    """Renames a finished warm start into `dest`; an older one there (a fixed `sft.out_dir`) is
-    removed only after the new one is in place, and it still lives in the store under its hash."""
-    old = None
-    if dest.exists():
-        old = dest.with_name(f"{dest.name}.old-{os.getpid()}")
-        os.replace(dest, old)
-    os.replace(tmp, dest)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
 def ensure_warm_start(cfg: ExperimentConfig, log: Any = print) -> WarmStart:
     """The warm start for `cfg`: reused when one with the same key exists, else trained once."""
     from agent_r1.runs.assembly import ensure_data, ensure_index
@@ -108,7 +97,7 @@ def ensure_warm_start(cfg: ExperimentConfig, log: Any = print) -> WarmStart:
             tmp = dest.with_name(f"{dest.name}.tmp-{os.getpid()}")
             shutil.rmtree(tmp, ignore_errors=True)
             _link_copy(stored, tmp)
-            _place(tmp, dest)
+            replace_dir(tmp, dest)
             log(f"warm start {short(key)} reused: {stored} -> {dest}")
             return WarmStart(dest, key, True, made_of)
         tmp = dest.with_name(f"{dest.name}.tmp-{os.getpid()}")
@@ -120,12 +109,12 @@ def ensure_warm_start(cfg: ExperimentConfig, log: Any = print) -> WarmStart:
         run_sft(sub)
         (tmp / CARD).write_text(json.dumps({"hash": key, "ingredients": made_of, "created": time.time(),
                                             "seconds": round(time.perf_counter() - started, 1)}, indent=1))
-        _place(tmp, dest)
+        replace_dir(tmp, dest)
         if dest != stored and not is_warm_start(stored, key):  # the store keeps every warm start made
             tmp = stored.with_name(f"{stored.name}.tmp-{os.getpid()}")
             shutil.rmtree(tmp, ignore_errors=True)
             _link_copy(dest, tmp)
-            _place(tmp, stored)
+            replace_dir(tmp, stored)
     return WarmStart(dest, key, False, made_of)
 
 
