@@ -27,9 +27,11 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +39,13 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from paper_render import render_markdown  # noqa: E402
 
 from agent_r1.config import load_config  # noqa: E402
 from agent_r1.evaluation.harness import evaluate_model, format_table, load_question_set  # noqa: E402
+from agent_r1.rewards.qa import exact_match  # noqa: E402
 from agent_r1.runs.assembly import build_index, ensure_data, ensure_index, load_samples, set_threads  # noqa: E402
 from agent_r1.runs.sft import run_sft  # noqa: E402
 from agent_r1.runs.train import run_train  # noqa: E402
@@ -63,6 +69,9 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
                                                  "algo.loss_mask": False}),
     "ppo_adv_mask_off": ("PPO, advantage mask off", {"algo.adv_estimator": "gae", "algo.lam": 0.95,
                                                      "algo.advantage_mask": False}),
+    "ppo_masks_off": ("PPO, advantage and loss masks off", {"algo.adv_estimator": "gae", "algo.lam": 0.95,
+                                                            "algo.advantage_mask": False, "algo.loss_mask": False}),
+    "grpo_loss_mask_off": ("GRPO, loss mask off", {"algo.adv_estimator": "grpo", "algo.loss_mask": False}),
     "ppo_process_on": ("PPO + process reward (retrieval hit 0.2)",
                        {"algo.adv_estimator": "gae", "algo.lam": 0.95, "reward.retrieval_hit_reward": 0.2}),
     "ppo_process_off": ("PPO, process reward off (switch)",
@@ -140,8 +149,13 @@ def real_index(work: Path) -> Path | None:
     return index_dir
 
 
-def evaluate_synthetic(model: Path, cfg, sets: dict[str, list[dict]], modes: list[str]) -> dict[str, Any]:
-    return evaluate_model(model, cfg, sets, modes, index_dir=cfg.search.index_dir)
+def evaluate_synthetic(model: Path, cfg, sets: dict[str, list[dict]], mode: str) -> tuple[dict, dict]:
+    """(stats per dataset, EM 0/1 per question per dataset) of `model` in one mode; the per-question
+    scores, in question order, feed the bootstrap intervals."""
+    report = evaluate_model(model, cfg, sets, [mode], index_dir=cfg.search.index_dir, keep_trajectories=True)
+    per_q = {ds: [exact_match(t.answer or "", t.sample.get("answers") or []) for t in trajs]
+             for ds, trajs in report["trajectories"][mode].items()}
+    return report["results"][mode], per_q
 
 
 def run_method(name: str, base: dict[str, Any], warm: Path, work: Path, sets: dict[str, list[dict]]) -> dict[str, Any]:
@@ -153,64 +167,11 @@ def run_method(name: str, base: dict[str, Any], warm: Path, work: Path, sets: di
         {"iteration": it, "reward_mean": m["reward_mean"], "em": m["em"]}))
     train_s = time.perf_counter() - start
     final = sorted((work / "runs" / name / "checkpoints").glob("iter_*"))[-1]
-    report = evaluate_synthetic(final, cfg, sets, ["agent"])
+    metrics, per_q = evaluate_synthetic(final, cfg, sets, "agent")
     return {"label": label, "overrides": over, "config_hash": config_hash(cfg.to_dict()), "checkpoint": str(final),
             "iterations": result["iterations"], "train_seconds": round(train_s, 1),
-            "wall_seconds": round(time.perf_counter() - start, 1), "metrics": report["results"]["agent"],
+            "wall_seconds": round(time.perf_counter() - start, 1), "metrics": metrics, "em_per_question": per_q,
             "train_curve": curve}
-
-
-def em_cell(metrics: dict[str, Any], ds: str) -> str:
-    s = metrics.get(ds)
-    return f"{s['em']:.1f}" if s else "-"
-
-
-def render_markdown(res: dict[str, Any]) -> str:
-    ds_names = list(res["datasets"])
-    id_ds = ds_names[0]
-    lines = [
-        "# Paper table at CPU scale (synthetic multi-hop world)",
-        "",
-        f"Command: `{res['command']}`  ",
-        f"Config hash: `{res['config_hash']}`; total wall time {res['wall_seconds'] / 60:.1f} min on "
-        f"{res['machine']['cpus']} CPU threads; model {res['model_params'] / 1e6:.2f}M parameters; "
-        f"greedy decoding.  ",
-        f"RL budget per method: {res['budget']['iterations']} iterations x {res['budget']['prompts_per_iter']} "
-        f"prompts x {res['budget']['n_samples']} samples, from one SFT warm start "
-        f"({res['budget']['sft_steps']} steps, guess fraction {res['budget']['guess_fraction']}; "
-        + (f"reused from `{res['warm_start']}`" if res.get("warm_start_reused")
-           else f"trained here in {res['sft_seconds']:.0f} s") + ").  ",
-        f"Datasets: `{id_ds}` = in-domain ({res['datasets'][id_ds]} questions), "
-        + ", ".join(f"`{d}` = out-of-domain ({res['datasets'][d]} questions)" for d in ds_names[1:]) + ".",
-        "",
-        "EM (exact match, %); F1 and substring EM are in the JSON and in the detail table, never blended. "
-        f"One question is {100 / max(res['datasets'][id_ds], 1):.1f} EM points here: gaps of one or two questions are noise.",
-        "",
-        "| method | " + " | ".join(f"EM {d}" for d in ds_names) + f" | F1 {id_ds} | tool calls/q {id_ds} | wall s |",
-        "|---|" + "---|" * (len(ds_names) + 3),
-    ]
-    for row in list(res["baselines"].values()) + list(res["methods"].values()):
-        m = row["metrics"]
-        lines.append(f"| {row['label']} | " + " | ".join(em_cell(m, d) for d in ds_names)
-                     + f" | {m[id_ds]['f1']:.1f} | {m[id_ds]['tool_calls_per_question']:.2f}"
-                     + f" | {row['wall_seconds']:.0f} |")
-    if res.get("real"):
-        real = res["real"]
-        lines += ["", "## Shared real data (same harness; tiny local model, so near-zero scores are expected)", "",
-                  f"Index: HotpotQA dev-distractor 400 corpus ({real['num_docs']} paragraphs, tantivy); 2Wiki, MuSiQue "
-                  f"and Bamboogle are searched over that same corpus (out-of-domain). First {real['n']} questions "
-                  "of each file.", "",
-                  ]
-        first = format_table(next(iter(real["reports"].values()))).splitlines()
-        lines += ["| model " + first[0], "|---" + first[1]]
-        for model_name, report in real["reports"].items():
-            lines += [f"| {model_name} " + line for line in format_table(report).splitlines()[2:]]
-    lines += ["", "## Detail (in-domain and out-of-domain, every method)", ""]
-    detail = {"results": {}}
-    for row in list(res["baselines"].values()) + list(res["methods"].values()):
-        detail["results"][row["label"]] = row["metrics"]
-    lines += [format_table(detail).replace("| mode |", "| method |", 1), ""]
-    return "\n".join(lines)
 
 
 def model_params(path: Path) -> int:
@@ -238,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warm-start", default=None, help="reuse this SFT model folder instead of training one "
                                                        "(it must come from the same data and model config)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seeds", default="0", help="comma list; each seed is its own world, warm start and RL runs, "
+                                                 "and the table shows means with 95%% bootstrap intervals")
     args = ap.parse_args(argv)
     micro = args.micro
     args.iterations = args.iterations or (1 if micro else 60)
@@ -255,9 +218,44 @@ def main(argv: list[str] | None = None) -> int:
     results_dir.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
 
-    base = base_overrides(work, args)
-    cfg = load_config(None, base)
+    seeds = [int(x) for x in str(args.seeds).split(",")]
+    if args.warm_start and len(seeds) > 1:
+        ap.error("--warm-start reuses one warm start: it needs a single seed")
     set_threads(args.threads)
+    command = "python benchmarks/paper_table.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    res: dict[str, Any] = {
+        "command": command.strip(), "seeds": seeds,
+        "machine": {"cpus": torch.get_num_threads(), "python": platform.python_version(), "torch": torch.__version__,
+                    "platform": platform.platform()},
+        "budget": {"iterations": args.iterations, "prompts_per_iter": args.prompts_per_iter,
+                   "n_samples": args.n_samples, "sft_steps": args.sft_steps, "guess_fraction": args.guess_fraction},
+        "base_config": base_overrides(work / "seed<S>", args), "per_seed": {}, "real": None,
+    }
+    res["config_hash"] = config_hash({"base": res["base_config"], "methods": {m: METHODS[m][1] for m in methods},
+                                      "seeds": seeds, "eval_n": args.eval_n, "real_n": args.real_n,
+                                      "warm_start": args.warm_start})
+
+    def save() -> None:
+        res["wall_seconds"] = round(time.perf_counter() - t_start, 1)
+        res["load"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
+        (results_dir / "paper_table.json").write_text(json.dumps(res, indent=1, default=str))
+        (results_dir / "paper_table.md").write_text(render_markdown(res))
+
+    for seed in seeds:
+        run_seed(seed, work / f"seed{seed}", args, methods, res, save)
+    if args.real_n:
+        res["real"] = real_data(work, res, args.real_n)
+        print(format_table(res["real"]["reports"]["SFT warm start"]), flush=True)
+    save()
+    print((results_dir / "paper_table.md").read_text())
+    return 0
+
+
+def run_seed(seed: int, work: Path, args: argparse.Namespace, methods: list[str], res: dict[str, Any],
+             save: Callable[[], None]) -> None:
+    """One seed: its world, index and warm start, the baselines, then every RL method from that warm start."""
+    base = {**base_overrides(work, args), "seed": seed}
+    cfg = load_config(None, base)
     data_dir = ensure_data(cfg)
     ensure_index(cfg, data_dir)
     warm = Path(args.warm_start) if args.warm_start else work / "sft" / "model"
@@ -268,61 +266,46 @@ def main(argv: list[str] | None = None) -> int:
         sft_s = time.perf_counter() - t0
     sets = {"synthetic_test": load_samples(data_dir / cfg.data.eval_file, args.eval_n),
             "synthetic_comparison_ood": load_samples(write_ood_questions(cfg, work), args.eval_n)}
-
-    command = "python benchmarks/paper_table.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    res: dict[str, Any] = {
-        "command": command.strip(),
-        "machine": {"cpus": torch.get_num_threads(), "python": platform.python_version(), "torch": torch.__version__,
-                    "platform": platform.platform()},
-        "budget": {"iterations": args.iterations, "prompts_per_iter": args.prompts_per_iter,
-                   "n_samples": args.n_samples, "sft_steps": args.sft_steps, "guess_fraction": args.guess_fraction},
-        "base_config": base, "warm_start": rel(warm), "warm_start_reused": warm_reused,
-        "sft_seconds": round(sft_s, 1),
-        "model_params": model_params(warm),
-        "datasets": {k: len(v) for k, v in sets.items()},
-        "baselines": {}, "methods": {}, "real": None,
-    }
-    res["config_hash"] = config_hash({"base": base, "methods": {m: METHODS[m][1] for m in methods},
-                                      "eval_n": args.eval_n, "real_n": args.real_n, "warm_start": str(warm)})
-
-    def save() -> None:
-        res["wall_seconds"] = round(time.perf_counter() - t_start, 1)
-        (results_dir / "paper_table.json").write_text(json.dumps(res, indent=1, default=str))
-        (results_dir / "paper_table.md").write_text(render_markdown(res))
-
+    res["datasets"] = {k: len(v) for k, v in sets.items()}
+    res.setdefault("model_params", model_params(warm))
+    one = res["per_seed"][str(seed)] = {"base": base, "warm_start": rel(warm), "warm_start_reused": warm_reused,
+                                        "sft_seconds": round(sft_s, 1), "baselines": {}, "methods": {}}
     for mode, label in BASELINES.items():
         start = time.perf_counter()
-        report = evaluate_synthetic(warm, cfg, sets, [mode])
-        res["baselines"][mode] = {"label": label, "metrics": report["results"][mode],
+        metrics, per_q = evaluate_synthetic(warm, cfg, sets, mode)
+        one["baselines"][mode] = {"label": label, "metrics": metrics, "em_per_question": per_q,
                                   "wall_seconds": round(time.perf_counter() - start, 1)}
-        print(f"{mode}: " + json.dumps({d: round(s["em"], 1) for d, s in report["results"][mode].items()}), flush=True)
+        print(f"seed {seed} {mode}: " + json.dumps({d: round(s["em"], 1) for d, s in metrics.items()}), flush=True)
     save()
     for name in methods:
-        res["methods"][name] = run_method(name, base, warm, work, sets)
-        print(f"{name}: " + json.dumps({d: round(s["em"], 1) for d, s in res["methods"][name]["metrics"].items()})
-              + f" ({res['methods'][name]['wall_seconds']:.0f}s)", flush=True)
+        one["methods"][name] = run_method(name, base, warm, work, sets)
+        print(f"seed {seed} {name}: " + json.dumps({d: round(s["em"], 1)
+                                                    for d, s in one["methods"][name]["metrics"].items()})
+              + f" ({one['methods'][name]['wall_seconds']:.0f}s)", flush=True)
         save()
 
-    index_dir = real_index(work) if args.real_n else None
-    if index_dir is not None:
-        real_cfg = load_config(None, {**base, "search.index_dir": str(index_dir)})
-        real_sets = {name: load_question_set(SHARED_DATA / rel, args.real_n) for name, rel in REAL_SETS.items()
-                     if (SHARED_DATA / rel).exists()}
-        real = {"n": args.real_n, "num_docs": json.loads((index_dir / "retriever.json").read_text()).get("num_docs"),
-                "reports": {}}
-        start = time.perf_counter()
-        real["reports"]["SFT warm start"] = evaluate_model(warm, real_cfg, real_sets, ["direct", "rag", "agent"],
-                                                           index_dir=index_dir)
-        if res["methods"]:
-            best = max(res["methods"], key=lambda m: res["methods"][m]["metrics"]["synthetic_test"]["em"])
-            real["reports"][f"best RL ({best})"] = evaluate_model(Path(res["methods"][best]["checkpoint"]), real_cfg,
-                                                                  real_sets, ["agent"], index_dir=index_dir)
-        real["wall_seconds"] = round(time.perf_counter() - start, 1)
-        res["real"] = real
-        print(format_table(real["reports"]["SFT warm start"]), flush=True)
-    save()
-    print((results_dir / "paper_table.md").read_text())
-    return 0
+
+def real_data(work: Path, res: dict[str, Any], real_n: int) -> dict[str, Any] | None:
+    """The harness on the shared real data, for the first seed's warm start and its best RL model."""
+    index_dir = real_index(work)
+    if index_dir is None:
+        return None
+    one = res["per_seed"][str(res["seeds"][0])]
+    real_cfg = load_config(None, {**one["base"], "search.index_dir": str(index_dir)})
+    real_sets = {name: load_question_set(SHARED_DATA / rel, real_n) for name, rel in REAL_SETS.items()
+                 if (SHARED_DATA / rel).exists()}
+    real = {"n": real_n, "num_docs": json.loads((index_dir / "retriever.json").read_text()).get("num_docs"),
+            "reports": {}}
+    start = time.perf_counter()
+    warm = ROOT / one["warm_start"] if not Path(one["warm_start"]).is_absolute() else Path(one["warm_start"])
+    real["reports"]["SFT warm start"] = evaluate_model(warm, real_cfg, real_sets, ["direct", "rag", "agent"],
+                                                       index_dir=index_dir)
+    if one["methods"]:
+        best = max(one["methods"], key=lambda m: one["methods"][m]["metrics"]["synthetic_test"]["em"])
+        real["reports"][f"best RL ({best})"] = evaluate_model(Path(one["methods"][best]["checkpoint"]), real_cfg,
+                                                              real_sets, ["agent"], index_dir=index_dir)
+    real["wall_seconds"] = round(time.perf_counter() - start, 1)
+    return real
 
 
 if __name__ == "__main__":

@@ -214,18 +214,25 @@ def test_micro_paper_table_from_real_runs(tmp_path):
     assert paper_table.main(["--micro", "--work", str(tmp_path), "--threads", "1", "--real-n", real_n]) == 0
     res = json.loads((tmp_path / "results" / "paper_table.json").read_text())
     md = (tmp_path / "results" / "paper_table.md").read_text()
-    assert set(res["baselines"]) == {"direct", "rag", "agent"} and set(res["methods"]) == {"ppo", "grpo"}
-    for row in list(res["baselines"].values()) + list(res["methods"].values()):
+    one = res["per_seed"]["0"]
+    assert res["seeds"] == [0] and set(one["baselines"]) == {"direct", "rag", "agent"}
+    assert set(one["methods"]) == {"ppo", "grpo"}
+    for row in list(one["baselines"].values()) + list(one["methods"].values()):
         assert row["label"] in md
         assert {d: s["n"] for d, s in row["metrics"].items()} == {"synthetic_test": 4, "synthetic_comparison_ood": 4}
-    for run in res["methods"].values():
+        # the per-question scores behind the intervals agree with the EM of the same evaluation
+        for ds, scores in row["em_per_question"].items():
+            assert len(scores) == 4 and 100 * sum(scores) / 4 == row["metrics"][ds]["em"]
+    for run in one["methods"].values():
         assert run["iterations"] == 1 and Path(run["checkpoint"]).exists()  # a real training run
         assert (Path(run["checkpoint"]).parents[1] / "metrics.jsonl").exists()
+    assert "## Which differences the intervals support" in md and "| GRPO - Agent, SFT warm start" in md
     assert len(res["config_hash"]) == 12 and res["wall_seconds"] > 0
-    assert (Path(res["warm_start"]) / "config.json").exists()
-    ood = [json.loads(line) for line in (tmp_path / "ood" / "comparison_test.jsonl").read_text().splitlines()]
+    assert (REPO / one["warm_start"] if not Path(one["warm_start"]).is_absolute()
+            else Path(one["warm_start"])).joinpath("config.json").exists()
+    ood = [json.loads(line) for line in (tmp_path / "seed0" / "ood" / "comparison_test.jsonl").read_text().splitlines()]
     assert ood and all(q["type"] == "comparison" for q in ood)
-    train = (tmp_path / "data" / "train.jsonl").read_text()
+    train = (tmp_path / "seed0" / "data" / "train.jsonl").read_text()
     assert '"comparison"' not in train  # never trained on
     if SHARED_DATA.exists():
         assert set(res["real"]["reports"]["SFT warm start"]["results"]["rag"]) == {"hotpotqa", "2wiki", "musique",

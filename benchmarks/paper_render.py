@@ -1,0 +1,131 @@
+"""Markdown for benchmarks/paper_table.py: the paper's Tables 3 and 4 at CPU scale, with intervals.
+
+Every cell is the mean EM over seeds and questions with its 95% two-level bootstrap interval
+(agent_r1/evaluation/stats.py); the differences table bootstraps each comparison paired (same seeds,
+same questions) and says whether its interval excludes 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_r1.evaluation.harness import format_table
+from agent_r1.evaluation.stats import mean_ci, paired_difference_ci
+
+ALGORITHMS = ("ppo", "grpo", "reinforce_pp", "reinforce_pp_baseline", "rloo")
+# (ablation, the full method it removes something from), as in the paper's Table 4
+ABLATIONS = (("ppo_adv_mask_off", "ppo"), ("ppo_masks_off", "ppo"), ("ppo_loss_mask_off", "ppo"),
+             ("grpo_loss_mask_off", "grpo"), ("ppo_process_on", "ppo"), ("ppo_process_off", "ppo_process_on"))
+
+
+def per_seed_em(res: dict[str, Any], kind: str, name: str, ds: str) -> list[list[float]] | None:
+    """EM (0/100) per question, one row per seed that has run it (a table saved mid-run has fewer);
+    None when none has."""
+    rows = []
+    for seed in res["seeds"]:
+        row = res["per_seed"].get(str(seed), {}).get(kind, {}).get(name)
+        if row is not None and ds in row.get("em_per_question", {}):
+            rows.append([100.0 * x for x in row["em_per_question"][ds]])
+    return rows or None
+
+
+def rows_of(res: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(kind, name, label) for every baseline and method, in table order."""
+    first = res["per_seed"][str(res["seeds"][0])]
+    return ([("baselines", n, r["label"]) for n, r in first["baselines"].items()]
+            + [("methods", n, r["label"]) for n, r in first["methods"].items()])
+
+
+def ci_cell(res: dict[str, Any], kind: str, name: str, ds: str) -> str:
+    rows = per_seed_em(res, kind, name, ds)
+    if not rows:
+        return "-"
+    partial = f" ({len(rows)} of {len(res['seeds'])} seeds)" if len(rows) < len(res["seeds"]) else ""
+    return str(mean_ci(rows)) + partial
+
+
+def diff_line(res: dict[str, Any], ds: str, a: tuple[str, str], b: tuple[str, str], labels: dict[str, str]) -> str | None:
+    ra, rb = per_seed_em(res, *a, ds), per_seed_em(res, *b, ds)
+    if ra is None or rb is None or len(ra) != len(rb):
+        return None
+    d = paired_difference_ci(ra, rb)
+    verdict = ("yes: " + (labels[a[1]] if d.mean > 0 else labels[b[1]]) + " higher") if d.excludes_zero() else "no"
+    return f"| {labels[a[1]]} - {labels[b[1]]} | {d} | {verdict} |"
+
+
+def comparisons(res: dict[str, Any]) -> list[tuple[tuple[str, str], tuple[str, str]]]:
+    methods = set(res["per_seed"][str(res["seeds"][0])]["methods"])
+    algos = [m for m in ALGORITHMS if m in methods]
+    pairs = [(("methods", m), ("baselines", "agent")) for m in algos]
+    pairs += [(("methods", a), ("methods", b)) for i, a in enumerate(algos) for b in algos[i + 1:]]
+    pairs += [(("methods", x), ("methods", full)) for x, full in ABLATIONS if x in methods and full in methods]
+    return pairs
+
+
+def header(res: dict[str, Any]) -> list[str]:
+    b = res["budget"]
+    ds_names = list(res["datasets"])
+    seeds = res["seeds"]
+    return [
+        "# Paper table at CPU scale (synthetic multi-hop world)",
+        "",
+        f"Command: `{res['command']}`  ",
+        f"Config hash: `{res['config_hash']}`; total wall time {res['wall_seconds'] / 60:.1f} min on "
+        f"{res['machine']['cpus']} CPU threads (load average {res.get('load', '?')}); model "
+        f"{res['model_params'] / 1e6:.2f}M parameters; greedy decoding.  ",
+        f"Seeds {', '.join(map(str, seeds))}: each seed is its own world (people, names), its own SFT warm start "
+        f"({b['sft_steps']} steps, guess fraction {b['guess_fraction']}) and its own RL runs. RL budget per method "
+        f"and seed: {b['iterations']} iterations x {b['prompts_per_iter']} prompts x {b['n_samples']} samples.  ",
+        f"Datasets: `{ds_names[0]}` = in-domain ({res['datasets'][ds_names[0]]} held-out questions per seed), "
+        + ", ".join(f"`{d}` = out-of-domain ({res['datasets'][d]} per seed)" for d in ds_names[1:]) + ".",
+        "",
+        f"Cells: mean EM (%) over {len(seeds)} seed(s) x questions, with the 95% interval of a bootstrap over "
+        "seeds and then questions. F1 and substring EM are in the JSON, never blended.",
+        "",
+    ]
+
+
+def render_markdown(res: dict[str, Any]) -> str:
+    ds_names = list(res["datasets"])
+    labels = {name: label for _, name, label in rows_of(res)}
+    lines = header(res)
+    lines += ["## Table 3: baselines and algorithms", "",
+              "| method | " + " | ".join(f"EM {d}" for d in ds_names) + " |",
+              "|---|" + "---|" * len(ds_names)]
+    ablations = {x for x, _ in ABLATIONS}
+    for kind, name, label in rows_of(res):
+        if name not in ablations:
+            lines.append(f"| {label} | " + " | ".join(ci_cell(res, kind, name, d) for d in ds_names) + " |")
+    abl_rows = [(k, n, lab) for k, n, lab in rows_of(res) if n in ablations or n in ("ppo", "grpo")]
+    if any(n in ablations for _, n, _ in abl_rows):
+        lines += ["", "## Table 4: ablations", "", "| method | " + " | ".join(f"EM {d}" for d in ds_names) + " |",
+                  "|---|" + "---|" * len(ds_names)]
+        lines += [f"| {lab} | " + " | ".join(ci_cell(res, k, n, d) for d in ds_names) + " |" for k, n, lab in abl_rows]
+    diffs = [line for a, b in comparisons(res) if (line := diff_line(res, ds_names[0], a, b, labels))]
+    if diffs:
+        lines += ["", f"## Which differences the intervals support ({ds_names[0]}, paired bootstrap)", "",
+                  "| difference (EM points) | mean [95% interval] | interval excludes 0? |", "|---|---|---|"] + diffs
+    lines += real_section(res) + ["", "## Detail per seed", ""]
+    for seed in res["seeds"]:
+        one = res["per_seed"].get(str(seed))
+        if one is None:
+            continue
+        detail = {"results": {r["label"]: r["metrics"] for r in list(one["baselines"].values())
+                              + list(one["methods"].values())}}
+        lines += [f"### seed {seed}", "", format_table(detail).replace("| mode |", "| method |", 1), ""]
+    return "\n".join(lines)
+
+
+def real_section(res: dict[str, Any]) -> list[str]:
+    real = res.get("real")
+    if not real:
+        return []
+    lines = ["", "## Shared real data (seed 0's models; tiny local model, so near-zero scores are expected)", "",
+             f"Index: HotpotQA dev-distractor 400 corpus ({real['num_docs']} paragraphs, tantivy); 2Wiki, MuSiQue "
+             f"and Bamboogle are searched over that same corpus (out-of-domain). First {real['n']} questions "
+             "of each file.", ""]
+    first = format_table(next(iter(real["reports"].values()))).splitlines()
+    lines += ["| model " + first[0], "|---" + first[1]]
+    for model_name, report in real["reports"].items():
+        lines += [f"| {model_name} " + line for line in format_table(report).splitlines()[2:]]
+    return lines
