@@ -1,5 +1,6 @@
 """The in-process RL trainer: rollout -> rewards -> reference/old log-probs -> advantages ->
-PPO epochs over mini-batches -> metrics, with atomic checkpoints and exact resume.
+PPO epochs over mini-batches -> metrics, with atomic checkpoints and exact resume. The loop over
+iterations (`fit_loop`) lives in training/fit.py.
 
 This is the reference implementation; the Ray layer distributes the same steps.
 """
@@ -8,11 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import math
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 
@@ -37,6 +37,7 @@ from agent_r1.tools.runner import tool_metrics
 from agent_r1.training import checkpoint as ckpt
 from agent_r1.training.compute import Compute, place_frozen, place_policy
 from agent_r1.training.distributed import LocalGroup
+from agent_r1.training.fit import TrainingBackend, fit_loop, log_finite, rollout_seed  # noqa: F401  (re-exported)
 from agent_r1.training.metrics_log import MetricsSink
 from agent_r1.training.policy import ValueModel, token_logprobs
 from agent_r1.training.sampler import PromptSampler
@@ -350,49 +351,3 @@ class RLTrainer:
 
     def _log(self, step: int, metrics: dict[str, float]) -> None:
         log_finite(self.sink, step, metrics)
-
-
-def log_finite(sink: MetricsSink | None, step: int, metrics: dict[str, float]) -> None:
-    if sink is not None and metrics:
-        sink.log(step, {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and math.isfinite(v)})
-
-
-def rollout_seed(seed: int, iteration: int, shard: int = 0) -> int:
-    """The rollout seed of one shard of one iteration. Shard 0 is the whole batch of the
-    in-process trainer, so one Ray worker reproduces it exactly; other shards are offset far
-    enough that no (iteration, shard) pair shares a seed with another."""
-    return seed * 1_000_003 + iteration + shard * 100_000_007
-
-
-class TrainingBackend(Protocol):
-    """What `fit_loop` drives: `RLTrainer` in-process, or `RayTrainer` over Ray actors."""
-
-    cfg: ExperimentConfig
-    iteration: int
-    eval_samples: list[dict[str, Any]]
-
-    def train_step(self) -> dict[str, float]: ...
-    def evaluate(self, greedy: bool = True) -> dict[str, float]: ...
-    def save(self) -> Path: ...
-    def _log(self, step: int, metrics: dict[str, float]) -> None: ...
-
-
-def fit_loop(trainer: TrainingBackend, on_iteration: Any = None) -> dict[str, float]:
-    """Iterations with evaluation, logging and checkpoints on schedule; returns the final metrics."""
-    t = trainer.cfg.train
-    final: dict[str, float] = {}
-    if trainer.iteration == 0 and trainer.eval_samples:
-        trainer._log(0, {f"eval/{k}": v for k, v in trainer.evaluate().items()})
-    while trainer.iteration < t.iterations:
-        metrics = trainer.train_step()
-        if t.eval_every and trainer.iteration % t.eval_every == 0 and trainer.iteration < t.iterations:
-            metrics.update({f"eval/{k}": v for k, v in trainer.evaluate().items()})
-        if trainer.iteration == t.iterations:
-            metrics.update({f"eval/{k}": v for k, v in trainer.evaluate().items()})
-            final = metrics
-        trainer._log(trainer.iteration, metrics)
-        if on_iteration is not None:
-            on_iteration(trainer.iteration, metrics)
-        if trainer.iteration % t.checkpoint_every == 0 or trainer.iteration == t.iterations:
-            trainer.save()
-    return final

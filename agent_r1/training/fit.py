@@ -1,0 +1,62 @@
+"""The training loop over any backend, and two helpers it and the Ray layer share.
+
+`fit_loop` drives a `TrainingBackend` (the in-process `RLTrainer` or the Ray `RayTrainer`):
+iterations with evaluation, logging and checkpoints on schedule. Kept apart from the trainer so
+the trainer holds only the iteration's arithmetic; `agent_r1.training.trainer` re-exports these
+names, so `from agent_r1.training.trainer import fit_loop` keeps working.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Protocol
+
+from agent_r1.config import ExperimentConfig
+from agent_r1.training.metrics_log import MetricsSink
+
+
+def log_finite(sink: MetricsSink | None, step: int, metrics: dict[str, float]) -> None:
+    if sink is not None and metrics:
+        sink.log(step, {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and math.isfinite(v)})
+
+
+def rollout_seed(seed: int, iteration: int, shard: int = 0) -> int:
+    """The rollout seed of one shard of one iteration. Shard 0 is the whole batch of the
+    in-process trainer, so one Ray worker reproduces it exactly; other shards are offset far
+    enough that no (iteration, shard) pair shares a seed with another."""
+    return seed * 1_000_003 + iteration + shard * 100_000_007
+
+
+class TrainingBackend(Protocol):
+    """What `fit_loop` drives: `RLTrainer` in-process, or `RayTrainer` over Ray actors."""
+
+    cfg: ExperimentConfig
+    iteration: int
+    eval_samples: list[dict[str, Any]]
+
+    def train_step(self) -> dict[str, float]: ...
+    def evaluate(self, greedy: bool = True) -> dict[str, float]: ...
+    def save(self) -> Path: ...
+    def _log(self, step: int, metrics: dict[str, float]) -> None: ...
+
+
+def fit_loop(trainer: TrainingBackend, on_iteration: Any = None) -> dict[str, float]:
+    """Iterations with evaluation, logging and checkpoints on schedule; returns the final metrics."""
+    t = trainer.cfg.train
+    final: dict[str, float] = {}
+    if trainer.iteration == 0 and trainer.eval_samples:
+        trainer._log(0, {f"eval/{k}": v for k, v in trainer.evaluate().items()})
+    while trainer.iteration < t.iterations:
+        metrics = trainer.train_step()
+        if t.eval_every and trainer.iteration % t.eval_every == 0 and trainer.iteration < t.iterations:
+            metrics.update({f"eval/{k}": v for k, v in trainer.evaluate().items()})
+        if trainer.iteration == t.iterations:
+            metrics.update({f"eval/{k}": v for k, v in trainer.evaluate().items()})
+            final = metrics
+        trainer._log(trainer.iteration, metrics)
+        if on_iteration is not None:
+            on_iteration(trainer.iteration, metrics)
+        if trainer.iteration % t.checkpoint_every == 0 or trainer.iteration == t.iterations:
+            trainer.save()
+    return final
