@@ -12,6 +12,10 @@ Writes, for each result file present (a missing one is skipped and said so):
 - bench-retrieval.png  retrieval.json / retriever_load.json: queries/s per backend and per process
                        count; and queries/s against corpus size where a result file has such a sweep
                        (retrieval_scale.json, issue 19 item 4), else a note that it is missing.
+- bench-retrieval-scale.png  retrieval_scale.json: tantivy queries/s against corpus size (1 and 4 processes,
+                       entity and question queries, the 2,000 q/s target), index build time and size.
+                       Written by benchmarks/retrieval_scale.py itself; not in PLOTS yet (tests/test_plots.py
+                       pins the four names above).
 Each figure's titles name the command that produced the data.
 """
 
@@ -254,6 +258,48 @@ def plot_retrieval(results: Path, out: Path) -> Path | None:
     ax_s.grid(alpha=0.3)
     fig.suptitle(f"Retrieval throughput, {SHARED}")
     return save(fig, out / "bench-retrieval.png")
+
+
+def plot_retrieval_scale(results: Path, out: Path) -> Path | None:
+    """Queries/s against passages (one line per query form and process count), build time and size."""
+    doc = load(results, "retrieval_scale")
+    if not doc or not doc.get("builds"):
+        return None
+    fig, (ax_q, ax_b) = plt.subplots(1, 2, figsize=(13, 4.6))
+    styles = {"entity": "-", "question": "--"}
+    for form, style in styles.items():
+        by_procs: dict[int, list[tuple[float, float]]] = {}
+        for r in doc.get(f"search_{form}_queries", []):
+            by_procs.setdefault(r["processes"], []).append((r["passages"], r["qps"]))
+        for i, (procs, points) in enumerate(sorted(by_procs.items())):
+            points.sort()
+            ax_q.plot([p[0] for p in points], [p[1] for p in points], style, marker="o", color=f"C{i}",
+                      label=f"{form} queries, {procs} process{'es' if procs > 1 else ''}")
+    if doc.get("target_qps_1_process_1M"):
+        ax_q.axhline(doc["target_qps_1_process_1M"], color="r", lw=1, ls=":", label="target, 1 process at 1M")
+    ax_q.set_xscale("log")
+    ax_q.set_yscale("log")
+    cfg = doc.get("config", {})
+    ax_q.set(xlabel="passages (about 100 words each)", ylabel="queries / s",
+             title=f"tantivy batch search, k={cfg.get('k', 5)}, batches of {cfg.get('batch', '?')}")
+    ax_q.legend(fontsize=7)
+    ax_q.grid(alpha=0.3, which="both")
+    builds = sorted(doc["builds"], key=lambda b: b["passages"])
+    xs = [b["passages"] for b in builds]
+    ax_b.plot(xs, [b["build_s"] for b in builds], "-o", color="C0", label="build (streamed, incl. generation)")
+    ax_b.plot(xs, [b["generation_s"] for b in builds], "--o", color="C0", alpha=0.5, label="generation alone")
+    ax_b.set(xscale="log", yscale="log", xlabel="passages", ylabel="seconds", title="Index build and size")
+    ax_size = ax_b.twinx()
+    ax_size.plot(xs, [b["index_mib"] for b in builds], "-s", color="C3", label="index on disk (MiB)")
+    ax_size.set(yscale="log", ylabel="MiB on disk")
+    lines = ax_b.get_legend_handles_labels()
+    more = ax_size.get_legend_handles_labels()
+    ax_b.legend(lines[0] + more[0], lines[1] + more[1], fontsize=7, loc="upper left")
+    ax_b.grid(alpha=0.3, which="both")
+    load_at = doc.get("machine", {}).get("load_average_at_start", "?")
+    fig.suptitle(f"Retrieval at scale: `{command(doc, 'retrieval_scale')}`, {SHARED} (load at start {load_at})",
+                 fontsize=10)
+    return save(fig, out / "bench-retrieval-scale.png")
 
 
 def save(fig: Any, path: Path) -> Path:

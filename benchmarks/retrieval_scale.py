@@ -1,0 +1,367 @@
+"""Retrieval at Wikipedia scale (issue 19 item 4): tantivy over up to 1M generated passages.
+
+For each corpus size (default 10k, 100k, 1M passages of about 100 words, benchmarks/scale_passages.py):
+- index build: the passages streamed from their generator into the project's tantivy backend
+  (TantivyRetriever.index, one writer thread, 128 MiB heap), wall time and on-disk size; the
+  generation alone is timed in a separate pass, since the build time includes it;
+- recall@5 of the gold title for a sample of queries (an entity name hits its titled passage);
+- batch search throughput at k=5 from 1 and 4 processes (each opens the index itself, batches of 64
+  queries for a fixed time), p50/p99 latency of one-query calls and of batches.
+Two query forms: `entity` (the name, as the synthetic world's search plans write them) and
+`question` ("Where was NAME born?": frequent words, so long posting lists).
+Then the Elasticsearch backend's bulk indexing rate for 10k passages against noida-db, the
+ES-API-compatible server the tests use (not a real Elasticsearch).
+
+Writes benchmarks/results/retrieval_scale.json (machine, load average before/after each phase, commit,
+config) and docs/img/bench-retrieval-scale.png. Work files go to benchmarks/.work/retrieval_scale/;
+indexes are deleted at the end unless --keep.
+
+    .venv/bin/python benchmarks/retrieval_scale.py                        # 10k, 100k, 1M (~10 min)
+    .venv/bin/python benchmarks/retrieval_scale.py --passages 10000 100000 --seconds 5 --skip-es
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import platform
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+for path in (ROOT, ROOT / "benchmarks"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+from scale_passages import PassageConfig, iter_passages, passage_name, sample_indices  # noqa: E402
+from scale_profile import profile  # noqa: E402
+
+from agent_r1.retrieval.base import RetrievalConfig, open_index, open_retriever, write_manifest  # noqa: E402
+
+RESULT = ROOT / "benchmarks" / "results" / "retrieval_scale.json"
+WORK = ROOT / "benchmarks" / ".work" / "retrieval_scale"
+PLOT = ROOT / "docs" / "img" / "bench-retrieval-scale.png"
+TARGET_QPS = 2000.0  # issue 19: >= 2,000 queries/s at 1M passages from one process
+ES_LABEL = "ES-API-compatible test server (noida-db), not a real Elasticsearch"
+QUERY_FORMS = ("entity", "question")
+
+
+@dataclass
+class ScaleConfig:
+    """What to measure. `seconds` is the length of each throughput run (per process count and form)."""
+
+    passages: list[int] = field(default_factory=lambda: [10_000, 100_000, 1_000_000])
+    seed: int = 0
+    k: int = 5
+    queries: int = 5_000           # sampled passages whose names are the queries
+    batch: int = 64                # queries per search() call, as a rollout turn sends them
+    processes: list[int] = field(default_factory=lambda: [1, 4])
+    seconds: float = 10.0
+    latency_queries: int = 2_000   # one-query calls timed for p50/p99
+    es_passages: int = 10_000      # 0: skip the Elasticsearch section
+    work: Path = WORK
+    keep: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("k", "queries", "batch", "latency_queries"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if not self.passages or min(self.passages) < 1:
+            raise ValueError(f"--passages needs one or more positive sizes, got {self.passages}")
+        if not self.processes or min(self.processes) < 1:
+            raise ValueError(f"--processes needs one or more positive counts, got {self.processes}")
+
+
+def load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def machine() -> dict[str, Any]:
+    cpu = platform.processor()
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
+            "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+            "tantivy": version("tantivy"), "commit": commit, "load_average_at_start": load(),
+            "note": "2 cores shared with other benchmark jobs: see load_before/load_after of each phase"}
+
+
+def dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def queries_for(passages: int, config: ScaleConfig, form: str) -> tuple[list[str], list[str]]:
+    """(queries, gold titles) for the sampled passages, in the given form."""
+    names = [passage_name(i, config.seed) for i in sample_indices(passages, config.queries, config.seed)]
+    if form == "entity":
+        return names, names
+    if form == "question":
+        return [f"Where was {n} born?" for n in names], names
+    raise ValueError(f"unknown query form {form!r}; use one of {QUERY_FORMS}")
+
+
+def build_index(passages: int, config: ScaleConfig) -> tuple[Path, dict[str, Any]]:
+    """Streams the passages into a fresh tantivy index under the work folder; returns (dir, figures)."""
+    pconf = PassageConfig(passages, config.seed)
+    row: dict[str, Any] = {"passages": passages, "load_before": load()}
+    t0, words = time.perf_counter(), 0
+    for doc in iter_passages(pconf):  # generation alone, to tell it apart from indexing
+        words += doc.text.count(" ") + 1
+    row["generation_s"] = round(time.perf_counter() - t0, 2)
+    row["words_per_passage_mean"] = round(words / passages, 1)
+    index_dir = config.work / f"tantivy-{passages}"
+    shutil.rmtree(index_dir, ignore_errors=True)
+    rconf = RetrievalConfig(backend="tantivy", index_dir=index_dir)
+    t0 = time.perf_counter()
+    retriever = open_retriever(rconf)
+    n = retriever.index(iter_passages(pconf))
+    retriever.close()
+    row["build_s"] = round(time.perf_counter() - t0, 2)
+    write_manifest(rconf, {"num_docs": n, "corpus": f"benchmarks/scale_passages.py seed {config.seed}"})
+    row.update(indexed=n, build_includes_generation=True,
+               build_minus_generation_s=round(row["build_s"] - row["generation_s"], 2),
+               passages_per_s=round(n / row["build_s"], 1), index_bytes=dir_bytes(index_dir / "tantivy"),
+               segments=len(list((index_dir / "tantivy").glob("*.store"))), load_after=load())
+    row["index_mib"] = round(row["index_bytes"] / 2**20, 1)
+    return index_dir, row
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
+_BARRIER: Any = None  # set in each pool worker by _init_worker: all start searching together
+
+
+def _init_worker(barrier: Any) -> None:
+    global _BARRIER
+    _BARRIER = barrier
+
+
+def search_worker(index_dir: str, queries: list[str], k: int, batch: int, offset: int, seconds: float) -> dict[str, Any]:
+    """One searching process: opens the index itself, warms up, waits for the others (in a pool), then
+    sends batches of `batch` queries for `seconds`."""
+    retriever = open_index(index_dir)
+    retriever.search(queries[:batch], k)  # warm: open the searcher, touch the files
+    if _BARRIER is not None:
+        _BARRIER.wait()
+    latencies, done = [], 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        part = [queries[(offset + i) % len(queries)] for i in range(batch)]
+        offset = (offset + batch) % len(queries)
+        t0 = time.perf_counter()
+        results = retriever.search(part, k)
+        latencies.append(time.perf_counter() - t0)
+        if len(results) != len(part):
+            raise RuntimeError(f"search returned {len(results)} result lists for {len(part)} queries")
+        done += len(part)
+    elapsed = time.perf_counter() - start
+    retriever.close()
+    return {"queries": done, "elapsed_s": elapsed, "batch_latencies": latencies}
+
+
+def throughput(index_dir: Path, queries: list[str], processes: int, config: ScaleConfig) -> dict[str, Any]:
+    """Queries/s of `processes` processes searching one index together for config.seconds. One process
+    searches in this process; more are spawned (fresh interpreters, as separate rollout workers)."""
+    before = load()
+    args = [(str(index_dir), queries, config.k, config.batch, w * len(queries) // processes, config.seconds)
+            for w in range(processes)]
+    if processes == 1:
+        parts = [search_worker(*args[0])]
+    else:
+        ctx = mp.get_context("spawn")
+        with ctx.Pool(processes, initializer=_init_worker, initargs=(ctx.Barrier(processes),)) as pool:
+            jobs = [pool.apply_async(search_worker, a) for a in args]
+            parts = [j.get(timeout=config.seconds + 600) for j in jobs]
+    batches = [x for p in parts for x in p["batch_latencies"]]
+    done = sum(p["queries"] for p in parts)
+    wall = max(p["elapsed_s"] for p in parts)  # all started together at the barrier
+    return {"processes": processes, "queries": done, "seconds": round(wall, 3), "batch": config.batch,
+            "qps": round(done / wall, 1),
+            "qps_per_process": [round(p["queries"] / p["elapsed_s"], 1) for p in parts],
+            "batch_latency_ms": {"p50": round(1000 * pct(batches, 0.5), 3), "p99": round(1000 * pct(batches, 0.99), 3)},
+            "load_before": before, "load_after": load()}
+
+
+def single_query_latency(index_dir: Path, queries: list[str], gold: list[str], config: ScaleConfig) -> dict[str, Any]:
+    """Recall@k of the gold titles over all queries, and p50/p99 of one-query search() calls."""
+    retriever = open_index(index_dir)
+    before = load()
+    results = retriever.search(queries, config.k)
+    recall = sum(g in [h.title for h in hits] for g, hits in zip(gold, results)) / len(gold)
+    top1 = sum(bool(hits) and hits[0].title == g for g, hits in zip(gold, results)) / len(gold)
+    times = []
+    for q in queries[:config.latency_queries]:
+        t0 = time.perf_counter()
+        retriever.search([q], config.k)
+        times.append(time.perf_counter() - t0)
+    retriever.close()
+    return {f"recall@{config.k}": round(recall, 4), "top1": round(top1, 4), "n_queries": len(queries),
+            "latency_ms": {"p50": round(1000 * pct(times, 0.5), 3), "p99": round(1000 * pct(times, 0.99), 3),
+                           "mean": round(1000 * statistics.mean(times), 3), "calls": len(times)},
+            "load_before": before, "load_after": load()}
+
+
+def start_noida(data_dir: Path) -> tuple[subprocess.Popen, str]:
+    """noida-db on a free 127.0.0.1 port in its own session (stopped by stop_noida, by its pid)."""
+    from importlib.resources import files
+
+    binary = str(files("noida_db").joinpath("noida-db"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with open(data_dir / "noida.log", "wb") as log:
+        proc = subprocess.Popen([binary, "start", "--data-dir", str(data_dir), "--host", "127.0.0.1",
+                                 "--only", "elasticsearch", "--elasticsearch-port", str(port)],
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            urllib.request.urlopen(url, timeout=1).close()
+            return proc, url
+        except OSError:
+            time.sleep(0.1)
+    stop_noida(proc)
+    raise RuntimeError(f"noida-db did not answer at {url}; see {data_dir / 'noida.log'}")
+
+
+def stop_noida(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+def es_bulk(config: ScaleConfig) -> dict[str, Any]:
+    """Bulk indexing rate of the Elasticsearch backend (chunks of bulk_chunk_size, then a refresh)."""
+    docs = list(iter_passages(PassageConfig(config.es_passages, config.seed)))  # generated before the clock
+    data_dir = config.work / "noida"
+    shutil.rmtree(data_dir, ignore_errors=True)
+    proc, url = start_noida(data_dir)
+    try:
+        rconf = RetrievalConfig(backend="elasticsearch", url=url, index_name="bench-scale", request_timeout_s=600)
+        retriever = open_retriever(rconf)
+        before = load()
+        t0 = time.perf_counter()
+        n = retriever.index(docs)
+        seconds = time.perf_counter() - t0
+        after = load()
+        counted = retriever.count()
+        retriever.close()
+    finally:
+        stop_noida(proc)
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return {"server": ES_LABEL, "noida_db": version("noida-db"), "elasticsearch_client": version("elasticsearch"),
+            "passages": n, "count_after_refresh": counted, "bulk_chunk_size": rconf.bulk_chunk_size,
+            "index_s": round(seconds, 2), "docs_per_s": round(n / seconds, 1),
+            "includes": "create index, bulk requests, refresh (passages generated beforehand)",
+            "load_before": before, "load_after": after}
+
+
+def run(config: ScaleConfig, out: Path | None = RESULT, plot: Path | None = PLOT,
+        command: str = "python benchmarks/retrieval_scale.py") -> dict[str, Any]:
+    """Every phase for every size; writes the JSON (and the plot) when paths are given."""
+    config.work.mkdir(parents=True, exist_ok=True)
+    report: dict[str, Any] = {
+        "command": command,
+        "machine": machine(), "config": {**asdict(config), "work": str(config.work)},
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "target_qps_1_process_1M": TARGET_QPS,
+        "builds": [], **{f"search_{form}_queries": [] for form in QUERY_FORMS}, "quality": []}
+    for passages in sorted(config.passages):
+        index_dir, row = build_index(passages, config)
+        report["builds"].append(row)
+        print("build", json.dumps(row), flush=True)
+        for form in QUERY_FORMS:
+            queries, gold = queries_for(passages, config, form)
+            quality = {"passages": passages, "form": form, **single_query_latency(index_dir, queries, gold, config)}
+            report["quality"].append(quality)
+            print("quality", json.dumps(quality), flush=True)
+            for processes in config.processes:
+                res = {"passages": passages, "form": form, **throughput(index_dir, queries, processes, config)}
+                report[f"search_{form}_queries"].append(res)
+                print("search", json.dumps(res), flush=True)
+        if passages == max(config.passages):
+            before = load()
+            forms = {form: queries_for(passages, config, form) for form in QUERY_FORMS}
+            report["profile_at_largest"] = {"passages": passages, **profile(index_dir, forms, config.k),
+                                            "load_before": before, "load_after": load()}
+            print("profile", json.dumps(report["profile_at_largest"]), flush=True)
+        if not config.keep:
+            shutil.rmtree(index_dir, ignore_errors=True)
+    report["target_met"] = target_check(report)
+    if config.es_passages:
+        report["elasticsearch_bulk"] = es_bulk(config)
+        print("elasticsearch", json.dumps(report["elasticsearch_bulk"]), flush=True)
+    report["machine"]["load_average_at_end"] = load()
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {out}")
+    if plot is not None and out is not None:
+        from plots import plot_retrieval_scale
+
+        plot.parent.mkdir(parents=True, exist_ok=True)
+        print(f"wrote {plot_retrieval_scale(out.parent, plot.parent)}")
+    return report
+
+
+def target_check(report: dict[str, Any]) -> dict[str, Any]:
+    """Whether 1 process reaches TARGET_QPS at the largest size measured, per query form."""
+    largest = max(b["passages"] for b in report["builds"])
+    out: dict[str, Any] = {"passages": largest, "at_1M": largest >= 1_000_000}
+    for form in QUERY_FORMS:
+        one = [r["qps"] for r in report[f"search_{form}_queries"] if r["passages"] == largest and r["processes"] == 1]
+        out[form] = {"qps": one[0], "met": one[0] >= TARGET_QPS} if one else None
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--passages", type=int, nargs="+", default=[10_000, 100_000, 1_000_000], help="corpus sizes")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--queries", type=int, default=5_000, help="sampled passages whose names are the queries")
+    ap.add_argument("--batch", type=int, default=64, help="queries per search() call")
+    ap.add_argument("--processes", type=int, nargs="+", default=[1, 4], help="searching process counts")
+    ap.add_argument("--seconds", type=float, default=10.0, help="length of each throughput run")
+    ap.add_argument("--latency-queries", type=int, default=2_000, help="one-query calls timed for p50/p99")
+    ap.add_argument("--es-passages", type=int, default=10_000, help="Elasticsearch bulk section size (0 skips)")
+    ap.add_argument("--skip-es", action="store_true", help="same as --es-passages 0")
+    ap.add_argument("--keep", action="store_true", help=f"keep the indexes under {WORK.relative_to(ROOT)}")
+    ap.add_argument("--out", type=Path, default=RESULT)
+    args = ap.parse_args(argv)
+    config = ScaleConfig(passages=args.passages, seed=args.seed, k=5, queries=args.queries, batch=args.batch,
+                         processes=args.processes, seconds=args.seconds, latency_queries=args.latency_queries,
+                         es_passages=0 if args.skip_es else args.es_passages, keep=args.keep)
+    run(config, args.out, PLOT if args.out == RESULT else None,
+        " ".join(["python benchmarks/retrieval_scale.py", *(argv if argv is not None else sys.argv[1:])]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
