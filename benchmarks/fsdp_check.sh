@@ -8,6 +8,10 @@
 # One GPU still checks the FSDP wrapping, the summed reduce-scatter and the sharded clip (world 1);
 # two GPUs check the sharding across ranks. On CPU the same arithmetic runs over gloo in
 # tests/test_ddp.py::test_fsdp_shards_equal_one_learner_over_gloo.
+# With 3 GPUs or more it then checks FSDP on Ray learner actors (ray.num_learners 2, NCCL, a GPU
+# rollout worker): an iteration, a checkpoint, a resumed iteration and an evaluation against one
+# unsharded learner, as tests/test_ddp.py::test_fsdp_learner_actors_equal_one_through_a_resume does
+# over gloo on CPU. Fewer GPUs: that part says it was skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
@@ -43,5 +47,26 @@ for estimator in ("grpo", "gae"):
     failed |= not ok
     print(f"fsdp_check {estimator}: {ranks} rank(s), max |diff| vs one learner {max(diffs):.3g} "
           f"(weights moved {moved:.3g}): {'ok' if ok else 'FAILED'}")
+
+# FSDP on Ray learner actors: 2 learners + 1 rollout worker, a GPU each
+if torch.cuda.device_count() < 3:
+    print(f"fsdp_check ray: skipped, {torch.cuda.device_count()} GPU(s); it needs 3 (2 learners, 1 rollout worker)")
+else:
+    from agent_r1.config import RayConfig  # noqa: E402
+    from agent_r1.runs.assembly import ensure_data, ensure_index  # noqa: E402
+    from agent_r1.training.ray_trainer import init_ray  # noqa: E402
+    from tests.test_ray_trainer import _cfg  # noqa: E402
+
+    root = Path(tempfile.mkdtemp())
+    prep = _cfg(root, "prep")
+    ensure_index(prep, ensure_data(prep))
+    init_ray(RayConfig(num_cpus=3))
+    try:
+        one = T._ray_learners(root, "learners1", 1, finish=True, device="cuda")
+        T.check_fsdp_learner_actors(root, one, device="cuda")
+        print("fsdp_check ray: 2 FSDP learner actors through a checkpoint and a resume equal one learner: ok")
+    except AssertionError as err:
+        failed = True
+        print(f"fsdp_check ray: FAILED: {err!r}")
 sys.exit(1 if failed else 0)
 PY

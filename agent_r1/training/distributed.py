@@ -23,6 +23,8 @@ Design (the simplest thing that is exactly right):
   parameters, gradients and optimiser state split across ranks). FSDP reduce-scatters the
   gradients itself; its divide factor is set to 1 so they are summed like the replicas', and the
   gradient norm is the global one (DTensor). The critic and the reference stay replicas.
+  agent_r1/training/fsdp.py holds the sharding and the whole-policy views (evaluation, weights
+  for the rollout workers, checkpoints) a sharded run needs.
 
 One learner (`LocalGroup`) is the identity on every hook: today's path, call for call.
 """
@@ -34,6 +36,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
+
+from agent_r1.training.fsdp import check_fsdp, is_sharded, shard_policy
 
 ADDITIVE = ("policy_loss", "entropy", "kl", "value_loss")  # shares of the mini-batch value: they add up
 
@@ -199,53 +203,6 @@ def join(trainer: Any, rank: int, world: int, address: str, allow_cpu_fsdp: bool
         shard_policy(trainer)
     trainer.dp = group
     return group
-
-
-def check_fsdp(fsdp: bool, device: torch.device) -> None:
-    if fsdp and device.type != "cuda":
-        raise ValueError(f"train.fsdp=true shards the policy over CUDA devices, but the learner's device is "
-                         f"{device}; set train.fsdp: false (CPU learners are replicas over gloo) or train.device: cuda")
-
-
-def is_sharded(p: torch.Tensor) -> bool:
-    return hasattr(p, "full_tensor")  # a DTensor: an FSDP shard
-
-
-def shard_policy(trainer: Any) -> None:
-    """FSDP2 (`fully_shard`, FULL_SHARD) over each decoder layer, where nearly all the weights are;
-    gradients summed (divide factor 1, as the replicas'); the optimiser and scheduler rebuilt over
-    the sharded (DTensor) parameters. The embeddings, final norm and output head stay replicas:
-    the trainer calls the decoder and the head separately (chunked log-probs), never the root's
-    forward that FSDP would hook, and they are often tied."""
-    from torch.distributed.fsdp import fully_shard
-
-    from agent_r1.training.schedule import make_scheduler
-
-    model, cfg = trainer.model, trainer.cfg
-    layers = list(getattr(model.get_decoder(), "layers", []))
-    if not layers:
-        raise ValueError(f"train.fsdp=true shards the decoder layers, but {type(model).__name__} has no "
-                         "get_decoder().layers; set train.fsdp: false")
-    for layer in layers:
-        fully_shard(layer)
-        layer.set_gradient_divide_factor(1.0)
-        if trainer.compute.device.type != "cuda":  # gloo (the CPU check) has no PREMUL_SUM: a plain SUM
-            layer.set_force_sum_reduction_for_comms(True)
-    trainer.optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.train.lr,
-                                          weight_decay=cfg.train.weight_decay)
-    trainer.scheduler = make_scheduler(trainer.optimizer, cfg.train)
-
-
-def full_state_dict(model: Any) -> dict[str, torch.Tensor]:
-    """The policy's full weights on CPU; with FSDP a collective every rank must enter."""
-    if any(is_sharded(p) for p in model.parameters()):
-        from torch.distributed.checkpoint.state_dict import (
-            StateDictOptions,
-            get_model_state_dict,
-        )
-
-        return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-    return {k: v.detach().cpu() for k, v in model.state_dict().items()}
 
 
 def leave() -> None:

@@ -17,7 +17,9 @@ the only rank that writes to the run folder), ranks 1..N-1 are built from rank 0
 (`Learner.parts`: policy, tokenizer, reference, samples, the checkpoint resumed from), then all
 `join` one torch.distributed group (agent_r1/training/distributed.py) and every `learn` is a
 collective: each rank updates on its share of each mini-batch. Rank 0 alone draws prompts, hands
-out weights, evaluates and saves checkpoints.
+out weights, evaluates and saves checkpoints. With `train.fsdp` (the policy's decoder layers
+sharded over the ranks, agent_r1/training/fsdp.py) `weights`, `evaluate` and `save` are
+collectives too: every rank enters the gathers, and rank 0 alone gets (and writes) the result.
 
 `ray_trainer.py` wraps them with `ray.remote` and coordinates; nothing here imports Ray at the
 top level.
@@ -28,7 +30,8 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -115,11 +118,12 @@ class Learner:
 
         return free_address(ray.util.get_node_ip_address())
 
-    def join(self, rank: int, world: int, address: str) -> int:
-        """Joins the learners' process group as `rank` of `world` (every rank at once)."""
+    def join(self, rank: int, world: int, address: str, allow_cpu_fsdp: bool = False) -> int:
+        """Joins the learners' process group as `rank` of `world` (every rank at once).
+        `allow_cpu_fsdp`: tests only, FSDP over gloo (refused to users on CPU)."""
         from agent_r1.training.distributed import join
 
-        join(self.trainer, rank, world, address)
+        join(self.trainer, rank, world, address, allow_cpu_fsdp=allow_cpu_fsdp)
         return rank
 
     def info(self) -> dict[str, Any]:
@@ -134,8 +138,9 @@ class Learner:
         return self.trainer.tokenizer
 
     def weights(self) -> dict[str, Any]:
-        """The policy's state dict on CPU; put once in the object store, read by every worker."""
-        from agent_r1.training.distributed import full_state_dict
+        """The policy's state dict on CPU; put once in the object store, read by every worker.
+        Sharded (FSDP): a collective, and only rank 0 gets the weights."""
+        from agent_r1.training.fsdp import full_state_dict
 
         return full_state_dict(self.trainer.model)
 
@@ -161,18 +166,39 @@ class Learner:
         return metrics, self.version
 
     def evaluate(self, greedy: bool = True) -> dict[str, float]:
-        return self.trainer.evaluate(greedy=greedy)
+        """Held-out metrics. Sharded (FSDP): every rank gathers the layers, rank 0 evaluates alone
+        (the others return {}): generation's length depends on the samples, so ranks stepping
+        through it together could fall out of step in a collective."""
+        dp = self.trainer.dp
+        if not dp.fsdp:
+            return self.trainer.evaluate(greedy=greedy)
+        from agent_r1.training.fsdp import gathered
+
+        with gathered(self.trainer.model):
+            return self.trainer.evaluate(greedy=greedy) if dp.rank == 0 else {}
 
     def save(self) -> str:
         """A checkpoint of the learned iterations; batches drawn ahead (in flight) are left out: the
-        sampler is saved at the position before the oldest of them, so a resume draws them again."""
+        sampler is saved at the position before the oldest of them, so a resume draws them again.
+        Sharded (FSDP): every rank gathers, rank 0 writes (the others return "")."""
+        with self._sampler_at_oldest_draw():
+            if not self.trainer.dp.fsdp:
+                return str(self.trainer.save())
+            from agent_r1.training.fsdp import save_full_checkpoint
+
+            path = save_full_checkpoint(self.trainer, self.trainer.dp.rank)
+            return str(path) if path is not None else ""
+
+    @contextmanager
+    def _sampler_at_oldest_draw(self) -> Iterator[None]:
         if not self._draws:
-            return str(self.trainer.save())
+            yield
+            return
         sampler = self.trainer.sampler
         now = sampler.state_dict()
         sampler.load_state_dict(self._draws[0])
         try:
-            return str(self.trainer.save())
+            yield
         finally:
             sampler.load_state_dict(now)
 

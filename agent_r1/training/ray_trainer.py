@@ -33,12 +33,11 @@ batches in flight when it is saved are not in it, and a resumed run draws and ro
 prompts again, with the checkpoint's weights (so a resumed asynchronous run is not bit-identical to
 an uninterrupted one; a synchronous run is). k = 0 is today's synchronous loop, call for call.
 
-Data-parallel learners (`ray.num_learners` N > 1): N `Learner` actors, rank 0 built first (it alone
-prepares the run folder), ranks 1..N-1 from its parts; they join one torch.distributed group (gloo
-on CPU, NCCL on CUDA) at an address on rank 0's node. Each iteration's trajectories are put in the
-object store once and every rank learns on them (agent_r1/training/distributed.py: each rank takes
-its share of every mini-batch, gradients are summed, the replicas stay equal). Prompts, weights,
-evaluation and checkpoints come from rank 0. N = 1 is the single learner, call for call.
+Data-parallel learners (`ray.num_learners` N > 1, with `train.fsdp` their policy sharded): the
+learner actors are a `LearnerGroup` (agent_r1/training/ray_learners.py), which knows which calls
+every rank must receive. Each iteration's trajectories are put in the object store once and every
+rank learns on them; prompts, weights, evaluation and checkpoints come from rank 0. N = 1 is the
+single learner, call for call.
 
 The loop (evaluation, logging, checkpoints) is `fit_loop`, shared with the in-process trainer.
 """
@@ -56,9 +55,10 @@ from pathlib import Path
 from typing import Any
 
 from agent_r1.config import ExperimentConfig, RayConfig
-from agent_r1.training.distributed import learner_gpus, num_learners
+from agent_r1.training.distributed import num_learners
 from agent_r1.training.metrics_log import JsonlMetrics, MetricsSink
 from agent_r1.training.ray_actors import max_staleness
+from agent_r1.training.ray_learners import LearnerGroup
 from agent_r1.training.trainer import fit_loop, log_finite
 from agent_r1.trajectory import Trajectory
 
@@ -133,35 +133,24 @@ class RayTrainer:
 
     `after_submit(iteration)`, if given, is called once the iteration's rollout tasks are
     submitted and before they are gathered (tests use it to kill a worker mid-iteration).
+    `allow_cpu_fsdp`: tests only, `train.fsdp` over gloo on CPU (refused to users).
     """
 
     def __init__(self, cfg: ExperimentConfig, assembly: Any, resume: bool = False, sink: MetricsSink | None = None,
-                 after_submit: Callable[[int], None] | None = None):
+                 after_submit: Callable[[int], None] | None = None, allow_cpu_fsdp: bool = False):
         """`assembly`: a `ray_actors.Assembly` (agent_r1/runs/train.py `ASSEMBLY`)."""
         import ray
 
-        from agent_r1.training.ray_actors import Learner, RolloutWorker
+        from agent_r1.training.ray_actors import RolloutWorker
 
         self.cfg, self.sink, self.after_submit = cfg, sink, after_submit
         rc = cfg.ray
         self._owns_ray = init_ray(rc)
-        self.learner = None
-        self.learners: list[Any] = []  # every rank (rank 0 is `self.learner`)
+        self.learners = LearnerGroup(cfg)
         self.workers: list[Any] = []
         try:
-            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-            # the learner is not restarted: its state is the run's; resume from a checkpoint instead.
-            # It stays on the driver's node (soft: elsewhere if that node is full), so the loss of
-            # another node costs only rollout workers, which are restarted
-            here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
-            learner_cls = ray.remote(Learner).options(num_cpus=rc.learner_cpus, num_gpus=learner_gpus(cfg),
-                                                      max_restarts=0, scheduling_strategy=here)
-            self.learner = learner_cls.remote(cfg, assembly, resume)
-            self.learners = [self.learner]
-            info = ray.get(self.learner.info.remote())
-            if num_learners(rc) > 1:
-                self._start_ranks(learner_cls, cfg, assembly, resume)
+            self.learners.start(assembly, resume, allow_cpu_fsdp)
+            info = self.learners.info
             self.iteration: int = info["iteration"]
             self.version: int = info["version"]
             self._snapshot_version = self.version  # the weights every worker is built with
@@ -169,9 +158,9 @@ class RayTrainer:
             self.resumed_from: str | None = info["resumed_from"]
             self._resumed_at = self.iteration
             self._shards_log: JsonlMetrics | None = None
-            # a snapshot of the policy; held here for the trainer's lifetime so that Ray can rebuild
-            # a restarted worker from it (constructor arguments must stay in scope: ray#53727)
-            self._policy_ref = policy = self.learner.policy.remote()
+            # a snapshot of the policy, held by the learner group for the trainer's lifetime so that Ray
+            # can rebuild a restarted worker from it (constructor arguments must stay in scope: ray#53727)
+            policy = self.learners.policy_ref
             threads = max(1, round(rc.cpus_per_worker))
             worker_cls = ray.remote(RolloutWorker).options(
                 num_cpus=rc.cpus_per_worker, num_gpus=rc.gpus_per_worker,
@@ -196,20 +185,9 @@ class RayTrainer:
         self.learn_log: list[dict[str, Any]] = []
         self.last_sampled_by = self.version  # the weights version of the last gathered batch
 
-    def _start_ranks(self, learner_cls: Any, cfg: ExperimentConfig, assembly: Any, resume: bool) -> None:
-        """Ranks 1..N-1 from rank 0's parts, then every rank joins the process group."""
-        import ray
-
-        if cfg.train.fsdp:  # weights/save/evaluate would be collectives on every rank
-            raise NotImplementedError("train.fsdp=true with ray.num_learners > 1 is not wired; set train.fsdp: false")
-        parts = self.learner.parts.remote()
-        self.learners += [learner_cls.remote(cfg, assembly, resume, parts) for _ in range(num_learners(cfg.ray) - 1)]
-        address = ray.get(self.learner.rendezvous.remote(not cfg.ray.address))
-        ray.get([lr.join.remote(rank, len(self.learners), address) for rank, lr in enumerate(self.learners)])
-
     def learner_weights(self) -> list[dict[str, Any]]:
-        """Every rank's policy weights (the replicas should be equal)."""
-        return __import__("ray").get([lr.weights.remote() for lr in self.learners])
+        """Every rank's policy weights (the replicas should be equal); with FSDP, rank 0's full weights."""
+        return self.learners.all_weights()
 
     # --- one iteration ------------------------------------------------------------------------
     def _weights_box(self) -> tuple[int, list[Any]]:
@@ -218,7 +196,7 @@ class RayTrainer:
         if self.version == self._snapshot_version:  # every worker, restarted or not, already has these
             return self.version, [None]
         if ref is None or version != self.version:
-            ref = self.learner.weights.remote()
+            ref = self.learners.weights_ref()
             self._weights = (self.version, ref)
         return self.version, [ref]
 
@@ -296,30 +274,22 @@ class RayTrainer:
     def _next_batch(self) -> list[Trajectory]:
         """This iteration's trajectories. Synchronous: draw, roll out, gather. Asynchronous: top the
         queue up to iterations i..i+k (never past train.iterations), then gather iteration i."""
-        import ray
-
         if self.max_staleness == 0:
-            return self.rollout(ray.get(self.learner.next_prompts.remote()))
+            return self.rollout(self.learners.next_prompts())
         while not self._in_flight or (len(self._in_flight) <= self.max_staleness
                                       and self.iteration + len(self._in_flight) < self.cfg.train.iterations):
-            samples = ray.get(self.learner.next_prompts.remote())
+            samples = self.learners.next_prompts()
             self._in_flight.append(self._submit(samples, self.iteration + len(self._in_flight)))
         return self._gather(self._in_flight.popleft())
 
     def train_step(self) -> dict[str, float]:
         """One iteration. `rollout_s` is the time the driver waited for the batch (all of the rollout
         when synchronous; what the update did not hide when asynchronous)."""
-        import ray
-
         t0 = time.perf_counter()
         trajs = self._next_batch()
         rollout_s = time.perf_counter() - t0
         sampled_by, started = self.last_sampled_by, time.time()
-        if len(self.learners) > 1:  # a collective: every rank learns on the same batch (put once)
-            batch = ray.put(trajs)
-            metrics, self.version = ray.get([lr.learn.remote(batch, rollout_s) for lr in self.learners])[0]
-        else:
-            metrics, self.version = ray.get(self.learner.learn.remote(trajs, rollout_s))
+        metrics, self.version = self.learners.learn(trajs, rollout_s)
         self.learn_log.append({"iteration": self.iteration, "sampled_by": sampled_by, "learned_at": self.version - 1,
                                "started": started, "finished": time.time(), "in_flight": len(self._in_flight)})
         self.iteration += 1
@@ -349,20 +319,14 @@ class RayTrainer:
     @property
     def tokenizer(self) -> Any:
         if self._tokenizer is None:
-            import ray
-
-            self._tokenizer = ray.get(self.learner.tokenizer.remote())
+            self._tokenizer = self.learners.tokenizer()
         return self._tokenizer
 
     def evaluate(self, greedy: bool = True) -> dict[str, float]:
-        import ray
-
-        return ray.get(self.learner.evaluate.remote(greedy))
+        return self.learners.evaluate(greedy)
 
     def save(self) -> Path:
-        import ray
-
-        return Path(ray.get(self.learner.save.remote()))
+        return Path(self.learners.save())
 
     def fit(self, on_iteration: Any = None) -> dict[str, float]:
         return fit_loop(self, on_iteration)
@@ -379,15 +343,10 @@ class RayTrainer:
         """Stops the actors, and Ray itself if this trainer started it."""
         import ray
 
-        learners = self.learners or ([self.learner] if self.learner is not None else [])
-        if learners:
-            try:
-                ray.get([lr.close.remote() for lr in learners], timeout=30)
-            except Exception:  # noqa: BLE001  closing must not hide the error that got us here
-                pass
-        for actor in [*self.workers, *learners]:
+        for actor in self.workers:
             ray.kill(actor)
-        self.workers, self.learners, self.learner, self._policy_ref = [], [], None, None
+        self.workers = []
+        self.learners.close()
         if self._owns_ray:
             ray.shutdown()
             self._owns_ray = False
