@@ -53,6 +53,8 @@ bench: $(STAMP)
 	$(PY) benchmarks/profile_iteration.py
 	$(VENV)/bin/py-spy record -o benchmarks/results/profile_iteration.svg --format flamegraph --rate 50 -- \
 		$(PY) benchmarks/profile_iteration.py --iterations 2 --no-write
+	# 1M passages take ~11 min and would overwrite the committed figures: FULL=1 only
+	$(if $(FULL),$(PY) benchmarks/retrieval_scale.py,@echo "retrieval_scale.py skipped (1M passages, ~11 min): make bench FULL=1")
 	$(PY) benchmarks/plots.py
 
 clean:

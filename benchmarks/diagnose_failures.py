@@ -59,6 +59,12 @@ def queries(tr) -> list[str]:
     return [str(c.get("arguments", {}).get("query", "")) for t in tr.turns for c in t.info.get("calls", [])]
 
 
+def misspelled(tr) -> bool:
+    """A search was made and none of its queries holds the question's (first) name exactly."""
+    qs = queries(tr)
+    return bool(qs) and not any(tr.sample["plan"][0].lower() in q.lower().split() for q in qs)
+
+
 def classify(tr, corpus: dict[str, str]) -> str:
     """The failure class of a wrong episode (see the module docstring)."""
     sample = tr.sample
@@ -68,8 +74,7 @@ def classify(tr, corpus: dict[str, str]) -> str:
     qs = queries(tr)
     if not qs:
         return "no_search"
-    name = sample["plan"][0]
-    if not any(name.lower() in q.lower().split() for q in qs):
+    if misspelled(tr):
         return "misspelled_query"
     found = {t for turn in tr.turns for t in turn.info.get("retrieved_titles", [])}
     supports = set(sample.get("supporting_titles") or [])
@@ -102,7 +107,13 @@ def diagnose(trajs, corpus: dict[str, str]) -> dict:
         by_class[cls].append(tr)
         by_type[tr.sample.get("type", "?")][cls] += 1
     wrong = len(trajs) - right
+    failed = [tr for trs in by_class.values() for tr in trs]
+    searched = [tr for tr in trajs if queries(tr)]
     return {
+        # across classes: a misspelled first search also starts most never-answered episodes
+        "failures_misspelling_any_query": sum(misspelled(tr) for tr in failed),
+        "searched_episodes": len(searched),
+        "searched_episodes_misspelled": sum(misspelled(tr) for tr in searched),
         "n": len(trajs), "em": 100.0 * right / max(len(trajs), 1), "failures": wrong,
         "share_of_failures": {c: round(100.0 * len(by_class[c]) / max(wrong, 1), 1) for c in CLASSES},
         "by_type": {t: dict(c) for t, c in sorted(by_type.items())},

@@ -310,7 +310,8 @@ def save(fig: Any, path: Path) -> Path:
 
 
 PLOTS: dict[str, Callable[[Path, Path], Path | None]] = {
-    "learning": plot_learning, "memory": plot_memory, "scaling": plot_scaling, "retrieval": plot_retrieval}
+    "learning": plot_learning, "memory": plot_memory, "scaling": plot_scaling, "retrieval": plot_retrieval,
+    "retrieval_scale": plot_retrieval_scale}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,7 +21,8 @@ def _plots():
 
 def test_plots_write_png_files_from_the_real_results(tmp_path):
     assert _plots().main(["--results", str(RESULTS), "--out", str(tmp_path)]) == 0
-    names = {"bench-learning.png", "bench-memory.png", "bench-scaling.png", "bench-retrieval.png"}
+    names = {"bench-learning.png", "bench-memory.png", "bench-scaling.png", "bench-retrieval.png",
+             "bench-retrieval-scale.png"}
     assert {p.name for p in tmp_path.iterdir()} == names
     for name in names:
         data = (tmp_path / name).read_bytes()
