@@ -23,51 +23,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
-import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from ray_bench_common import ROOT, loadavg, machine, prepare_world, small_config, timed_ray_run, update_results
 
-from agent_r1.config import load_config  # noqa: E402
+from agent_r1.config import load_config
 
 WORK = ROOT / "benchmarks" / ".work" / "async"
-CONFIG = {
-    "data.dir": str(WORK / "data"), "search.index_dir": str(WORK / "index"), "data.n_people": 120,
-    "model.hidden_size": 128, "model.num_layers": 2, "model.num_heads": 4, "model.intermediate_size": 256,
-    "model.vocab_size": 600, "train.prompts_per_iter": 8, "rollout.n_samples": 4, "rollout.max_turns": 3,
-    "rollout.max_tokens_per_turn": 24, "train.ppo_epochs": 2, "train.minibatch_size": 16, "train.threads": 1,
-    "train.eval_every": 0, "train.iterations": 1000, "train.checkpoint_every": 1000, "algo.adv_estimator": "grpo",
+CONFIG = small_config(WORK, **{
+    "train.threads": 1, "train.iterations": 1000, "train.checkpoint_every": 1000,
     "ray.enabled": True, "ray.num_workers": 2, "ray.cpus_per_worker": 1, "ray.learner_cpus": 1,
-}
+})
 # mode -> (max_staleness, config overrides). "async_1" is the figure (the same config as "sync");
 # "async_1_one_worker" splits the 2 cores between one rollout worker and the learner instead of
 # putting 3 busy processes on them (a different config: reported beside the figure, not as it)
 MODES = {"sync": (0, {}), "async_1": (1, {}), "async_1_one_worker": (1, {"ray.num_workers": 1})}
-
-
-def one_run(cfg, iterations: int) -> dict:
-    from agent_r1.runs.train import assembly
-    from agent_r1.training.ray_trainer import RayTrainer
-
-    t0 = time.perf_counter()
-    with RayTrainer(cfg, assembly()) as trainer:
-        startup = time.perf_counter() - t0
-        trainer.train_step()  # warm-up: first-call costs, and the asynchronous pipeline filling
-        walls, metrics = [], []
-        for _ in range(iterations):
-            t1 = time.perf_counter()
-            metrics.append(trainer.train_step())
-            walls.append(time.perf_counter() - t1)
-    return {"iteration_s_mean": round(statistics.mean(walls), 4), "iteration_s": [round(w, 4) for w in walls],
-            "rollout_wait_s": [round(m["rollout_s"], 4) for m in metrics],
-            "update_s": [round(m["update_s"], 4) for m in metrics],
-            "staleness_max": max(m["staleness/max"] for m in metrics), "startup_s": round(startup, 2)}
 
 
 def paired_speedups(runs: dict[str, list[dict]]) -> dict[str, float]:
@@ -86,14 +58,11 @@ def main() -> int:
     args = ap.parse_args()
 
     import ray
-    import torch
 
-    from agent_r1.runs.assembly import ensure_data, ensure_index
     from agent_r1.training.ray_trainer import init_ray
 
-    base = load_config(None, {**CONFIG, "train.out_dir": str(WORK / "prep")})
-    ensure_index(base, ensure_data(base))
-    load_before = os.getloadavg()
+    base = prepare_world(CONFIG, WORK)
+    load_before = loadavg()
     init_ray(replace(base.ray, num_cpus=int(base.ray.learner_cpus + base.ray.num_workers * base.ray.cpus_per_worker)))
     runs: dict[str, list[dict]] = {mode: [] for mode in MODES}
     try:
@@ -101,7 +70,7 @@ def main() -> int:
             for mode, (k, over) in MODES.items():
                 cfg = load_config(None, {**CONFIG, **over, "train.out_dir": str(WORK / f"{mode}_{r}")})
                 cfg.train.max_staleness = k  # read with getattr until config.py declares it
-                runs[mode].append(one_run(cfg, args.iterations))
+                runs[mode].append({**timed_ray_run(cfg, args.iterations), "loadavg_after": loadavg()})
                 print(f"repeat {r} {mode:8s} {runs[mode][-1]['iteration_s_mean']:.2f} s/iter "
                       f"(waits {runs[mode][-1]['rollout_wait_s']}, updates {runs[mode][-1]['update_s']})", flush=True)
     finally:
@@ -119,22 +88,16 @@ def main() -> int:
         "speedup_paired_median": paired_speedups(runs),
         "modes": {mode: {"max_staleness": k, "overrides": over} for mode, (k, over) in MODES.items()},
         "target_speedup": 1.3,
-        "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
-                    "torch": torch.__version__, "ray": ray.__version__,
-                    "loadavg_before": [round(x, 2) for x in load_before],
-                    "loadavg_after": [round(x, 2) for x in os.getloadavg()], "note": args.note},
+        "machine": {**machine(args.note), "loadavg_before": load_before, "loadavg_after": loadavg()},
     }
     out = Path(args.out)
-    result = json.loads(out.read_text()) if out.exists() else {}
-    if "async_speed" in result:  # earlier runs stay on record, in brief: the figure is noisy on a shared machine
-        prev = result["async_speed"]
+    prev = json.loads(out.read_text()).get("async_speed") if out.exists() else None
+    if prev:  # earlier runs stay on record, in brief: the figure is noisy on a shared machine
         brief = {k: prev.get(k) for k in ("command", "iteration_s_median", "speedup_sync_over_async",
                                           "speedup_sync_over_async_one_worker")}
         brief["loadavg_before"] = prev.get("machine", {}).get("loadavg_before")
         section["earlier_runs"] = [*prev.get("earlier_runs", []), brief]
-    result["async_speed"] = section  # other sections (workers x learners) live beside it
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
+    update_results(out, "async_speed", section)  # other sections (scale_grid) live beside it
     print(json.dumps({"iteration_s_median": medians, **{k: v for k, v in section.items() if k.startswith("speedup")}}))
     return 0
 

@@ -17,27 +17,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from ray_bench_common import ROOT, loadavg, machine, prepare_world, small_config
 
-from agent_r1.config import load_config  # noqa: E402
+from agent_r1.config import load_config
 
 WORK = ROOT / "benchmarks" / ".work" / "ray"
-CONFIG = {
-    "data.dir": str(WORK / "data"), "search.index_dir": str(WORK / "index"), "data.n_people": 120,
-    "model.hidden_size": 128, "model.num_layers": 2, "model.num_heads": 4, "model.intermediate_size": 256,
-    "model.vocab_size": 600, "train.prompts_per_iter": 8, "rollout.n_samples": 4, "rollout.max_turns": 3,
-    "rollout.max_tokens_per_turn": 24, "train.ppo_epochs": 2, "train.minibatch_size": 16, "train.threads": 2,
-    "train.eval_every": 0, "algo.adv_estimator": "grpo",
-}
+CONFIG = small_config(WORK, **{"train.threads": 2})
 RAY = {"ray.enabled": True, "ray.learner_cpus": 1}
 RUNS = {
     "in_process": {},
@@ -77,15 +67,13 @@ def main() -> int:
     import ray
     import torch
 
-    from agent_r1.runs.assembly import ensure_data, ensure_index
     from agent_r1.runs.train import assembly
     from agent_r1.training.ray_trainer import RayTrainer, init_ray
 
-    base = load_config(None, {**CONFIG, "train.out_dir": str(WORK / "prep")})
-    ensure_index(base, ensure_data(base))
+    base = prepare_world(CONFIG, WORK)
     cfgs = {name: load_config(None, {**CONFIG, **over, "train.out_dir": str(WORK / name)}) for name, over in RUNS.items()}
     needed = sum(int(c.ray.learner_cpus + c.ray.num_workers * c.ray.cpus_per_worker) for c in cfgs.values() if c.ray.enabled)
-    load_before = os.getloadavg()
+    load_before = loadavg()
     torch.set_num_threads(base.train.threads)
     init_ray(replace(base.ray, num_cpus=needed))  # logical CPUs: the trainers take turns
     trainers, startup = {}, {}
@@ -124,10 +112,7 @@ def main() -> int:
         # one worker reproduces the in-process run: the same rewards, iteration by iteration
         "one_worker_same_rewards_as_in_process": runs["ray_1_worker"]["reward_mean"] == runs["in_process"]["reward_mean"],
         "note": "a shared machine: see loadavg; the trainers take turns so they see the same load",
-        "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
-                    "torch": torch.__version__, "ray": ray.__version__,
-                    "loadavg_before": [round(x, 2) for x in load_before],
-                    "loadavg_after": [round(x, 2) for x in os.getloadavg()]},
+        "machine": {**machine(), "loadavg_before": load_before, "loadavg_after": loadavg()},
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
