@@ -76,3 +76,24 @@ def test_load_corpus_errors(tmp_path: Path, rows, match):
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
     with pytest.raises(ValueError, match=match):
         load_corpus_jsonl(path)
+
+
+def test_index_build_streams_and_a_bad_row_leaves_the_old_index(tmp_path: Path):
+    from agent_r1.data.corpus import iter_corpus_jsonl
+    from agent_r1.retrieval.base import build_index, open_index
+
+    good = tmp_path / "good.jsonl"
+    write_jsonl(good, [{"title": f"T{i}", "text": f"passage number {i} about Kavu"} for i in range(50)])
+    docs = iter_corpus_jsonl(good)
+    assert next(docs).title == "T0"  # a generator: one row parsed, not the file
+    index = tmp_path / "index"
+    assert build_index(good, index, "tantivy") == 50
+    bad = tmp_path / "bad.jsonl"
+    write_jsonl(bad, [{"title": "A", "text": "new text"}] * 3)  # duplicate ids on line 2
+    with pytest.raises(ValueError, match="duplicate id"):
+        build_index(bad, index, "tantivy")
+    r = open_index(index)
+    try:
+        assert r.search(["Kavu"], 3)[0][0].title.startswith("T")  # the old index answers
+    finally:
+        r.close()

@@ -112,8 +112,14 @@ def load_corpus_jsonl(path: PathLike) -> list[Document]:
 
     Duplicate ids are an error: a retriever keyed by id would silently drop one of them.
     """
+    return list(iter_corpus_jsonl(path))
+
+
+def iter_corpus_jsonl(path: PathLike) -> Iterator[Document]:
+    """`load_corpus_jsonl` one document at a time, so an index build never holds the corpus (a
+    million-passage corpus is 1-1.5 GB as Documents). A bad row raises when it is reached: builders
+    write aside and rename in, so a failed build leaves the old index in place."""
     path = Path(path)
-    docs: list[Document] = []
     first_line: dict[str, int] = {}
     for rec in iter_records(path):
         row = rec.value
@@ -133,5 +139,4 @@ def load_corpus_jsonl(path: PathLike) -> list[Document]:
             raise RowError(path, rec.line, f"duplicate id {doc.id!r} (first on line {first_line[doc.id]})",
                            "make ids unique or drop the duplicate row")
         first_line[doc.id] = rec.line
-        docs.append(doc)
-    return docs
+        yield doc

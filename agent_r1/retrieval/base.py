@@ -216,9 +216,14 @@ def corpus_sha1(path: str | os.PathLike[str]) -> str:
 def build_index(corpus: str | os.PathLike[str], index_dir: str | os.PathLike[str], backend: str = "tantivy",
                 **options: Any) -> int:
     """Indexes a corpus JSONL into `index_dir` and writes its manifest; returns the doc count."""
-    from agent_r1.data.corpus import load_corpus_jsonl
+    from agent_r1.data.corpus import iter_corpus_jsonl
 
-    docs = load_corpus_jsonl(corpus)
+    # a first pass checks every row before any backend touches its index (Elasticsearch recreates
+    # its index in place); then the documents stream in, never all in memory (dense backends make
+    # their own list, since they embed the whole corpus)
+    for _ in iter_corpus_jsonl(corpus):
+        pass
+    docs = iter_corpus_jsonl(corpus)
     config = RetrievalConfig(backend=backend, index_dir=Path(index_dir), **options)
     retriever = open_retriever(config)
     try:
