@@ -51,6 +51,19 @@ class AlgoConfig:
     # ablation switches from the paper
     loss_mask: bool = True  # False: train on every response token, observations included
     advantage_mask: bool = True  # False: advantages run over every response token
+    # rows whose advantages are all 0 on their loss tokens (GRPO groups with equal rewards) skip the policy
+    # forward/backward: their policy-loss gradient is exactly 0, so the update equals the one without
+    # skipping (training/zero_advantage.py). Entropy bonus and KL loss terms give such rows gradients:
+    # it needs entropy_coef 0 and kl_coef 0 (or kl_in_reward, where the KL is inside the advantages)
+    skip_zero_advantage: bool = False
+
+    def __post_init__(self) -> None:
+        if self.skip_zero_advantage and (self.entropy_coef != 0 or (self.kl_coef != 0 and not self.kl_in_reward)):
+            raise ValueError(f"algo.skip_zero_advantage=true with algo.entropy_coef={self.entropy_coef} and "
+                             f"algo.kl_coef={self.kl_coef} (kl_in_reward={self.kl_in_reward}): rows with zero "
+                             "advantages still get gradients from the entropy bonus and the KL loss term, so "
+                             "skipping them would change the update; set algo.entropy_coef: 0 and algo.kl_coef: 0 "
+                             "(or algo.kl_in_reward: true), or algo.skip_zero_advantage: false")
 
 
 @dataclass

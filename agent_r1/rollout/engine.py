@@ -72,15 +72,22 @@ class TransformersEngine:
 
     `drop_finished=False` keeps finished rows in the batch until every row is done (what
     `model.generate` does); it exists to measure what dropping them saves.
+
+    `ignore_stops=True` (benchmarks only, never set by training) makes every row sample exactly its
+    `max_new_tokens`: stop ids and stop strings are still sampled from the same distribution but no
+    longer end a row, so two systems can be timed on the same number of tokens (transformers'
+    `min_new_tokens = max_new_tokens` instead masks the stop ids out of the distribution).
     """
 
     supports_prefix_reuse = True
 
-    def __init__(self, model: Any, tokenizer: Any, device: str = "cpu", drop_finished: bool = True):
+    def __init__(self, model: Any, tokenizer: Any, device: str = "cpu", drop_finished: bool = True,
+                 ignore_stops: bool = False):
         self.model = model
         self.tokenizer = tokenizer
         self.device = device
         self.drop_finished = drop_finished
+        self.ignore_stops = ignore_stops
         self.pad_id = tokenizer.pad_token_id
         self._special_text = {i: tokenizer.convert_ids_to_tokens(i) for i in tokenizer.all_special_ids}
         self._prefixes: dict[Hashable, CachedPrefix] = {}
@@ -116,9 +123,10 @@ class TransformersEngine:
         budgets = params.max_new_tokens if isinstance(params.max_new_tokens, list) else [params.max_new_tokens] * n
         outs = [GenerationOutput([], [], "length") for _ in range(n)]
         tails = [""] * n  # decoded recent text per row, for stop strings
-        max_stop = max((len(s) for s in params.stop_strings), default=0)
+        stop_strings = () if self.ignore_stops else params.stop_strings
+        max_stop = max((len(s) for s in stop_strings), default=0)
         gen = torch.Generator().manual_seed(params.seed) if params.seed is not None else None
-        stop_ids = set(params.stop_token_ids)
+        stop_ids = set() if self.ignore_stops else set(params.stop_token_ids)
 
         rows = [i for i in range(n) if budgets[i] > 0]  # live rows, in batch order
         cached = {i: self._take_prefix(keys[i], prompts[i]) for i in rows}
@@ -163,7 +171,7 @@ class TransformersEngine:
                             # the kept tail is shorter than any stop string, so a match must
                             # involve this token: a stop inside a token's text is caught too
                             window = tails[row] + self._token_text(tid)
-                            hit = next((s for s in params.stop_strings if s in window), None)
+                            hit = next((s for s in stop_strings if s in window), None)
                             tails[row] = window[-(max_stop - 1):] if max_stop > 1 else ""
                             if hit is not None:
                                 o.finish_reason, o.stop = "stop", hit

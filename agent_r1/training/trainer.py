@@ -42,6 +42,7 @@ from agent_r1.training.metrics_log import MetricsSink
 from agent_r1.training.policy import ValueModel, token_logprobs
 from agent_r1.training.sampler import PromptSampler
 from agent_r1.training.schedule import make_scheduler
+from agent_r1.training.zero_advantage import finish_skipped, trained_rows
 from agent_r1.trajectory import Trajectory, collate
 
 
@@ -188,10 +189,12 @@ class RLTrainer:
         denom = loss_denominator(batch["loss_mask"][idx], a.loss_agg)
         if denom == 0:  # nothing to train on (e.g. every action truncated and masked): no step at all
             return None
+        # algo.skip_zero_advantage: rows whose policy-loss gradient is exactly 0 skip forward/backward
+        rows = trained_rows(batch["advantages"], batch["loss_mask"], idx) if a.skip_zero_advantage else idx
         self.model.train()
         record: dict[str, float] = {}
         micro = 0
-        for _, mb in self.dp.micro_batches(self.compute, batch, idx):  # this rank's share of the rows
+        for _, mb in self.dp.micro_batches(self.compute, batch, rows):  # this rank's share of the rows
             mask = mb["loss_mask"]
             with self.compute.autocast():
                 logp, entropy = token_logprobs(self.model, mb["input_ids"], mb["attention_mask"],
@@ -221,6 +224,8 @@ class RLTrainer:
         for k in ("clipfrac", "clipfrac_lower", "approx_kl", "ratio_mean"):
             if k in record:
                 record[k] /= max(micro, 1)  # per-micro-batch means: averaged
+        if a.skip_zero_advantage:
+            finish_skipped(record, self.model.parameters(), batch["loss_mask"], idx, rows, a.loss_agg, denom)
         return record
 
     def _step_critic(self, batch: dict[str, Any], idx: torch.Tensor) -> dict[str, float]:
