@@ -28,12 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from agent_r1.config import load_config, parse_overrides  # noqa: E402
-from agent_r1.evaluation.agent_eval import evaluate_policy  # noqa: E402
-from agent_r1.models.build import load_model  # noqa: E402
-from agent_r1.retrieval.base import open_index  # noqa: E402
-from agent_r1.rollout.chat import ChatCodec  # noqa: E402
-from agent_r1.rollout.engine import TransformersEngine  # noqa: E402
-from agent_r1.runs.assembly import ensure_data, ensure_index, load_samples, make_env_factory, set_threads  # noqa: E402
+from agent_r1.evaluation.harness import em_per_question, evaluate_model  # noqa: E402
+from agent_r1.evaluation.stats import mean_ci  # noqa: E402
+from agent_r1.runs.assembly import ensure_data, ensure_index, load_samples, set_threads  # noqa: E402
 from agent_r1.runs.sft import run_sft  # noqa: E402
 from agent_r1.runs.train import run_train  # noqa: E402
 
@@ -46,17 +43,18 @@ VARIANTS = {
     "grpo_loss_mask_off": {"algo.adv_estimator": "grpo", "algo.loss_mask": False},
     "grpo_masks_off": {"algo.adv_estimator": "grpo", "algo.loss_mask": False, "algo.advantage_mask": False},
     "grpo_shuffled_rewards": {"algo.adv_estimator": "grpo"},  # control: see shuffle_scores below
+    # asynchronous: the next iteration's rollout runs on a Ray worker while the learner updates
+    # (issue 18: held-out EM within 3 points of synchronous GRPO at equal iterations)
+    "grpo_async1": {"algo.adv_estimator": "grpo", "ray.enabled": True, "ray.num_workers": 1,
+                    "train.max_staleness": 1},
 }
+DEFAULT_VARIANTS = ("grpo", "ppo", "grpo_loss_mask_off", "grpo_masks_off", "grpo_shuffled_rewards")
 
 
 def evaluate(cfg, model_dir: Path, samples, greedy: bool) -> dict:
-    model, tok = load_model(model_dir)
-    retriever = open_index(cfg.search.index_dir)
-    try:
-        return evaluate_policy(TransformersEngine(model, tok), ChatCodec(tok), make_env_factory(cfg, retriever),
-                               samples, cfg.rollout, cfg.reward, greedy=greedy, seed=cfg.seed)
-    finally:
-        retriever.close()
+    """Held-out stats, plus EM 0/1 per question (`em_per_question`) for the seed intervals."""
+    report = evaluate_model(model_dir, cfg, {"test": samples}, ["agent"], greedy=greedy, keep_trajectories=True)
+    return {**report["results"]["agent"]["test"], "em_per_question": em_per_question(report, "agent")["test"]}
 
 
 def shuffle_scores(trainer) -> None:
@@ -87,7 +85,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--work", default=None, help="relative to the repo root (default benchmarks/.work/learning[_quick])")
-    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--variants", default=",".join(DEFAULT_VARIANTS), help=f"comma list of {list(VARIANTS)}")
+    ap.add_argument("--seeds", default="0", help="comma list: each seed is its own world, warm start and runs")
     ap.add_argument("--iterations", type=int, default=None)
     ap.add_argument("--sft-steps", type=int, default=None)
     ap.add_argument("--guess-fraction", type=float, default=0.6)
@@ -113,64 +112,110 @@ def main() -> int:
         "env.format_instructions": False, "train.eval_every": 0, "train.eval_size": 100 if not args.quick else 20, "train.checkpoint_every": 1000,
         **parse_overrides(args.set),
     }
+    seeds = [int(x) for x in args.seeds.split(",")]
+    names = args.variants.split(",")
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        ap.error(f"unknown variant(s) {unknown}; choose from {list(VARIANTS)}")
+    results = previous_results(Path(args.out), base) or {
+        "machine": {"cpus": torch.get_num_threads(), "python": platform.python_version(),
+                    "torch": torch.__version__, "platform": platform.platform()},
+        "config": base, "per_seed": {},
+    }
+    results["seeds"] = sorted(set(results.get("seeds", [])) | set(seeds))
+
+    def save() -> None:
+        summarise(results)
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(results, indent=1))
+
+    for seed in seeds:
+        run_seed(seed, work / f"seed{seed}", {**base, "seed": seed}, names, args.rerun,
+                 results["per_seed"].setdefault(str(seed), {"runs": {}}), save)
+    save()
+    print(json.dumps(results["summary"], indent=1))
+    return 0
+
+
+def run_seed(seed: int, work: Path, base: dict, names: list[str], rerun: bool, one: dict, save) -> None:
+    """One seed: its world, index and warm start (trained once, kept in `work`), then the variants."""
+    for key in ("data.dir", "search.index_dir", "sft.out_dir"):
+        base[key] = str(work / Path(base[key]).name)
     cfg = load_config(None, base)
     set_threads(cfg.train.threads)
-    t0 = time.perf_counter()
     warm = work / "sft" / "model"
     timing = work / "sft" / "sft_seconds.txt"
     if not warm.exists():
+        t0 = time.perf_counter()
         run_sft(cfg)
         timing.write_text(f"{time.perf_counter() - t0:.1f}")
-    sft_s = float(timing.read_text()) if timing.exists() else None
     data_dir = ensure_data(cfg)
     ensure_index(cfg, data_dir)
     test = load_samples(data_dir / cfg.data.eval_file, cfg.train.eval_size)
-    results = previous_results(Path(args.out), base)
-    if results is None:
-        results = {
-            "machine": {"cpus": torch.get_num_threads(), "python": platform.python_version(),
-                        "torch": torch.__version__, "platform": platform.platform()},
-            "config": base,
-            "warm_start": {"greedy": evaluate(cfg, warm, test, True), "sampled": evaluate(cfg, warm, test, False),
-                           "sft_seconds": sft_s},
-            "runs": {},
-        }
-    print("warm start:", json.dumps(results["warm_start"]), flush=True)
-    for name in args.variants.split(","):
-        if name in results["runs"] and not args.rerun:
-            print(f"{name}: kept from {args.out} (--rerun to run it again)", flush=True)
+    if "warm_start" not in one:
+        one["warm_start"] = {"greedy": evaluate(cfg, warm, test, True), "sampled": evaluate(cfg, warm, test, False),
+                             "sft_seconds": float(timing.read_text()) if timing.exists() else None}
+    print(f"seed {seed} warm start: greedy EM {one['warm_start']['greedy']['em']:.1f}", flush=True)
+    for name in names:
+        if name in one["runs"] and not rerun:
+            print(f"seed {seed} {name}: kept from the results file (--rerun to run it again)", flush=True)
             continue
-        run_cfg = load_config(None, {**base, **VARIANTS[name], "train.init_from": str(warm),
-                                     "train.out_dir": str(work / "runs" / name)})
-        start = time.perf_counter()
-        from agent_r1.training import trainer as trainer_mod
+        one["runs"][name] = run_variant(name, base, warm, work, test)
+        print(f"seed {seed} {name}: greedy EM {one['runs'][name]['greedy']['em']:.1f} "
+              f"({one['runs'][name]['rl_seconds']:.0f} s of RL)", flush=True)
+        save()
 
-        original = trainer_mod.RLTrainer.__init__
-        if name == "grpo_shuffled_rewards":
-            def patched(self, *a, **k):
-                original(self, *a, **k)
-                shuffle_scores(self)
-            trainer_mod.RLTrainer.__init__ = patched
-        curve = []
-        try:
-            run_train(run_cfg, on_iteration=lambda it, m: curve.append(
-                {"iteration": it, "reward_mean": m["reward_mean"], "em": m["em"],
-                 "search_first_rate": m["search_first_rate"]}))
-        finally:
-            trainer_mod.RLTrainer.__init__ = original
-        final_dir = sorted((work / "runs" / name / "checkpoints").glob("iter_*"))[-1]
-        results["runs"][name] = {
-            "greedy": evaluate(run_cfg, final_dir, test, True),
-            "sampled": evaluate(run_cfg, final_dir, test, False),
-            "wall_seconds": time.perf_counter() - start,
-            "iterations": iterations,
-            "train_curve": curve,
-        }
-        print(name, json.dumps({k: v for k, v in results["runs"][name].items() if k != "train_curve"}), flush=True)
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(results, indent=1))
-    Path(args.out).write_text(json.dumps(results, indent=1))
-    return 0
+
+def run_variant(name: str, base: dict, warm: Path, work: Path, test: list) -> dict:
+    run_cfg = load_config(None, {**base, **VARIANTS[name], "train.init_from": str(warm),
+                                 "train.out_dir": str(work / "runs" / name)})
+    from agent_r1.training import trainer as trainer_mod
+
+    original = trainer_mod.RLTrainer.__init__
+    if name == "grpo_shuffled_rewards":
+        def patched(self, *a, **k):
+            original(self, *a, **k)
+            shuffle_scores(self)
+        trainer_mod.RLTrainer.__init__ = patched
+    curve = []
+    start = time.perf_counter()
+    try:
+        run_train(run_cfg, on_iteration=lambda it, m: curve.append(
+            {"iteration": it, "reward_mean": m["reward_mean"], "em": m["em"],
+             "search_first_rate": m["search_first_rate"], "seconds": round(time.perf_counter() - start, 2)}))
+    finally:
+        trainer_mod.RLTrainer.__init__ = original
+    rl_seconds = time.perf_counter() - start
+    final_dir = sorted((work / "runs" / name / "checkpoints").glob("iter_*"))[-1]
+    return {"greedy": evaluate(run_cfg, final_dir, test, True), "sampled": evaluate(run_cfg, final_dir, test, False),
+            "rl_seconds": rl_seconds, "iterations": run_cfg.train.iterations, "train_curve": curve,
+            "load_after": os.getloadavg()}
+
+
+def summarise(results: dict) -> None:
+    """Across seeds: held-out greedy EM mean, spread (min, max) and the 95% bootstrap interval over
+    seeds and questions, per variant and for the warm start; `runs`/`warm_start` mirror the first seed
+    (what bench-learning.png draws)."""
+    seeds = [s for s in map(str, results["seeds"]) if s in results["per_seed"]]
+    rows = {"warm_start": [results["per_seed"][s].get("warm_start") for s in seeds]}
+    for name in VARIANTS:
+        rows[name] = [results["per_seed"][s]["runs"].get(name) for s in seeds]
+    summary = {}
+    for name, per in rows.items():
+        per = [p for p in per if p]
+        if not per:
+            continue
+        ems = [p["greedy"]["em"] for p in per]
+        summary[name] = {"seeds": len(per), "greedy_em_mean": sum(ems) / len(ems), "greedy_em_min": min(ems),
+                         "greedy_em_max": max(ems),
+                         "greedy_em_ci95": mean_ci([[100.0 * x for x in p["greedy"]["em_per_question"]]
+                                                    for p in per]).to_dict()}
+        if name != "warm_start":
+            summary[name]["rl_seconds_mean"] = sum(p["rl_seconds"] for p in per) / len(per)
+    results["summary"] = summary
+    if seeds:
+        first = results["per_seed"][seeds[0]]
+        results["warm_start"], results["runs"] = first.get("warm_start"), first["runs"]
 
 
 if __name__ == "__main__":

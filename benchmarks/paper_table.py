@@ -44,8 +44,12 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from paper_render import render_markdown  # noqa: E402
 
 from agent_r1.config import load_config  # noqa: E402
-from agent_r1.evaluation.harness import evaluate_model, format_table, load_question_set  # noqa: E402
-from agent_r1.rewards.qa import exact_match  # noqa: E402
+from agent_r1.evaluation.harness import (  # noqa: E402
+    em_per_question,
+    evaluate_model,
+    format_table,
+    load_question_set,
+)
 from agent_r1.runs.assembly import build_index, ensure_data, ensure_index, load_samples, set_threads  # noqa: E402
 from agent_r1.runs.sft import run_sft  # noqa: E402
 from agent_r1.runs.train import run_train  # noqa: E402
@@ -153,9 +157,7 @@ def evaluate_synthetic(model: Path, cfg, sets: dict[str, list[dict]], mode: str)
     """(stats per dataset, EM 0/1 per question per dataset) of `model` in one mode; the per-question
     scores, in question order, feed the bootstrap intervals."""
     report = evaluate_model(model, cfg, sets, [mode], index_dir=cfg.search.index_dir, keep_trajectories=True)
-    per_q = {ds: [exact_match(t.answer or "", t.sample.get("answers") or []) for t in trajs]
-             for ds, trajs in report["trajectories"][mode].items()}
-    return report["results"][mode], per_q
+    return report["results"][mode], em_per_question(report, mode)
 
 
 def run_method(name: str, base: dict[str, Any], warm: Path, work: Path, sets: dict[str, list[dict]]) -> dict[str, Any]:

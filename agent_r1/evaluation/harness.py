@@ -183,6 +183,15 @@ def format_table(report: dict[str, Any], markdown: bool = True) -> str:
     return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths)) for r in [header] + rows)
 
 
+def em_per_question(report: dict[str, Any], mode: str) -> dict[str, list[float]]:
+    """{dataset: EM 0/1 per question, in question order} from a report made with
+    `keep_trajectories=True`: the per-question scores bootstrap intervals are drawn from."""
+    from agent_r1.rewards.qa import exact_match
+
+    return {ds: [exact_match(t.answer or "", t.sample.get("answers") or []) for t in trajs]
+            for ds, trajs in report["trajectories"][mode].items()}
+
+
 def json_report(report: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in report.items() if k not in ("trajectories", "tokenizer")}
 
