@@ -8,6 +8,11 @@ cache under that key when it finishes; the next call with the same key and a pro
 the cached ids encodes only the new tokens. Cached keys/values were computed at the same absolute
 positions (RoPE is applied before caching), and padding is masked, so reuse changes no output
 beyond float rounding.
+
+The KV cache of a call grows into one buffer per layer sized for the call's longest row
+(`BufferLayer`), so a decode step writes its new keys/values in place instead of copying the whole
+cache (a `DynamicLayer` concatenates: O(length) per token, the largest cost of decoding long
+completions of small models on a CPU).
 """
 
 from __future__ import annotations
@@ -94,7 +99,10 @@ class TransformersEngine:
         self.stats = {"prompt_tokens": 0, "encoded_prompt_tokens": 0}  # what prefix reuse saved
 
     def _token_text(self, tid: int) -> str:
-        return self._special_text.get(tid) or self.tokenizer.decode([tid])
+        text = self._special_text.get(tid)
+        if text is None:  # decoding one id costs microseconds; the stop-string check asks per sampled token
+            text = self._special_text[tid] = self.tokenizer.decode([tid]) or ""
+        return text
 
     def drop_prefixes(self, keys: Sequence[Hashable] | None = None) -> None:
         """Frees cached prefixes (all of them when `keys` is None)."""
@@ -146,6 +154,7 @@ class TransformersEngine:
         self.stats["prompt_tokens"] += sum(len(prompts[i]) for i in rows)
         self.stats["encoded_prompt_tokens"] += int(attn[:, width - q:].sum())
         done = [False] * len(rows)  # only used when finished rows stay in the batch
+        buffered = False
         cache_kw = cache_keyword()
         was_training = self.model.training
         self.model.eval()
@@ -157,14 +166,17 @@ class TransformersEngine:
                                      position_ids=pos.to(self.device), use_cache=True, logits_to_keep=1,
                                      **{cache_kw: cache})
                     cache = getattr(out, cache_kw)
+                    if not buffered:  # after the prompt: one buffer per layer for the rest of the call
+                        buffered = use_buffers(cache, width + max(budgets[i] for i in rows))
                     tokens, logps = sample_next(out.logits[:, -1, :].float().cpu(), params, gen)
+                    token_list, logp_list = tokens.tolist(), logps.tolist()
                     finished = []
                     for b, row in enumerate(rows):
                         if done[b]:
                             continue
-                        tid, o = int(tokens[b]), outs[row]
+                        tid, o = token_list[b], outs[row]
                         o.token_ids.append(tid)
-                        o.logprobs.append(float(logps[b]))
+                        o.logprobs.append(logp_list[b])
                         if tid in stop_ids:
                             o.finish_reason, o.stop = "stop", self._token_text(tid)
                         elif max_stop:
@@ -241,3 +253,89 @@ class TransformersEngine:
                     v[b, :, past - p:] = entry.kv[li][1][:, :p]
             layers.append((k, v))
         return DynamicCache(ddp_cache_data=layers, config=self.model.config)
+
+
+def use_buffers(cache: Any, capacity: int) -> bool:
+    """Swaps every plain `DynamicLayer` of `cache` for a `BufferLayer` of `capacity` positions
+    (holding the same keys/values). Other layer kinds (sliding windows, quantised) stay as they are."""
+    from transformers.cache_utils import DynamicLayer
+
+    layers = getattr(cache, "layers", None)
+    if layers is None:
+        return True
+    for i, layer in enumerate(layers):
+        if type(layer) is DynamicLayer and layer.is_initialized and layer.keys.dim() == 4:
+            layers[i] = buffer_layer_class().holding(layer.keys, layer.values, capacity)
+    return True
+
+
+@functools.cache
+def buffer_layer_class() -> type:
+    """`BufferLayer`, built on first use: it subclasses a transformers class, and importing this
+    module stays free of transformers (as `cache_keyword` does)."""
+    from transformers.cache_utils import DynamicLayer
+
+    class BufferLayer(DynamicLayer):
+        """A DynamicLayer whose keys/values live in a preallocated `[batch, heads, capacity, dim]`
+        buffer: `update` writes the new positions in place and returns views of the filled part
+        (grown by doubling if a call outruns its capacity). Same values as concatenation."""
+
+        @classmethod
+        def holding(cls, keys: Any, values: Any, capacity: int) -> Any:
+            layer = cls()
+            b, h, n, d = keys.shape
+            layer._k = keys.new_empty((b, h, max(capacity, n), d))
+            layer._v = values.new_empty((b, h, max(capacity, n), values.shape[-1]))
+            layer._k[:, :, :n], layer._v[:, :, :n] = keys, values
+            layer._n, layer.device, layer.is_initialized = n, keys.device, True
+            layer._views()
+            return layer
+
+        def _views(self) -> None:
+            self.keys, self.values = self._k[:, :, :self._n], self._v[:, :, :self._n]
+
+        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+            n, m = self._n, key_states.shape[-2]
+            if n + m > self._k.shape[-2]:
+                self._k, self._v = (self._grow(t, 2 * (n + m)) for t in (self._k, self._v))
+            self._k[:, :, n:n + m], self._v[:, :, n:n + m] = key_states, value_states
+            self._n = n + m
+            self._views()
+            return self.keys, self.values
+
+        def _grow(self, t: Any, capacity: int) -> Any:
+            out = t.new_empty((t.shape[0], t.shape[1], capacity, t.shape[3]))
+            out[:, :, :self._n] = t[:, :, :self._n]
+            return out
+
+        def get_seq_length(self) -> int:
+            return self._n
+
+        def batch_select_indices(self, indices: Any) -> None:
+            # kept rows move to the front of the same buffer (filled positions only): no new buffer
+            idx, m = indices.to(self._k.device), len(indices)
+            for t in (self._k, self._v):
+                t[:m, :, :self._n] = t[:, :, :self._n].index_select(0, idx)
+            self._k, self._v = self._k[:m], self._v[:m]
+            self._views()
+
+        def crop(self, tokens_to_remove: int) -> None:
+            if tokens_to_remove < 0:
+                self._n = max(self._n + tokens_to_remove, 0)
+                self._views()
+            else:
+                super().crop(tokens_to_remove)
+
+        def reset(self) -> None:
+            self._n = 0
+            self._views()
+
+        def batch_repeat_interleave(self, repeats: int) -> None:
+            self._k, self._v = (t.repeat_interleave(repeats, dim=0) for t in (self._k, self._v))
+            self._views()
+
+        def reorder_cache(self, beam_idx: Any) -> None:
+            self.batch_select_indices(beam_idx)
+
+    return BufferLayer
+
