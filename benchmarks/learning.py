@@ -102,11 +102,12 @@ def main() -> int:
     suffix = "_quick" if args.quick else ""  # a smoke run never overwrites the full figures
     work = Path(args.work or f"benchmarks/.work/learning{suffix}")
     args.out = args.out or f"benchmarks/results/learning{suffix}.json"
-    iterations = args.iterations or (4 if args.quick else 100)
+    iterations = args.iterations or (4 if args.quick else 60)
     sft_steps = args.sft_steps or (40 if args.quick else 500)
     base = {
         "data.dir": str(work / "data"), "search.index_dir": str(work / "index"), "model.tokenizer": "syllable",
-        "data.question_types": ["one_hop", "bridge"], "sft.out_dir": str(work / "sft"), "search.k": args.k,
+        "data.question_types": ["one_hop", "bridge"], "data.n_people": 12000, "sft.out_dir": str(work / "sft"),
+        "search.k": args.k,
         "sft.steps": sft_steps, "sft.guess_fraction": args.guess_fraction, "train.threads": 2,
         "train.iterations": iterations, "train.prompts_per_iter": 16, "rollout.n_samples": 4, "train.lr": args.lr,
         "env.format_instructions": False, "train.eval_every": 0, "train.eval_size": 100 if not args.quick else 20, "train.checkpoint_every": 1000,

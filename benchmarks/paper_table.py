@@ -106,7 +106,7 @@ def base_overrides(work: Path, args: argparse.Namespace) -> dict[str, Any]:
     """The learning benchmark's setup (same world, model size, SFT recipe), in our own work dir."""
     base = {
         "data.dir": str(work / "data"), "search.index_dir": str(work / "index"), "model.tokenizer": "syllable",
-        "data.question_types": ["one_hop", "bridge"], "sft.out_dir": str(work / "sft"),
+        "data.question_types": ["one_hop", "bridge"], "data.n_people": 12000, "sft.out_dir": str(work / "sft"),
         "sft.steps": args.sft_steps, "sft.guess_fraction": args.guess_fraction, "train.threads": args.threads,
         "train.iterations": args.iterations, "train.prompts_per_iter": args.prompts_per_iter,
         "rollout.n_samples": args.n_samples, "env.format_instructions": False, "train.eval_every": 0,
