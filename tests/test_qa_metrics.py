@@ -45,3 +45,12 @@ def test_substring_match():
     assert substring_match("It was born in Paris, France", ["paris"]) == 1.0
     assert substring_match("Parisian", "paris france") == 0.0
     assert substring_match("anything", [""]) == 0.0  # an empty gold never matches
+
+
+def test_numeric_answer_metric():
+    """The arithmetic task's answer metric (moved here from test_extending.py)."""
+    from agent_r1.rewards.qa import numeric_match, parse_number
+
+    assert parse_number("$1,204.") == 1204.0 and parse_number("37 * 24 = 888") == 888.0 and parse_number("none") is None
+    assert numeric_match("888", ["888"]) == 1.0 and numeric_match("888.0 apples", "888") == 1.0
+    assert numeric_match("-3", ["3"]) == 0.0 and numeric_match("", ["3"]) == 0.0 and numeric_match("3", ["x"]) == 0.0
