@@ -76,6 +76,7 @@ class RLTrainer:
         self.sampler = PromptSampler(train_samples, cfg.seed)
         self.sink = sink
         self.dp = LocalGroup()  # one learner; distributed.join makes this trainer one rank of several
+        self.defer_old_logp = True  # learn(): old log-probs from the first mini-batch's forward, where exact
         self.iteration = 0
         self.bad_updates = 0  # consecutive non-finite updates (stops the run at the limit)
         self.skipped_updates = 0  # all non-finite updates so far (a metric)
@@ -120,15 +121,17 @@ class RLTrainer:
         return token_logprobs(model, mb["input_ids"], mb["attention_mask"], self.compute.temperature,
                               positions=mb["logp_mask"], chunk=self.compute.logit_chunk)[0]
 
-    def prepare(self, trajs: list[Trajectory]) -> dict[str, Any]:
-        """Collates, computes old/ref log-probs, values, and advantages (no gradients)."""
+    def prepare(self, trajs: list[Trajectory], defer_old_logp: bool = False) -> dict[str, Any]:
+        """Collates, computes old/ref log-probs, values, and advantages (no gradients). With
+        `defer_old_logp` the old log-probs are left to the first mini-batch's forward (see `learn`)."""
         a = self.cfg.algo
         batch = collate(trajs, self.tokenizer.pad_token_id)
         batch["loss_mask"] = batch["action_mask"] if a.loss_mask else batch["response_mask"]
         adv_mask = batch["action_mask"] if a.advantage_mask else batch["response_mask"]
         batch["adv_mask"] = adv_mask
         batch["logp_mask"] = torch.maximum(batch["loss_mask"], adv_mask)  # where any term needs a log-prob
-        batch["old_logp"] = self._per_token(self._logprobs, self.model, batch)
+        if not defer_old_logp:
+            batch["old_logp"] = self._per_token(self._logprobs, self.model, batch)
         rewards, scores = batch["token_rewards"].clone(), batch["scores"].clone()
         if self.reference is not None or self.ref_in_policy:
             with self._reference() as reference:
@@ -194,14 +197,18 @@ class RLTrainer:
         self.model.train()
         record: dict[str, float] = {}
         micro = 0
-        for _, mb in self.dp.micro_batches(self.compute, batch, rows):  # this rank's share of the rows
+        fill = None if "old_logp" in batch else torch.zeros_like(batch["attention_mask"])
+        for mb_rows, mb in self.dp.micro_batches(self.compute, batch, rows):  # this rank's share of the rows
             mask = mb["loss_mask"]
             with self.compute.autocast():
                 logp, entropy = token_logprobs(self.model, mb["input_ids"], mb["attention_mask"],
                                                self.compute.temperature, positions=mb["logp_mask"], with_entropy=True,
                                                entropy_grad=a.entropy_coef != 0, chunk=self.compute.logit_chunk)
             advantages = offpolicy_advantages(mb["advantages"], mb.get("offpolicy_weight"))
-            pg_loss, pg_metrics = self.policy_loss(logp, mb["old_logp"], advantages, mask,
+            old_logp = mb["old_logp"] if fill is None else logp.detach()  # deferred: this forward is the pass
+            if fill is not None:
+                fill[mb_rows, :old_logp.shape[1]] = old_logp.float().cpu()
+            pg_loss, pg_metrics = self.policy_loss(logp, old_logp, advantages, mask,
                                                    clip_low=a.clip_low, clip_high=a.clip_high,
                                                    dual_clip=a.dual_clip, agg=a.loss_agg, denom=denom)
             ent = aggregate_loss(entropy, mask, a.loss_agg, denom)
@@ -226,6 +233,9 @@ class RLTrainer:
                 record[k] /= max(micro, 1)  # per-micro-batch means: averaged
         if a.skip_zero_advantage:
             finish_skipped(record, self.model.parameters(), batch["loss_mask"], idx, rows, a.loss_agg, denom)
+        if fill is not None:  # only rows that ran have old log-probs (skipped rows never need them)
+            batch["old_logp"], batch["old_logp_rows"] = fill, torch.zeros(len(fill), dtype=torch.bool)
+            batch["old_logp_rows"][rows] = True
         return record
 
     def _step_critic(self, batch: dict[str, Any], idx: torch.Tensor) -> dict[str, float]:
@@ -267,8 +277,10 @@ class RLTrainer:
         """The learner's half of an iteration: prepare + update on trajectories rolled out
         elsewhere (here, or by Ray rollout workers); advances the iteration."""
         t1 = time.perf_counter()
-        batch = self.prepare(trajs)
+        batch = self.prepare(trajs, defer_old_logp=self._can_defer_old_logp(len(trajs)))
         update_metrics = {"lr": self.optimizer.param_groups[0]["lr"], **self.update(batch)}
+        if "old_logp" not in batch:  # every step was non-finite: no step, the weights are still the old ones
+            batch["old_logp"] = self._per_token(self._logprobs, self.model, batch)
         self.scheduler.step()
         t2 = time.perf_counter()
         self.iteration += 1
@@ -277,6 +289,16 @@ class RLTrainer:
         if every and self.iteration % every == 0 and hasattr(self.sink, "log_trajectories"):
             self.sink.log_trajectories(self.iteration, trajs, self.tokenizer)
         return self._metrics(trajs, batch, update_metrics, rollout_s, t2 - t1)
+
+    def _can_defer_old_logp(self, rows: int) -> bool:
+        """Whether the old-log-prob pass can be the first mini-batch's own forward (one no-grad
+        forward saved, as TRL does at num_iterations 1): it must cover every row and run before any
+        optimiser step (one mini-batch per epoch), on one learner, with nothing in `prepare` reading
+        the old log-probs (a KL in the reward, the asynchronous behaviour weights)."""
+        a, t = self.cfg.algo, self.cfg.train
+        kl_reads = a.kl_in_reward and (self.reference is not None or self.ref_in_policy)
+        return (self.defer_old_logp and t.minibatch_size >= rows and not kl_reads and t.max_staleness == 0
+                and self.dp.world == 1)
 
     def _metrics(self, trajs, batch, upd, rollout_s, update_s) -> dict[str, float]:
         scores = batch["scores"]
@@ -289,6 +311,8 @@ class RLTrainer:
         # engine vs trainer log-probs of the sampled tokens: any drift (temperature, precision,
         # KV reuse, another engine) between the policy that sampled and the one trained shows here
         act = batch["action_mask"] > 0
+        if "old_logp_rows" in batch:  # deferred old log-probs exist for the rows that were trained
+            act = act & batch["old_logp_rows"][:, None]
         drift = (batch["sampled_logprobs"] - batch["old_logp"]).abs()[act]
         m = {
             "reward_mean": float(scores.mean()), "reward_std": float(scores.std()) if len(scores) > 1 else 0.0,
