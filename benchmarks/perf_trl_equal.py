@@ -1,0 +1,194 @@
+"""perf_trl.py's equal-work mode: agent-r1 against TRL's GRPOTrainer with every completion exactly
+`tokens` long, at each (completions per iteration, tokens per completion) cell.
+
+Equal work, checked on every run (a run that breaks it raises, naming the side):
+- lengths: TRL gets `generation_kwargs={"min_new_tokens": N}` with `max_completion_length = N`
+  (transformers masks the stop ids out until N tokens exist, so no completion ends early);
+  agent-r1's engine gets `ignore_stops` (stop ids and strings are sampled but end nothing), one
+  turn of `max_tokens_per_turn = N`, and `rollout.mask_truncated_turns: false` (every completion
+  is cut at N; masking cut calls would train on fewer tokens than TRL). Both sides' token counts
+  (prompt + completion) are recorded and must agree.
+- the same warm-started model, prompts (agent-r1's rendered prompt text for both), group size
+  (`rollout.n_samples`), temperature 1, no KL, learning rate, clipping, precision (fp32 on CPU; TRL's
+  defaults bf16 and gradient checkpointing are turned off, as agent-r1 runs without either),
+  `train.ppo_epochs` full-batch optimiser steps per iteration (TRL `num_iterations`), and the same
+  micro-batch: agent-r1 `train.micro_batch_size = m`, TRL `per_device_train_batch_size = m` with
+  `gradient_accumulation_steps = steps_per_generation = completions / m` (its old log-prob pass
+  also runs m rows at a time). Both generate all completions of an iteration in one batch.
+
+Per iteration, per side: `generate_s` (agent-r1: every `engine.generate` call; TRL: every
+`_generate_single_turn` call, i.e. `model.generate`) and `update_s` = the rest of the iteration
+(rewards, old log-probs, advantages, the optimiser steps). Generation tokens/s = completions x N /
+generate_s; update tokens/s = ppo_epochs x (prompt + completion tokens) / update_s. The sides run
+alternated (A B, B A, ...); ratios are per repeat, then the median; the load average is recorded
+with every run.
+
+A third side, `agent_r1_skip`, is agent-r1 with `algo.skip_zero_advantage: true` (groups whose
+advantages are all zero skip their forward/backward): a saving TRL does not make, reported apart
+from the equal-work ratio, with the share of rows it skipped.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import time
+from dataclasses import replace
+from typing import Any
+
+from perf_common import WORK, alternate, ratio_summary, summary
+
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def run_equal_work(cfg: Any, base_model: Any, tok: Any, all_samples: list[dict], reward_fn: Any, args: Any,
+                   torch: Any, cells: list[tuple[int, int]], micro: int, repeats: int,
+                   skip_cells: set[tuple[int, int]]) -> dict[str, Any]:
+    out: dict[str, Any] = {"micro_batch_size": micro, "cells": {}}
+    for completions, tokens in cells:
+        key = f"{completions}x{tokens}"
+        print(f"equal_work {key}: start, load {_load()}", flush=True)
+        out["cells"][key] = _cell(cfg, base_model, tok, all_samples, reward_fn, args, torch, completions, tokens,
+                                  micro, repeats, (completions, tokens) in skip_cells)
+        cell = out["cells"][key]
+        print(f"equal_work {key}: ratio {cell['ratio_agent_r1_over_trl']['median']} "
+              f"({cell['ratio_agent_r1_over_trl']['runs']})", flush=True)
+    return out
+
+
+def _cell(cfg: Any, base_model: Any, tok: Any, all_samples: list[dict], reward_fn: Any, args: Any, torch: Any,
+          completions: int, tokens: int, micro: int, repeats: int, with_skip: bool) -> dict[str, Any]:
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from agent_r1.retrieval.base import open_index
+    from agent_r1.rollout.chat import ChatCodec
+    from agent_r1.runs.assembly import make_env_factory
+    from agent_r1.training.trainer import RLTrainer
+
+    group = cfg.rollout.n_samples
+    if completions % group or completions % micro:
+        raise ValueError(f"{completions} completions: not a multiple of the group size {group} and micro-batch {micro}")
+    samples = all_samples[: completions // group]
+    codec = ChatCodec(tok)
+    rcfg = replace(cfg, rollout=replace(cfg.rollout, max_turns=1, max_tokens_per_turn=tokens,
+                                        max_total_tokens=max(cfg.rollout.max_total_tokens, 4096),
+                                        mask_truncated_turns=False),
+                   train=replace(cfg.train, prompts_per_iter=len(samples), minibatch_size=completions,
+                                 micro_batch_size=micro, iterations=1, threads=args.threads))
+    retriever = open_index(cfg.search.index_dir)
+    make_env = make_env_factory(rcfg, retriever)
+    messages = [make_env(s).reset(s) for s in samples]
+    prompt_ids = [codec.prompt_ids(m) for m in messages]
+    dataset = Dataset.from_list([{"prompt": codec.decode(p), "answers": s["answers"]}
+                                 for p, s in zip(prompt_ids, samples)])
+    # every iteration trains on prompt + completion tokens of all completions (checked on both sides)
+    batch_tokens = group * sum(len(p) for p in prompt_ids) + completions * tokens
+    fmt = make_env(samples[0]).fmt
+    stop_ids = [tok.eos_token_id] + [ids[0] for ids in (codec.encode(x) for x in fmt.stop_strings) if len(ids) == 1]
+
+    def agent_r1(r: int, skip: bool = False) -> dict[str, Any]:
+        c = replace(rcfg, seed=r, algo=replace(rcfg.algo, skip_zero_advantage=skip))
+        trainer = RLTrainer(c, copy.deepcopy(base_model), tok, make_env, samples)
+        trainer.engine.ignore_stops = True
+        gen = [0.0]
+        generate = trainer.engine.generate
+
+        def timed(*a: Any, **k: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return generate(*a, **k)
+            finally:
+                gen[0] += time.perf_counter() - t0
+
+        trainer.engine.generate = timed
+        load = _load()
+        t0 = time.perf_counter()
+        m = trainer.train_step()
+        total = time.perf_counter() - t0
+        seen = sum(len(t.token_ids) for t in trainer.last_trajectories)
+        lengths = {len(t.turns[0].action_ids) for t in trainer.last_trajectories}
+        if lengths != {tokens} or seen != batch_tokens:
+            raise RuntimeError(f"agent-r1 did not do the equal work: completion lengths {sorted(lengths)} "
+                               f"(want {tokens}), {seen} tokens (want {batch_tokens})")
+        return {"seconds": total, "generate_s": gen[0], "update_s": total - gen[0], "load": load,
+                "reward_mean": m["reward_mean"], "skipped_rows": m.get("skipped_rows", 0.0)}
+
+    class TimedGRPO(GRPOTrainer):
+        gen_s = 0.0
+
+        def _generate_single_turn(self, *a: Any, **k: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return super()._generate_single_turn(*a, **k)
+            finally:
+                TimedGRPO.gen_s += time.perf_counter() - t0
+
+    def trl(r: int) -> dict[str, Any]:
+        model = copy.deepcopy(base_model)
+        model.generation_config.eos_token_id = stop_ids
+        steps = completions // micro
+        gargs = GRPOConfig(
+            # TRL defaults to bf16 and gradient checkpointing; agent-r1 runs fp32 without recomputation here
+            output_dir=str(WORK / "trl_out"), use_cpu=True, bf16=False, gradient_checkpointing=False,
+            per_device_train_batch_size=micro, gradient_accumulation_steps=steps, steps_per_generation=steps,
+            num_generations=group, num_iterations=cfg.train.ppo_epochs, max_steps=cfg.train.ppo_epochs,
+            max_completion_length=tokens, generation_kwargs={"min_new_tokens": tokens},
+            temperature=cfg.rollout.temperature, top_k=0, beta=0.0, learning_rate=cfg.train.lr,
+            weight_decay=cfg.train.weight_decay, max_grad_norm=cfg.train.max_grad_norm, lr_scheduler_type="constant",
+            warmup_steps=0, logging_steps=1, report_to="none", save_strategy="no", disable_tqdm=True, seed=r,
+            dataloader_num_workers=0)
+        TimedGRPO.gen_s = 0.0
+        trainer = TimedGRPO(model=model, reward_funcs=reward_fn, args=gargs, train_dataset=dataset,
+                            processing_class=tok)
+        torch.set_num_threads(args.threads)  # accelerate may change it
+        load = _load()
+        t0 = time.perf_counter()
+        trainer.train()
+        total = time.perf_counter() - t0
+        logs = [h for h in trainer.state.log_history if "completions/min_length" in h]
+        lo, hi = min(h["completions/min_length"] for h in logs), max(h["completions/max_length"] for h in logs)
+        seen = trainer.state.num_input_tokens_seen
+        if (lo, hi) != (tokens, tokens) or seen != batch_tokens:
+            raise RuntimeError(f"TRL did not do the equal work: completion lengths {lo}..{hi} (want {tokens}), "
+                               f"{seen} tokens (want {batch_tokens})")
+        return {"seconds": total, "generate_s": TimedGRPO.gen_s, "update_s": total - TimedGRPO.gen_s, "load": load,
+                "reward_mean": logs[0].get("reward", float("nan"))}
+
+    sides = {"agent_r1": agent_r1, "trl": trl}
+    if with_skip:
+        sides["agent_r1_skip"] = lambda r: agent_r1(r, skip=True)
+    for fn in sides.values():  # warm-up: first-call imports and allocations of every side
+        fn(1000)
+    timed_runs = alternate(sides, repeats)
+    retriever.close()
+    runs = {name: [v for _, v in vals] for name, vals in timed_runs.items()}
+    for name, vals in runs.items():
+        print(f"  {name}: " + ", ".join(f"{v['seconds']:.1f}s (gen {v['generate_s']:.1f}, load {v['load'][0]})"
+                                         for v in vals), flush=True)
+
+    def side(vals: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"seconds_per_iteration": summary([v["seconds"] for v in vals]),
+                "generate_s": summary([v["generate_s"] for v in vals]),
+                "update_s": summary([v["update_s"] for v in vals]),
+                "generation_tokens_per_s": summary([completions * tokens / v["generate_s"] for v in vals], 1),
+                "update_tokens_per_s": summary([cfg.train.ppo_epochs * batch_tokens / v["update_s"] for v in vals], 1),
+                "runs": vals}
+
+    a, t = runs["agent_r1"], runs["trl"]
+    cell: dict[str, Any] = {
+        "completions": completions, "tokens_per_completion": tokens, "prompts": len(samples), "group_size": group,
+        "batch_tokens": batch_tokens, "optimizer_steps": cfg.train.ppo_epochs, "micro_batch_size": micro,
+        "agent_r1": side(a), "trl": side(t),
+        "ratio_agent_r1_over_trl": ratio_summary([x["seconds"] for x in a], [x["seconds"] for x in t]),
+        "ratio_generate": ratio_summary([x["generate_s"] for x in a], [x["generate_s"] for x in t]),
+        "ratio_update": ratio_summary([x["update_s"] for x in a], [x["update_s"] for x in t])}
+    if with_skip:
+        s = runs["agent_r1_skip"]
+        cell["agent_r1_skip_zero_advantage"] = {
+            **side(s), "skipped_rows_fraction": summary([v["skipped_rows"] / completions for v in s], 3),
+            "ratio_over_trl": ratio_summary([x["seconds"] for x in s], [x["seconds"] for x in t]),
+            "note": "not equal work: rows of groups whose advantages are all 0 skip forward/backward"}
+    return cell

@@ -1,0 +1,248 @@
+"""perf_trl.py's tool mode: agent-r1's multi-turn search loop against TRL's `tools=` loop, like for like.
+
+What is made the same, and checked before anything is timed (a failed check is recorded with the
+evidence, and the timing is marked not comparable):
+- the prompt, token for token: TRL gets the search tool as `SchemaTool`, a dict holding agent-r1's
+  own JSON schema that TRL can also call (transformers renders a dict tool as it is; a plain Python
+  function would be re-described from its signature: another schema, other tokens). Every prompt's
+  ids are compared.
+- the glue after a call: both stop an action at `</tool_call>` (the same stop ids), so the model
+  never writes the end-of-turn token itself; agent-r1's observation glue starts with it, and TRL's
+  tool suffix gets it prepended (`EndOfTurnGRPO`); the tool text is agent-r1's search result, cut
+  to `rollout.max_observation_tokens` as the rollout cuts it. One call's ids are compared.
+- the policy: perf_common.hermes_policy (the tag warm start, then SFT on the same demos in the
+  hermes format through TRL's qwen2_5 template); the warm-up run of each side must make tool
+  calls per trajectory within 10% of each other.
+
+Differences that remain (recorded): TRL has one completion budget for all turns and tool results
+(`rollout.max_total_tokens` minus the longest prompt) and no per-turn cap (agent-r1:
+`rollout.max_tokens_per_turn`); TRL ends an episode at a turn without a parseable call, agent-r1
+answers it with an error observation and goes on (`rollout.max_turns` turns at most on both sides).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import statistics
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from perf_common import WORK, alternate, ratio_summary, summary
+
+
+class SchemaTool(dict):
+    """A tool TRL can call (by `__name__`) whose chat-template rendering is exactly `schema`."""
+
+    def __init__(self, schema: dict[str, Any], fn: Any):
+        super().__init__(schema)
+        self.__name__ = schema["function"]["name"]
+        self._fn = fn
+
+    def __call__(self, **kwargs: Any) -> Any:
+        return self._fn(**kwargs)
+
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def run_tool(cfg: Any, model: Any, tok: Any, samples: list[dict], reward_fn: Any, iterations: int, repeats: int,
+             args: Any, torch: Any) -> dict[str, Any]:
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from agent_r1.retrieval.base import open_index
+    from agent_r1.rollout.chat import ChatCodec
+    from agent_r1.runs.assembly import make_env_factory
+    from agent_r1.tools.search import format_hits
+    from agent_r1.training.trainer import RLTrainer
+
+    rcfg = replace(cfg, env=replace(cfg.env, format="hermes"),
+                   train=replace(cfg.train, prompts_per_iter=len(samples),
+                                 minibatch_size=len(samples) * cfg.rollout.n_samples, iterations=iterations,
+                                 threads=args.threads))
+    codec = ChatCodec(tok)
+    retriever = open_index(cfg.search.index_dir)
+    make_env = make_env_factory(rcfg, retriever)
+    env0 = make_env(samples[0])
+    calls = [0]
+
+    def search(query: str) -> str:
+        # agent-r1's search tool text, cut to the rollout's observation budget as the rollout cuts it
+        calls[0] += 1
+        text = format_hits(retriever.search([query], cfg.search.k)[0], cfg.search.max_chars_per_doc)
+        ids = codec.encode(text)
+        cap = rcfg.rollout.max_observation_tokens
+        return text if len(ids) <= cap else codec.decode(ids[:cap])
+
+    (schema,) = [s for s in env0.tool_schemas if s["function"]["name"] == "search"]
+    tool = SchemaTool(schema, search)
+    messages = [make_env(s).reset(s) for s in samples]
+    checks = _check_identical(tok, codec, make_env, samples[0], messages, tool, search, rcfg)
+    stop_ids = [tok.eos_token_id] + [ids[0] for ids in (codec.encode(x) for x in env0.fmt.stop_strings)
+                                     if len(ids) == 1]
+    dataset = Dataset.from_list([{"prompt": m, "answers": s["answers"]} for m, s in zip(messages, samples)])
+    longest = max(checks["prompt_tokens"])
+    budgets = {"trl_max_completion_length": rcfg.rollout.max_total_tokens - longest,
+               "trl_max_tool_calling_iterations": rcfg.rollout.max_turns - 1,
+               "agent_r1": {k: getattr(rcfg.rollout, k) for k in ("max_turns", "max_tokens_per_turn",
+                                                                    "max_observation_tokens", "max_total_tokens")}}
+
+    def agent_r1(r: int) -> dict[str, Any]:
+        trainer = RLTrainer(replace(rcfg, seed=r), copy.deepcopy(model), tok, make_env, samples)
+        gen, steps = [0.0], []
+        generate = trainer.engine.generate
+
+        def timed(*a: Any, **k: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return generate(*a, **k)
+            finally:
+                gen[0] += time.perf_counter() - t0
+
+        trainer.engine.generate = timed
+        load, t0 = _load(), time.perf_counter()
+        for _ in range(iterations):
+            m = trainer.train_step()
+            trajs = trainer.last_trajectories
+            steps.append({"tool_calls": m["tool_calls_per_trajectory"], "turns": m["turns_per_trajectory"],
+                          "valid_call_rate": m["valid_call_rate"], "action_tokens": m["action_tokens"],
+                          "tokens": sum(len(t.token_ids) for t in trajs) / len(trajs),
+                          "sampled_tokens": sum(len(t.action_ids) for tr in trajs for t in tr.turns) / len(trajs)})
+        total = time.perf_counter() - t0
+        return {"seconds": total / iterations, "generate_s": gen[0] / iterations, "load": load, "steps": steps,
+                "example": codec.decode(trajs[0].token_ids[len(trajs[0].prompt_ids):])[:600]}
+
+    class EndOfTurnGRPO(GRPOTrainer):
+        """TRL with agent-r1's glue after a call (see the module docstring); records, per generation
+        batch, turns, tool calls, completion tokens and sampled tokens per trajectory."""
+
+        seen: list[dict[str, Any]] = []
+        gen_s = 0.0
+
+        def _get_tool_suffix_ids(self, tool_messages: Any) -> list[int]:
+            return [tok.eos_token_id] + super()._get_tool_suffix_ids(tool_messages)
+
+        def _generate_single_turn(self, *a: Any, **k: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return super()._generate_single_turn(*a, **k)
+            finally:
+                EndOfTurnGRPO.gen_s += time.perf_counter() - t0
+
+        def _tool_call_loop(self, *a: Any, **k: Any) -> Any:
+            out = super()._tool_call_loop(*a, **k)
+            tool_mask, completions, completion_ids = out[0], out[1], out[2]
+            n = max(len(completions), 1)
+            EndOfTurnGRPO.seen.append({
+                "turns": sum(sum(m.get("role") == "assistant" for m in c) for c in completions) / n,
+                "tool_calls": out[4] / n, "tool_failures": out[5] / n,
+                "tokens": sum(map(len, completion_ids)) / n + statistics.mean(checks["prompt_tokens"]),
+                "sampled_tokens": sum(map(sum, tool_mask)) / n,
+                "hit_completion_budget": sum(len(c) >= self.max_completion_length for c in completion_ids) / n,
+                "example": tok.decode(completion_ids[0])[:600]})
+            return out
+
+    def trl(r: int) -> dict[str, Any]:
+        m = copy.deepcopy(model)
+        m.generation_config.eos_token_id = stop_ids
+        n_completions = len(samples) * cfg.rollout.n_samples
+        gargs = GRPOConfig(
+            output_dir=str(WORK / "trl_out"), use_cpu=True, bf16=False, gradient_checkpointing=False,
+            per_device_train_batch_size=n_completions, gradient_accumulation_steps=1, steps_per_generation=1,
+            num_generations=cfg.rollout.n_samples, num_iterations=cfg.train.ppo_epochs,
+            max_steps=iterations * cfg.train.ppo_epochs, max_completion_length=budgets["trl_max_completion_length"],
+            temperature=cfg.rollout.temperature, top_k=0, beta=0.0, learning_rate=cfg.train.lr,
+            weight_decay=cfg.train.weight_decay, max_grad_norm=cfg.train.max_grad_norm, lr_scheduler_type="constant",
+            warmup_steps=0, logging_steps=1, report_to="none", save_strategy="no", disable_tqdm=True, seed=r,
+            dataloader_num_workers=0, max_tool_calling_iterations=rcfg.rollout.max_turns - 1)
+        EndOfTurnGRPO.seen, EndOfTurnGRPO.gen_s = [], 0.0
+        trainer = EndOfTurnGRPO(model=m, reward_funcs=reward_fn, args=gargs, train_dataset=dataset,
+                                processing_class=tok, tools=[tool])
+        torch.set_num_threads(args.threads)  # accelerate may change it
+        load, t0 = _load(), time.perf_counter()
+        trainer.train()
+        total = time.perf_counter() - t0
+        seen = list(EndOfTurnGRPO.seen)
+        return {"seconds": total / iterations, "generate_s": EndOfTurnGRPO.gen_s / iterations, "load": load,
+                "steps": [{k: v for k, v in s.items() if k != "example"} for s in seen],
+                "example": seen[0]["example"] if seen else ""}
+
+    def per_trajectory(runs: list[dict[str, Any]]) -> dict[str, float]:
+        steps = [s for run in runs for s in run["steps"]]
+        keys = [k for k in steps[0] if isinstance(steps[0][k], (int, float))]
+        return {k: round(statistics.mean(s[k] for s in steps), 3) for k in keys}
+
+    # the warm-up runs (untimed) are the check that both loops call the tool alike
+    warm = {"agent_r1": agent_r1(1000), "trl": trl(1000)}
+    calls_a = per_trajectory([warm["agent_r1"]])["tool_calls"]
+    calls_t = per_trajectory([warm["trl"]])["tool_calls"]
+    checks["tool_calls_per_trajectory_warmup"] = {"agent_r1": calls_a, "trl": calls_t}
+    checks["tool_calls_within_10_percent"] = abs(calls_a - calls_t) <= 0.1 * max(calls_a, calls_t, 1e-9)
+    checks["examples_warmup"] = {k: v["example"] for k, v in warm.items()}
+    print("tool: warm-up tool calls per trajectory", checks["tool_calls_per_trajectory_warmup"], flush=True)
+    timed_runs = alternate({"agent_r1": agent_r1, "trl": trl}, repeats)
+    retriever.close()
+    runs = {k: [v for _, v in vals] for k, vals in timed_runs.items()}
+    a, t = runs["agent_r1"], runs["trl"]
+    for name, vals in runs.items():
+        print(f"  {name}: " + ", ".join(f"{v['seconds']:.1f}s (load {v['load'][0]})" for v in vals), flush=True)
+
+    def side(vals: list[dict[str, Any]]) -> dict[str, Any]:
+        pt = per_trajectory(vals)
+        n = len(samples) * cfg.rollout.n_samples
+        return {"seconds_per_iteration": summary([v["seconds"] for v in vals]),
+                "generate_s": summary([v["generate_s"] for v in vals]),
+                "generation_tokens_per_s": summary([n * pt["sampled_tokens"] / v["generate_s"] for v in vals], 1),
+                "update_tokens_per_s": summary([cfg.train.ppo_epochs * n * pt["tokens"] / (v["seconds"] - v["generate_s"])
+                                                for v in vals], 1),
+                "per_trajectory": pt, "runs": [{k: x for k, x in v.items() if k != "example"} for v in vals]}
+
+    comparable = checks["prompts_identical"] and checks["glue_identical"] and checks["tool_calls_within_10_percent"]
+    return {"comparable": comparable, "checks": checks, "budgets": budgets, "agent_r1": side(a), "trl": side(t),
+            "ratio_agent_r1_over_trl": ratio_summary([x["seconds"] for x in a], [x["seconds"] for x in t]),
+            "prompts": len(samples), "group_size": cfg.rollout.n_samples, "iterations_per_run": iterations,
+            "stop_ids": stop_ids, "note": __doc__.split("\n\n", 1)[1].strip()}
+
+
+def _check_identical(tok: Any, codec: Any, make_env: Any, sample: dict, messages: list, tool: SchemaTool,
+                     search: Any, rcfg: Any) -> dict[str, Any]:
+    """Prompt ids of both sides for every prompt, and the ids after one search call."""
+    env = make_env(sample)
+    env.reset(sample)
+    ours = [codec.prompt_ids(m, tools=env.tool_schemas) for m in messages]
+    theirs = [_ids(tok.apply_chat_template(m, tools=[tool], tokenize=True, add_generation_prompt=True))
+              for m in messages]
+    action = codec.encode('<tool_call>{"name": "search", "arguments": {"query": "capital"}}</tool_call>')
+    result = search(query="capital")
+    step = env.step(codec.decode(action))
+    glue_ours, _ = codec.observation_ids(step.observation or "", False, action, rcfg.rollout.max_observation_tokens)
+    glue_theirs = [tok.eos_token_id] + _trl_suffix(tok, {"role": "tool", "name": "search", "content": result})
+    return {"prompts_identical": ours == theirs, "prompt_tokens": [len(p) for p in ours],
+            "glue_identical": glue_ours == glue_theirs, "glue_tokens": [len(glue_ours), len(glue_theirs)],
+            "glue_text": {"agent_r1": codec.decode(glue_ours)[:400], "trl": codec.decode(glue_theirs)[:400]}}
+
+
+def _ids(x: Any) -> list[int]:
+    return list(x["input_ids"] if isinstance(x, dict) or hasattr(x, "keys") else x)
+
+
+def _trl_suffix(tok: Any, tool_message: dict[str, Any]) -> list[int]:
+    """TRL's `_get_tool_suffix_ids` for one tool message (the same steps, outside a trainer)."""
+    dummy = [{"role": "user", "content": "dummy"},
+             {"role": "assistant", "content": "", "tool_calls": [
+                 {"type": "function", "function": {"name": tool_message["name"], "arguments": {}}}]}]
+    prefix = _ids(tok.apply_chat_template(dummy, add_generation_prompt=False, tokenize=True))
+    full = _ids(tok.apply_chat_template(dummy + [tool_message], add_generation_prompt=True, tokenize=True))
+    ends = [i for i, t in enumerate(prefix) if t == tok.eos_token_id]
+    prefix = prefix[: ends[-1] + 1] if ends else prefix
+    return full[len(prefix):]
+
+
+def template_path() -> Path:
+    import trl
+
+    return Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja"
