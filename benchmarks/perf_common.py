@@ -10,7 +10,8 @@
   randomly initialised Qwen2-shaped model in bf16 (no weights needed).
 - `hermes_policy(...)`: the tool-mode policy of perf_trl.py: `policy()`'s warm start plus a short SFT
   on the same demos written in the hermes format (`<tool_call>` JSON) through a given chat template,
-  so that it writes calls that parse (cached in the work folder).
+  so that it writes calls that parse (cached in the work folder; 500 steps: after 100, a third of its
+  calls were malformed and TRL's loop, which ends an episode there, made a third of agent-r1's calls).
 - `write_result(name, payload)`: benchmarks/results/<name>.json with machine, peak RSS and payload.
 """
 
@@ -158,7 +159,7 @@ def policy(cfg: Any, device: str = "cpu", sft_steps: int = 60, dtype: str = "flo
     return model.to(device), tok, desc
 
 
-def hermes_policy(cfg: Any, chat_template: str, sft_steps: int = 100, batch_size: int = 16,
+def hermes_policy(cfg: Any, chat_template: str, sft_steps: int = 500, batch_size: int = 16,
                   base_steps: int = 60) -> tuple[Any, Any, dict]:
     """(model, tokenizer, description) for a tool loop in the hermes format: `policy(cfg)` (the tag
     warm start, `base_steps` SFT steps), its tokenizer given `chat_template`, then `sft_steps` more

@@ -78,7 +78,7 @@ def main() -> int:
                     help="equal_work: completions per iteration x tokens per completion")
     ap.add_argument("--micro", type=int, default=8, help="equal_work: rows per forward/backward, both sides")
     ap.add_argument("--skip-cells", default="128x256", help="equal_work cells that also run algo.skip_zero_advantage")
-    ap.add_argument("--prompts", type=int, default=8, help="tool: prompts per iteration")
+    ap.add_argument("--prompts", type=int, default=16, help="tool: prompts per iteration (params.yaml's 16)")
     ap.add_argument("--iterations", type=int, default=None, help="tool: RL iterations per timed run")
     args = ap.parse_args()
     import torch

@@ -38,6 +38,17 @@ from typing import Any
 
 from perf_common import WORK, alternate, ratio_summary, summary
 
+# where the two sides' work is the same but done differently (what the ratio is made of)
+NOTES = [
+    "same tokens, model, optimiser steps and precision on both sides; each side's own implementation",
+    "agent-r1 takes the old log-probs from the first optimiser step's own forward (one mini-batch per epoch); "
+    "TRL runs a separate no-grad pass whenever num_iterations > 1",
+    "generation: agent-r1 writes the KV cache into preallocated buffers and draws tokens by inverse CDF; "
+    "TRL's transformers generate() concatenates the cache every token and draws with torch.multinomial",
+    "TRL's loss computes log-probs with its chunked fused head kernel; agent-r1 applies the head to the "
+    "completion positions only, in chunks",
+]
+
 
 def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
@@ -46,7 +57,7 @@ def _load() -> list[float]:
 def run_equal_work(cfg: Any, base_model: Any, tok: Any, all_samples: list[dict], reward_fn: Any, args: Any,
                    torch: Any, cells: list[tuple[int, int]], micro: int, repeats: int,
                    skip_cells: set[tuple[int, int]]) -> dict[str, Any]:
-    out: dict[str, Any] = {"micro_batch_size": micro, "cells": {}}
+    out: dict[str, Any] = {"micro_batch_size": micro, "cells": {}, "notes": NOTES}
     for completions, tokens in cells:
         key = f"{completions}x{tokens}"
         print(f"equal_work {key}: start, load {_load()}", flush=True)

@@ -10,19 +10,24 @@ evidence, and the timing is marked not comparable):
   never writes the end-of-turn token itself; agent-r1's observation glue starts with it, and TRL's
   tool suffix gets it prepended (`EndOfTurnGRPO`); the tool text is agent-r1's search result, cut
   to `rollout.max_observation_tokens` as the rollout cuts it. One call's ids are compared.
+- the micro-batch: `--micro` rows per forward/backward on both sides (as in equal_work).
 - the policy: perf_common.hermes_policy (the tag warm start, then SFT on the same demos in the
   hermes format through TRL's qwen2_5 template); the warm-up run of each side must make tool
   calls per trajectory within 10% of each other.
 
-Differences that remain (recorded): TRL has one completion budget for all turns and tool results
+- the episode's end: TRL ends it at a turn without a parseable call; agent-r1's env is wrapped to
+  do the same here (`ending_like_trl`; by itself it answers with an error observation and goes on).
+  Both allow `rollout.max_turns` generations (TRL `max_tool_calling_iterations` = max_turns - 1).
+
+A difference that remains (recorded): TRL has one completion budget for all turns and tool results
 (`rollout.max_total_tokens` minus the longest prompt) and no per-turn cap (agent-r1:
-`rollout.max_tokens_per_turn`); TRL ends an episode at a turn without a parseable call, agent-r1
-answers it with an error observation and goes on (`rollout.max_turns` turns at most on both sides).
+`rollout.max_tokens_per_turn`), so a turn that never closes its call runs longer on TRL's side.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import statistics
 import time
@@ -60,13 +65,14 @@ def run_tool(cfg: Any, model: Any, tok: Any, samples: list[dict], reward_fn: Any
     from agent_r1.tools.search import format_hits
     from agent_r1.training.trainer import RLTrainer
 
+    n_completions = len(samples) * cfg.rollout.n_samples
+    micro = args.micro if n_completions % args.micro == 0 else n_completions
     rcfg = replace(cfg, env=replace(cfg.env, format="hermes"),
-                   train=replace(cfg.train, prompts_per_iter=len(samples),
-                                 minibatch_size=len(samples) * cfg.rollout.n_samples, iterations=iterations,
-                                 threads=args.threads))
+                   train=replace(cfg.train, prompts_per_iter=len(samples), minibatch_size=n_completions,
+                                 micro_batch_size=micro, iterations=iterations, threads=args.threads))
     codec = ChatCodec(tok)
     retriever = open_index(cfg.search.index_dir)
-    make_env = make_env_factory(rcfg, retriever)
+    make_env = ending_like_trl(make_env_factory(rcfg, retriever))
     env0 = make_env(samples[0])
     calls = [0]
 
@@ -149,10 +155,10 @@ def run_tool(cfg: Any, model: Any, tok: Any, samples: list[dict], reward_fn: Any
     def trl(r: int) -> dict[str, Any]:
         m = copy.deepcopy(model)
         m.generation_config.eos_token_id = stop_ids
-        n_completions = len(samples) * cfg.rollout.n_samples
         gargs = GRPOConfig(
             output_dir=str(WORK / "trl_out"), use_cpu=True, bf16=False, gradient_checkpointing=False,
-            per_device_train_batch_size=n_completions, gradient_accumulation_steps=1, steps_per_generation=1,
+            per_device_train_batch_size=micro, gradient_accumulation_steps=n_completions // micro,
+            steps_per_generation=n_completions // micro,
             num_generations=cfg.rollout.n_samples, num_iterations=cfg.train.ppo_epochs,
             max_steps=iterations * cfg.train.ppo_epochs, max_completion_length=budgets["trl_max_completion_length"],
             temperature=cfg.rollout.temperature, top_k=0, beta=0.0, learning_rate=cfg.train.lr,
@@ -205,7 +211,26 @@ def run_tool(cfg: Any, model: Any, tok: Any, samples: list[dict], reward_fn: Any
     return {"comparable": comparable, "checks": checks, "budgets": budgets, "agent_r1": side(a), "trl": side(t),
             "ratio_agent_r1_over_trl": ratio_summary([x["seconds"] for x in a], [x["seconds"] for x in t]),
             "prompts": len(samples), "group_size": cfg.rollout.n_samples, "iterations_per_run": iterations,
+            "micro_batch_size": micro,
             "stop_ids": stop_ids, "note": __doc__.split("\n\n", 1)[1].strip()}
+
+
+def ending_like_trl(make_env: Any) -> Any:
+    """agent-r1's env, ending an episode at an action with neither a parseable call nor an answer, as
+    TRL's loop does (agent-r1 itself answers such an action with an error observation and goes on)."""
+
+    def make(sample: dict[str, Any]) -> Any:
+        env = make_env(sample)
+        finish = env.finish
+
+        def finish_like_trl(pending: Any, results: Any) -> Any:
+            out = finish(pending, results)
+            return dataclasses.replace(out, done=True) if not out.done and not out.info.get("tool_calls") else out
+
+        env.finish = finish_like_trl
+        return env
+
+    return make
 
 
 def _check_identical(tok: Any, codec: Any, make_env: Any, sample: dict, messages: list, tool: SchemaTool,
