@@ -15,7 +15,8 @@ and gradient clipping, fp32 (TRL's default bf16 and gradient checkpointing are t
   that calls the tool alike in both loops (checked before timing).
 
 Ratio = agent-r1 seconds per iteration / TRL's, per repeat (A B, then B A, ...), then the median.
-Modes not run keep their earlier entry in the JSON (each mode records its own commit and load).
+Modes (and equal_work cells) not run keep their earlier entry in the JSON; each records its own
+commit and load average.
 
     .venv/bin/python benchmarks/perf_trl.py [--modes equal_work,tool] [--cells 32x64,128x256] [--repeats 3]
 
@@ -118,6 +119,9 @@ def main() -> int:
                 cells = [tuple(int(x) for x in c.split("x")) for c in args.cells.split(",")]
                 skip = {tuple(int(x) for x in c.split("x")) for c in args.skip_cells.split(",") if c}
                 out = run_equal_work(cfg, model, tok, all_samples, reward, args, torch, cells, args.micro, repeats, skip)
+                for cell in out["cells"].values():  # cells not run this time keep their last entry
+                    cell["measured"] = {**started, "load_average_at_end": _load()}
+                out["cells"] = {**results["modes"].get(mode, {}).get("cells", {}), **out["cells"]}
             elif mode == "tool":
                 from perf_trl_tool import run_tool, template_path
 

@@ -125,7 +125,7 @@ def _cell(cfg: Any, base_model: Any, tok: Any, all_samples: list[dict], reward_f
             raise RuntimeError(f"agent-r1 did not do the equal work: completion lengths {sorted(lengths)} "
                                f"(want {tokens}), {seen} tokens (want {batch_tokens})")
         return {"seconds": total, "generate_s": gen[0], "update_s": total - gen[0], "load": load,
-                "reward_mean": m["reward_mean"], "skipped_rows": m.get("skipped_rows", 0.0)}
+                "reward_mean": m["reward_mean"], "skipped_rows_fraction": m.get("skipped_rows_fraction", 0.0)}
 
     class TimedGRPO(GRPOTrainer):
         gen_s = 0.0
@@ -199,7 +199,7 @@ def _cell(cfg: Any, base_model: Any, tok: Any, all_samples: list[dict], reward_f
     if with_skip:
         s = runs["agent_r1_skip"]
         cell["agent_r1_skip_zero_advantage"] = {
-            **side(s), "skipped_rows_fraction": summary([v["skipped_rows"] / completions for v in s], 3),
+            **side(s), "skipped_rows_fraction": summary([v["skipped_rows_fraction"] for v in s], 3),
             "ratio_over_trl": ratio_summary([x["seconds"] for x in s], [x["seconds"] for x in t]),
             "note": "not equal work: rows of groups whose advantages are all 0 skip forward/backward"}
     return cell
