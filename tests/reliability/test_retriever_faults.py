@@ -122,6 +122,10 @@ def test_es_stopped_mid_training_fails_clearly_then_resumes(tmp_path: Path, monk
         assert steps == list(range(1, ITERATIONS + 1))  # nothing lost, nothing twice
         resumed = [m for m in after if m["step"] > STOP_AFTER]
         assert sum(m.get("tools/search/calls", 0) for m in resumed) > 0
-        assert all(m.get("tools/search/failure_rate", 0.0) == 0.0 for m in resumed)
+        # every failed search after the restart is a call the policy wrote invalid (e.g. an empty
+        # query), never the server: the failure rate stays within the invalid-call share
+        bad = [m for m in resumed
+               if m.get("tools/search/failure_rate", 0.0) > 1.0 - m.get("valid_call_rate", 100.0) / 100.0 + 1e-9]
+        assert not bad, [{k: v for k, v in m.items() if k.startswith(("tools/", "step", "valid"))} for m in bad]
     finally:
         server.stop()
