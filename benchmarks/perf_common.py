@@ -76,6 +76,21 @@ def machine(device: str = "cpu") -> dict[str, Any]:
     return info
 
 
+def time_generate(engine: Any) -> list[float]:
+    """Wraps `engine.generate` so each call adds its seconds to the returned one-element list."""
+    spent, generate = [0.0], engine.generate
+
+    def timed(*a: Any, **k: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return generate(*a, **k)
+        finally:
+            spent[0] += time.perf_counter() - t0
+
+    engine.generate = timed
+    return spent
+
+
 def summary(values: list[float], digits: int = 4) -> dict[str, Any]:
     return {"median": round(statistics.median(values), digits), "min": round(min(values), digits),
             "max": round(max(values), digits), "runs": [round(v, digits) for v in values]}

@@ -36,7 +36,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from perf_common import WORK, alternate, ratio_summary, summary
+from perf_common import WORK, alternate, ratio_summary, summary, time_generate
 
 # where the two sides' work is the same but done differently (what the ratio is made of)
 NOTES = [
@@ -104,17 +104,7 @@ def _cell(cfg: Any, base_model: Any, tok: Any, all_samples: list[dict], reward_f
         c = replace(rcfg, seed=r, algo=replace(rcfg.algo, skip_zero_advantage=skip))
         trainer = RLTrainer(c, copy.deepcopy(base_model), tok, make_env, samples)
         trainer.engine.ignore_stops = True
-        gen = [0.0]
-        generate = trainer.engine.generate
-
-        def timed(*a: Any, **k: Any) -> Any:
-            t0 = time.perf_counter()
-            try:
-                return generate(*a, **k)
-            finally:
-                gen[0] += time.perf_counter() - t0
-
-        trainer.engine.generate = timed
+        gen = time_generate(trainer.engine)
         load = _load()
         t0 = time.perf_counter()
         m = trainer.train_step()

@@ -35,7 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from perf_common import WORK, alternate, ratio_summary, summary
+from perf_common import WORK, alternate, ratio_summary, summary, time_generate
 
 
 class SchemaTool(dict):
@@ -99,17 +99,7 @@ def run_tool(cfg: Any, model: Any, tok: Any, samples: list[dict], reward_fn: Any
 
     def agent_r1(r: int) -> dict[str, Any]:
         trainer = RLTrainer(replace(rcfg, seed=r), copy.deepcopy(model), tok, make_env, samples)
-        gen, steps = [0.0], []
-        generate = trainer.engine.generate
-
-        def timed(*a: Any, **k: Any) -> Any:
-            t0 = time.perf_counter()
-            try:
-                return generate(*a, **k)
-            finally:
-                gen[0] += time.perf_counter() - t0
-
-        trainer.engine.generate = timed
+        gen, steps = time_generate(trainer.engine), []
         load, t0 = _load(), time.perf_counter()
         for _ in range(iterations):
             m = trainer.train_step()

@@ -46,3 +46,15 @@ def tiny_model(synthetic_world):
     texts = [d.text for d in synthetic_world.documents] + [q.question for q in synthetic_world.questions()]
     cfg = ModelConfig(hidden_size=64, num_layers=2, num_heads=2, intermediate_size=128, vocab_size=400)
     return build_local_model(texts, cfg, seed=0)
+
+
+@pytest.fixture
+def one_thread():
+    """One torch thread for the test, restored after: small-tensor tests run far slower with two
+    threads on a loaded 2-core machine (modules opt in with `pytestmark`)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

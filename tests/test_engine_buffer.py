@@ -11,13 +11,7 @@ from transformers.cache_utils import DynamicLayer
 from agent_r1.rollout import engine as engine_mod
 from agent_r1.rollout.engine import SamplingParams, TransformersEngine, buffer_layer_class
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_buffer_layer_matches_concatenation():

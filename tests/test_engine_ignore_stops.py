@@ -4,17 +4,10 @@ exactly its budget from the same distribution; the default still ends rows at st
 from __future__ import annotations
 
 import pytest
-import torch
 
 from agent_r1.rollout.engine import SamplingParams, TransformersEngine
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_ignore_stops_samples_the_whole_budget(tiny_model):
