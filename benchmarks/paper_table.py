@@ -199,7 +199,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eval-n", type=int, default=None, help="questions per synthetic eval set")
     ap.add_argument("--real-n", type=int, default=None, help="questions per real data set (0: skip real data)")
     ap.add_argument("--warm-start", default=None, help="reuse this SFT model folder instead of training one "
-                                                       "(it must come from the same data and model config)")
+                                                       "(it must come from the same data and model config); "
+                                                       "'{seed}' in it stands for each seed, e.g. the learning "
+                                                       "benchmark's benchmarks/.work/learn_np12k/seed{seed}/sft/model")
+    ap.add_argument("--rerun", action="store_true", help="run every baseline and method again even if the results "
+                                                         "file already holds it for the same setup")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seeds", default="0", help="comma list; each seed is its own world, warm start and RL runs, "
                                                  "and the table shows means with 95%% bootstrap intervals")
@@ -221,8 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.perf_counter()
 
     seeds = [int(x) for x in str(args.seeds).split(",")]
-    if args.warm_start and len(seeds) > 1:
-        ap.error("--warm-start reuses one warm start: it needs a single seed")
+    if args.warm_start and len(seeds) > 1 and "{seed}" not in args.warm_start:
+        ap.error("--warm-start without '{seed}' reuses one warm start: it needs a single seed")
     set_threads(args.threads)
     command = "python benchmarks/paper_table.py " + " ".join(argv if argv is not None else sys.argv[1:])
     res: dict[str, Any] = {
@@ -233,8 +237,15 @@ def main(argv: list[str] | None = None) -> int:
                    "n_samples": args.n_samples, "sft_steps": args.sft_steps, "guess_fraction": args.guess_fraction},
         "base_config": base_overrides(work / "seed<S>", args), "per_seed": {}, "real": None,
     }
+    # what a kept result must share with this run (seeds, methods and real data may differ: they are
+    # kept per seed and per method), so a table of many hours can be filled in over several sessions
+    res["resume_key"] = config_hash({"base": res["base_config"], "eval_n": args.eval_n, "warm_start": args.warm_start})
+    kept = {} if args.rerun else previous_seeds(results_dir / "paper_table.json", res["resume_key"])
+    for seed in sorted(set(map(int, kept)) - set(seeds)):  # seeds run earlier and not now stay in the table
+        res["per_seed"][str(seed)] = kept[str(seed)]
+    res["seeds"] = sorted(set(seeds) | set(map(int, kept)))
     res["config_hash"] = config_hash({"base": res["base_config"], "methods": {m: METHODS[m][1] for m in methods},
-                                      "seeds": seeds, "eval_n": args.eval_n, "real_n": args.real_n,
+                                      "seeds": res["seeds"], "eval_n": args.eval_n, "real_n": args.real_n,
                                       "warm_start": args.warm_start})
 
     def save() -> None:
@@ -244,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         (results_dir / "paper_table.md").write_text(render_markdown(res))
 
     for seed in seeds:
-        run_seed(seed, work / f"seed{seed}", args, methods, res, save)
+        run_seed(seed, work / f"seed{seed}", args, methods, res, save, kept.get(str(seed), {}))
     if args.real_n:
         res["real"] = real_data(work, res, args.real_n)
         print(format_table(res["real"]["reports"]["SFT warm start"]), flush=True)
@@ -253,16 +264,28 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def previous_seeds(path: Path, resume_key: str) -> dict[str, Any]:
+    """Per seed, the baselines and methods an earlier run of the same setup already wrote to `path`."""
+    if not path.exists():
+        return {}
+    old = json.loads(path.read_text())
+    return old.get("per_seed", {}) if old.get("resume_key") == resume_key else {}
+
+
 def run_seed(seed: int, work: Path, args: argparse.Namespace, methods: list[str], res: dict[str, Any],
-             save: Callable[[], None]) -> None:
-    """One seed: its world, index and warm start, the baselines, then every RL method from that warm start."""
+             save: Callable[[], None], kept: dict[str, Any]) -> None:
+    """One seed: its world, index and warm start, the baselines, then every RL method from that warm
+    start; what `kept` (this seed's earlier results, same setup) holds is not run again."""
     base = {**base_overrides(work, args), "seed": seed}
     cfg = load_config(None, base)
     data_dir = ensure_data(cfg)
     ensure_index(cfg, data_dir)
-    warm = Path(args.warm_start) if args.warm_start else work / "sft" / "model"
-    sft_s, warm_reused = 0.0, warm.exists()
+    warm = Path(args.warm_start.replace("{seed}", str(seed))) if args.warm_start else work / "sft" / "model"
+    sft_s, warm_reused = kept.get("sft_seconds", 0.0), warm.exists()
     if not warm.exists():
+        if args.warm_start:
+            raise SystemExit(f"--warm-start {warm} does not exist for seed {seed}; train it (for example with "
+                             f"benchmarks/learning.py --seeds {seed}) or leave --warm-start out")
         t0 = time.perf_counter()
         warm = run_sft(cfg)
         sft_s = time.perf_counter() - t0
@@ -273,13 +296,22 @@ def run_seed(seed: int, work: Path, args: argparse.Namespace, methods: list[str]
     one = res["per_seed"][str(seed)] = {"base": base, "warm_start": rel(warm), "warm_start_reused": warm_reused,
                                         "sft_seconds": round(sft_s, 1), "baselines": {}, "methods": {}}
     for mode, label in BASELINES.items():
+        if mode in kept.get("baselines", {}):
+            one["baselines"][mode] = kept["baselines"][mode]
+            continue
         start = time.perf_counter()
         metrics, per_q = evaluate_synthetic(warm, cfg, sets, mode)
         one["baselines"][mode] = {"label": label, "metrics": metrics, "em_per_question": per_q,
                                   "wall_seconds": round(time.perf_counter() - start, 1)}
         print(f"seed {seed} {mode}: " + json.dumps({d: round(s["em"], 1) for d, s in metrics.items()}), flush=True)
     save()
+    for name, result in kept.get("methods", {}).items():
+        if result.get("overrides") == METHODS.get(name, (None, None))[1]:
+            one["methods"][name] = result  # kept even when not asked for now: the table only grows
     for name in methods:
+        if name in one["methods"]:
+            print(f"seed {seed} {name}: kept from the results file (--rerun to run it again)", flush=True)
+            continue
         one["methods"][name] = run_method(name, base, warm, work, sets)
         print(f"seed {seed} {name}: " + json.dumps({d: round(s["em"], 1)
                                                     for d, s in one["methods"][name]["metrics"].items()})

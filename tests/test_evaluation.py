@@ -237,3 +237,14 @@ def test_micro_paper_table_from_real_runs(tmp_path):
     if SHARED_DATA.exists():
         assert set(res["real"]["reports"]["SFT warm start"]["results"]["rag"]) == {"hotpotqa", "2wiki", "musique",
                                                                                     "bamboogle"}
+
+    # a second call with the same setup keeps what the first one ran (no retraining) and adds the rest
+    logs = {m: (Path(run["checkpoint"]).parents[1] / "metrics.jsonl").stat().st_mtime_ns for m, run in one["methods"].items()}
+    assert paper_table.main(["--micro", "--work", str(tmp_path), "--threads", "1", "--real-n", "0",
+                             "--methods", "grpo,rloo"]) == 0
+    again = json.loads((tmp_path / "results" / "paper_table.json").read_text())["per_seed"]["0"]
+    assert set(again["methods"]) == {"ppo", "grpo", "rloo"}
+    assert {m: again["methods"][m]["em_per_question"] for m in logs} == {m: one["methods"][m]["em_per_question"] for m in logs}
+    assert {m: (Path(again["methods"][m]["checkpoint"]).parents[1] / "metrics.jsonl").stat().st_mtime_ns
+            for m in logs} == logs
+    assert again["methods"]["rloo"]["iterations"] == 1
