@@ -62,12 +62,12 @@ def shuffle_scores(trainer) -> None:
     prepare = trainer.prepare
     rng = random.Random(0)
 
-    def shuffled(trajs):
+    def shuffled(trajs, *args, **kwargs):  # the trainer's own options (e.g. deferred old log-probs) pass through
         rewards = [t.outcome_reward for t in trajs]
         rng.shuffle(rewards)
         for t, r in zip(trajs, rewards):
             t.outcome_reward = r
-        return prepare(trajs)
+        return prepare(trajs, *args, **kwargs)
 
     trainer.prepare = shuffled
 
