@@ -17,6 +17,9 @@ From ONE SFT warm start on the synthetic multi-hop world (tantivy search, a smal
 Writes benchmarks/results/paper_table.md and .json (EM per method and dataset, F1 / substring EM
 beside it, wall time, config hash).
 
+    python benchmarks/paper_table.py --seeds 0,1,2 --iterations 40 --eval-n 100 --real-n 50 \
+        --warm-start 'benchmarks/.work/learn_np12k/seed{seed}/sft/model'   # the README's table (about 2 h
+        # on 2 idle cores; call it again after an interruption: what is in the results file is kept)
     python benchmarks/paper_table.py                      # full (hours on 2 CPU cores)
     python benchmarks/paper_table.py --iterations 12 --eval-n 100 --real-n 100   # reduced
     python benchmarks/paper_table.py --micro --work /tmp/pt   # CI smoke: tiny model, 2 RL methods
@@ -109,7 +112,8 @@ def base_overrides(work: Path, args: argparse.Namespace) -> dict[str, Any]:
         "data.question_types": ["one_hop", "bridge"], "data.n_people": 12000, "sft.out_dir": str(work / "sft"),
         "sft.steps": args.sft_steps, "sft.guess_fraction": args.guess_fraction, "train.threads": args.threads,
         "train.iterations": args.iterations, "train.prompts_per_iter": args.prompts_per_iter,
-        "rollout.n_samples": args.n_samples, "env.format_instructions": False, "train.eval_every": 0,
+        "rollout.n_samples": args.n_samples, "train.lr_schedule": args.lr_schedule,
+        "env.format_instructions": False, "train.eval_every": 0,
         "train.eval_size": args.eval_n, "train.checkpoint_every": 1000, "train.log_trajectories_every": 0,
     }
     if args.micro:
@@ -204,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
                                                        "benchmark's benchmarks/.work/learn_np12k/seed{seed}/sft/model")
     ap.add_argument("--rerun", action="store_true", help="run every baseline and method again even if the results "
                                                          "file already holds it for the same setup")
+    ap.add_argument("--lr-schedule", default="cosine", help="train.lr_schedule of every RL run (as the learning "
+                                                            "benchmark: the last checkpoint is read after the decay)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seeds", default="0", help="comma list; each seed is its own world, warm start and RL runs, "
                                                  "and the table shows means with 95%% bootstrap intervals")

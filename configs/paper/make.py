@@ -62,6 +62,7 @@ COMMON: dict[str, Any] = {
     "algo.loss_mask": True,
     "algo.advantage_mask": True,
     "train.lr": 1e-6,
+    "train.lr_schedule": "constant",  # verl's default; params.yaml decays its toy runs (cosine)
     "train.prompts_per_iter": PROMPTS_PER_ITER,
     "train.ppo_epochs": 1,  # verl's default, which Agent-R1's scripts keep
     "train.precision": "bf16",
