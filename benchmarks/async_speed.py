@@ -8,9 +8,9 @@ asynchronous run is in steady state (the next rollout always in flight; it is di
 Runs must not interleave iterations of two live trainers: an asynchronous trainer keeps rolling
 out between its own steps and would load the other's timing.
 
-A third mode, `async_1_one_worker`, gives the 2 cores to one rollout worker and the learner
-(the learner and 2 workers are 3 busy processes on 2 cores while they overlap); it is another
-config, reported beside the figure.
+Two more modes, `sync_one_worker` and `async_1_one_worker`, give the 2 cores to one rollout worker
+and the learner (the learner and 2 workers are 3 busy processes on 2 cores while they overlap):
+another config, compared with its own synchronous run and reported beside the figure.
 
 Reports the median over repeats of each run's mean seconds per timed iteration, and the ratio
 sync / async (target: >= 1.3). Writes benchmarks/results/scale.json (section "async_speed").
@@ -39,14 +39,19 @@ CONFIG = small_config(WORK, **{
 # mode -> (max_staleness, config overrides). "async_1" is the figure (the same config as "sync");
 # "async_1_one_worker" splits the 2 cores between one rollout worker and the learner instead of
 # putting 3 busy processes on them (a different config: reported beside the figure, not as it)
-MODES = {"sync": (0, {}), "async_1": (1, {}), "async_1_one_worker": (1, {"ray.num_workers": 1})}
+# "sync_one_worker" is its synchronous twin: each asynchronous mode is compared with the
+# synchronous run of its own config (PAIRS)
+MODES = {"sync": (0, {}), "async_1": (1, {}), "sync_one_worker": (0, {"ray.num_workers": 1}),
+         "async_1_one_worker": (1, {"ray.num_workers": 1})}
+PAIRS = {"async_1": "sync", "async_1_one_worker": "sync_one_worker"}
 
 
 def paired_speedups(runs: dict[str, list[dict]]) -> dict[str, float]:
-    """Median over repeats of sync / mode, each ratio within one repeat (runs minutes apart)."""
+    """Median over repeats of sync / async of the same config, each ratio within one repeat (runs
+    seconds apart, so load that drifts between repeats cancels)."""
     return {mode: round(statistics.median(s["iteration_s_mean"] / r["iteration_s_mean"]
-                                          for s, r in zip(runs["sync"], rs)), 3)
-            for mode, rs in runs.items() if mode != "sync"}
+                                          for s, r in zip(runs[PAIRS[mode]], runs[mode])), 3)
+            for mode in PAIRS if runs.get(mode)}
 
 
 def main() -> int:
@@ -83,7 +88,8 @@ def main() -> int:
         "config": CONFIG, "iterations_timed": args.iterations, "repeats": args.repeats,
         "iteration_s_median": medians, "runs": runs,
         "speedup_sync_over_async": round(medians["sync"] / medians["async_1"], 3),
-        "speedup_sync_over_async_one_worker": round(medians["sync"] / medians["async_1_one_worker"], 3),
+        "speedup_sync_over_async_one_worker": round(medians["sync_one_worker"] / medians["async_1_one_worker"], 3),
+        "pairs": PAIRS,
         # per repeat, sync over each asynchronous run next to it: robust to load that drifts between repeats
         "speedup_paired_median": paired_speedups(runs),
         "modes": {mode: {"max_staleness": k, "overrides": over} for mode, (k, over) in MODES.items()},
