@@ -36,7 +36,7 @@ import matplotlib.pyplot as plt
 
 ROOT = Path(__file__).resolve().parents[1]
 # the command that writes each file, for files that do not record their own `command`
-COMMANDS = {"learning": "python benchmarks/learning.py", "memory": "python benchmarks/memory.py",
+COMMANDS = {"learning": "python benchmarks/learning.py --seeds 0,1,2", "memory": "python benchmarks/memory.py",
             "ray": "python benchmarks/ray_overhead.py", "scale": "python benchmarks/async_speed.py",
             "retrieval": "python benchmarks/retrieval.py", "retriever_load": "python benchmarks/retriever_load.py",
             "retrieval_scale": "python benchmarks/retrieval_scale.py"}
@@ -60,38 +60,67 @@ def moving_average(values: list[float], window: int) -> list[float]:
     return out
 
 
+def seed_runs(doc: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """variant -> its run per seed (the first seed's `runs` when the file has no `per_seed`)."""
+    per_seed = doc.get("per_seed") or {"0": {"runs": doc.get("runs", {}), "warm_start": doc.get("warm_start")}}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for one in per_seed.values():
+        if one.get("warm_start"):
+            out.setdefault("warm start", []).append(one["warm_start"])
+        for variant, run in one.get("runs", {}).items():
+            out.setdefault(variant, []).append(run)
+    return out
+
+
 def plot_learning(results: Path, out: Path) -> Path | None:
+    """Left: training reward per iteration, mean over seeds (band: min to max over seeds). Right:
+    held-out greedy EM per variant, mean over seeds with its 95% interval (the file's summary) and
+    each seed as a dot."""
     name = "learning" if (results / "learning.json").is_file() else "learning_quick"
     doc = load(results, name)
     if not doc or not doc.get("runs"):
         return None
-    fig, (ax_r, ax_e) = plt.subplots(1, 2, figsize=(12, 4.6), gridspec_kw={"width_ratios": [3, 2]})
-    starts = sorted((k for k in doc if k.startswith("warm_start")), key=len, reverse=True)
-    names = list(doc["runs"])
-    for i, (variant, run) in enumerate(doc["runs"].items()):
-        curve = run.get("train_curve") or []
-        color = f"C{i}"
-        if curve:
-            it = [p["iteration"] for p in curve]
-            reward = [p["reward_mean"] for p in curve]
-            ax_r.plot(it, reward, color=color, alpha=0.2, lw=0.8)
-            ax_r.plot(it, moving_average(reward, 10), color=color, lw=1.8, label=variant)
-        # the warm start a variant began from is named in its note (older runs: an older warm start)
-        start_key = next((k for k in starts if k in run.get("note", "")), "warm_start")
-        start = doc.get(start_key, {}).get("greedy", {}).get("em")
-        end = run.get("greedy", {}).get("em")
-        if start is not None and end is not None:
-            x = [0, run.get("iterations", len(curve))]
-            ax_e.plot(x, [start, end], "-o", color=color, label=f"{variant} ({start:.0f} -> {end:.0f})")
+    runs = seed_runs(doc)
+    summary = doc.get("summary", {})
+    fig, (ax_r, ax_e) = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [3, 2]})
+    variants = [v for v in runs if v != "warm start"]
+    for i, variant in enumerate(variants):
+        curves = [[p["reward_mean"] for p in r.get("train_curve") or []] for r in runs[variant]]
+        curves = [c for c in curves if c]
+        if not curves:
+            continue
+        n = min(map(len, curves))
+        mean = [sum(c[t] for c in curves) / len(curves) for t in range(n)]
+        it = list(range(1, n + 1))
+        low, high = [min(c[t] for c in curves) for t in range(n)], [max(c[t] for c in curves) for t in range(n)]
+        ax_r.fill_between(it, low, high, color=f"C{i}", alpha=0.12, lw=0)
+        seeds = f"{len(curves)} seed" + ("s" if len(curves) > 1 else "")
+        ax_r.plot(it, moving_average(mean, 5), color=f"C{i}", lw=1.8, label=f"{variant} ({seeds})")
+    labels, key_of = [], {"warm start": "warm_start"}
+    for j, variant in enumerate(["warm start", *variants]):
+        ems = [r["greedy"]["em"] for r in runs[variant] if r.get("greedy")]
+        if not ems:
+            continue
+        ci = summary.get(key_of.get(variant, variant), {}).get("greedy_em_ci95")
+        mean = sum(ems) / len(ems)
+        color = "grey" if variant == "warm start" else f"C{variants.index(variant)}"
+        if ci:
+            ax_e.errorbar([j], [ci["mean"]], yerr=[[ci["mean"] - ci["low"]], [ci["high"] - ci["mean"]]],
+                          fmt="s", color=color, capsize=5, ms=8)
+        else:
+            ax_e.plot([j], [mean], "s", color=color, ms=8)
+        ax_e.plot([j + 0.18] * len(ems), ems, "o", color=color, alpha=0.6, ms=4)
+        labels.append(f"{variant}\n{mean:.1f}")
+    ax_e.set_xticks(range(len(labels)), labels, fontsize=7)
     ax_r.set(xlabel="iteration", ylabel="mean reward of the iteration's rollouts",
-             title="Training reward (line: 10-iteration moving average)")
+             title="Training reward: mean over seeds (5-iteration moving average), band: min-max")
     ax_r.legend(fontsize=8)
     ax_r.grid(alpha=0.3)
-    ax_e.set(xlabel="iteration", ylabel="held-out greedy EM (%)",
-             title="Held-out EM, measured at start and end only\n(train.eval_every: 0; no per-iteration series)")
-    ax_e.legend(fontsize=7)
-    ax_e.grid(alpha=0.3)
-    fig.suptitle(f"Learning curves ({len(names)} variants): `{command(doc, 'learning')}` -> {name}.json, {SHARED}")
+    ax_e.set(ylabel="held-out greedy EM (%)", ylim=(-2, 102),
+             title="Held-out greedy EM after RL: mean of seeds, 95% CI\n(seeds and questions), dots: each seed")
+    ax_e.grid(alpha=0.3, axis="y")
+    seeds = len(doc.get("per_seed") or {"0": 1})
+    fig.suptitle(f"Learning ({seeds} seeds): `{command(doc, 'learning')}` -> {name}.json")
     return save(fig, out / "bench-learning.png")
 
 
