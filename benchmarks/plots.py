@@ -96,21 +96,21 @@ def plot_learning(results: Path, out: Path) -> Path | None:
         ax_r.fill_between(it, low, high, color=f"C{i}", alpha=0.12, lw=0)
         seeds = f"{len(curves)} seed" + ("s" if len(curves) > 1 else "")
         ax_r.plot(it, moving_average(mean, 5), color=f"C{i}", lw=1.8, label=f"{variant} ({seeds})")
-    labels, key_of = [], {"warm start": "warm_start"}
+    labels = []
     for j, variant in enumerate(["warm start", *variants]):
         ems = [r["greedy"]["em"] for r in runs[variant] if r.get("greedy")]
         if not ems:
             continue
-        ci = summary.get(key_of.get(variant, variant), {}).get("greedy_em_ci95")
-        mean = sum(ems) / len(ems)
+        ci = summary.get("warm_start" if variant == "warm start" else variant, {}).get("greedy_em_ci95")
+        em_mean = sum(ems) / len(ems)
         color = "grey" if variant == "warm start" else f"C{variants.index(variant)}"
         if ci:
             ax_e.errorbar([j], [ci["mean"]], yerr=[[ci["mean"] - ci["low"]], [ci["high"] - ci["mean"]]],
                           fmt="s", color=color, capsize=5, ms=8)
         else:
-            ax_e.plot([j], [mean], "s", color=color, ms=8)
+            ax_e.plot([j], [em_mean], "s", color=color, ms=8)
         ax_e.plot([j + 0.18] * len(ems), ems, "o", color=color, alpha=0.6, ms=4)
-        labels.append(f"{variant}\n{mean:.1f}")
+        labels.append(f"{variant}\n{em_mean:.1f}")
     ax_e.set_xticks(range(len(labels)), labels, fontsize=7)
     ax_r.set(xlabel="iteration", ylabel="mean reward of the iteration's rollouts",
              title="Training reward: mean over seeds (5-iteration moving average), band: min-max")

@@ -205,11 +205,9 @@ def test_micro_paper_table_from_real_runs(tmp_path):
     (direct, rag, agent) and two RL methods (PPO, GRPO), one training iteration each, greedy eval on
     4 in-domain and 4 out-of-domain (comparison) questions, and the real-data harness on 2 questions
     per shared file. It checks the table is produced from those runs, not the scores."""
-    import importlib.util
+    from tests.module_loader import load_script
 
-    spec = importlib.util.spec_from_file_location("paper_table", REPO / "benchmarks" / "paper_table.py")
-    paper_table = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(paper_table)
+    paper_table = load_script(REPO / "benchmarks" / "paper_table.py", "paper_table")
     real_n = "2" if SHARED_DATA.exists() else "0"
     assert paper_table.main(["--micro", "--work", str(tmp_path), "--threads", "1", "--real-n", real_n]) == 0
     res = json.loads((tmp_path / "results" / "paper_table.json").read_text())

@@ -5,13 +5,13 @@ one. It crashed with a TypeError once `prepare` gained the deferred-old-log-prob
 from __future__ import annotations
 
 import copy
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 from agent_r1.config import load_config
 from agent_r1.training.trainer import RLTrainer
+from tests.module_loader import load_script
 from tests.rollout_helpers import make_env_factory
 
 REPO = Path(__file__).resolve().parents[1]
@@ -21,13 +21,6 @@ SAMPLES = [{"id": f"q{i}", "question": f"Where was {n} born?", "answers": ["Telu
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def _learning_module():
-    spec = importlib.util.spec_from_file_location("learning_bench", REPO / "benchmarks" / "learning.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_shuffled_control_permutes_rewards_inside_the_real_update(tiny_model, tmp_path):
     model, tok = tiny_model
     cfg = load_config(None, {"train.out_dir": str(tmp_path / "run"), "train.prompts_per_iter": 4,
@@ -35,7 +28,7 @@ def test_shuffled_control_permutes_rewards_inside_the_real_update(tiny_model, tm
                              "train.minibatch_size": 16, "train.threads": 1})
     trainer = RLTrainer(cfg, copy.deepcopy(model), tok, make_env_factory("tag"), SAMPLES)
     assert trainer._can_defer_old_logp(16)  # the deferred path, where the control used to crash
-    _learning_module().shuffle_scores(trainer)
+    load_script(REPO / "benchmarks" / "learning.py", "learning_bench").shuffle_scores(trainer)
     trajs = trainer.rollout()
     rewards = [float(i % 3 == 0) for i in range(len(trajs))]  # 6 of 16 rewarded, at known places
     for t, r in zip(trajs, rewards):

@@ -6,7 +6,6 @@ few keys, and the committed files are exactly what make.py writes (no drift)."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ import pytest
 import yaml
 
 from agent_r1.config import load_config
+from tests.module_loader import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = ROOT / "configs" / "paper"
@@ -31,10 +31,7 @@ EXPECTED = {
 
 
 def _make_module() -> Any:
-    spec = importlib.util.spec_from_file_location("paper_make", PAPER / "make.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(PAPER / "make.py", "paper_make")
 
 
 def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -3,9 +3,10 @@ missing result file is skipped (not an error), and a corpus-size sweep is found 
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from pathlib import Path
+
+from tests.module_loader import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
@@ -13,10 +14,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def _plots():
-    spec = importlib.util.spec_from_file_location("bench_plots", REPO / "benchmarks" / "plots.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(REPO / "benchmarks" / "plots.py", "bench_plots")
 
 
 def test_plots_write_png_files_from_the_real_results(tmp_path):
