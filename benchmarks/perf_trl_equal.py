@@ -23,9 +23,11 @@ generate_s; update tokens/s = ppo_epochs x (prompt + completion tokens) / update
 alternated (A B, B A, ...); ratios are per repeat, then the median; the load average is recorded
 with every run.
 
-A third side, `agent_r1_skip`, is agent-r1 with `algo.skip_zero_advantage: true` (groups whose
+Beside them in the same cells (not sides of the ratio): `agent_r1_skip`, is agent-r1 with `algo.skip_zero_advantage: true` (groups whose
 advantages are all zero skip their forward/backward): a saving TRL does not make, reported apart
-from the equal-work ratio, with the share of rows it skipped.
+from the equal-work ratio, with the share of rows it skipped; and `floor` (perf_floor.py), the same
+work done by the bare model with nothing around it, so `floor / TRL` bounds from below the ratio
+any framework could reach on this work.
 """
 
 from __future__ import annotations
@@ -37,16 +39,17 @@ from dataclasses import replace
 from typing import Any
 
 from perf_common import WORK, alternate, ratio_summary, summary, time_generate
+from perf_floor import floor_side
 
 # where the two sides' work is the same but done differently (what the ratio is made of)
 NOTES = [
     "same tokens, model, optimiser steps and precision on both sides; each side's own implementation",
-    "agent-r1 takes the old log-probs from the first optimiser step's own forward (one mini-batch per epoch); "
-    "TRL runs a separate no-grad pass whenever num_iterations > 1",
-    "generation: agent-r1 writes the KV cache into preallocated buffers and draws tokens by inverse CDF; "
-    "TRL's transformers generate() concatenates the cache every token and draws with torch.multinomial",
-    "TRL's loss computes log-probs with its chunked fused head kernel; agent-r1 applies the head to the "
-    "completion positions only, in chunks",
+    ("agent-r1 takes the old log-probs from the first optimiser step's own forward (one mini-batch per epoch); "
+    "TRL runs a separate no-grad pass whenever num_iterations > 1"),
+    ("generation: agent-r1 writes the KV cache into preallocated buffers and draws tokens by inverse CDF; "
+    "TRL's transformers generate() concatenates the cache every token and draws with torch.multinomial"),
+    ("TRL's loss computes log-probs with its chunked fused head kernel; agent-r1 applies the head to the "
+    "completion positions only, in chunks"),
 ]
 
 
@@ -158,9 +161,17 @@ def _cell(cfg: Any, base_model: Any, tok: Any, all_samples: list[dict], reward_f
         return {"seconds": total, "generate_s": TimedGRPO.gen_s, "update_s": total - TimedGRPO.gen_s, "load": load,
                 "reward_mean": logs[0].get("reward", float("nan"))}
 
+    def floor(r: int) -> dict[str, Any]:
+        torch.manual_seed(r)
+        load = _load()
+        out = floor_side(copy.deepcopy(base_model), prompt_ids, group, tokens, micro, cfg.train.ppo_epochs,
+                         cfg.train.lr, tok.pad_token_id, cfg.train.max_grad_norm)
+        return {**out, "load": load}
+
     sides = {"agent_r1": agent_r1, "trl": trl}
     if with_skip:
         sides["agent_r1_skip"] = lambda r: agent_r1(r, skip=True)
+        sides["floor"] = floor
     for fn in sides.values():  # warm-up: first-call imports and allocations of every side
         fn(1000)
     timed_runs = alternate(sides, repeats)
@@ -192,4 +203,10 @@ def _cell(cfg: Any, base_model: Any, tok: Any, all_samples: list[dict], reward_f
             **side(s), "skipped_rows_fraction": summary([v["skipped_rows_fraction"] for v in s], 3),
             "ratio_over_trl": ratio_summary([x["seconds"] for x in s], [x["seconds"] for x in t]),
             "note": "not equal work: rows of groups whose advantages are all 0 skip forward/backward"}
+        f = runs["floor"]
+        cell["floor"] = {**side(f), "ratio_over_trl": ratio_summary([x["seconds"] for x in f], [x["seconds"] for x in t]),
+                         "ratio_agent_r1_over_floor": ratio_summary([x["seconds"] for x in a],
+                                                                    [x["seconds"] for x in f]),
+                         "note": "the same work by the bare model (perf_floor.py): no framework, no sampling, "
+                                 "no old log-probs; floor / TRL is the least ratio any framework could reach"}
     return cell
