@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     # kept per seed and per method), so a table of many hours can be filled in over several sessions
     res["resume_key"] = config_hash({"base": res["base_config"], "eval_n": args.eval_n, "warm_start": args.warm_start})
     kept = {} if args.rerun else previous_seeds(results_dir / "paper_table.json", res["resume_key"])
-    for seed in sorted(set(map(int, kept)) - set(seeds)):  # seeds run earlier and not now stay in the table
+    for seed in sorted(map(int, kept)):  # in the file from the start: a run killed early loses none of them
         res["per_seed"][str(seed)] = kept[str(seed)]
     res["seeds"] = sorted(set(seeds) | set(map(int, kept)))
     res["config_hash"] = config_hash({"base": res["base_config"], "methods": {m: METHODS[m][1] for m in methods},
@@ -299,11 +299,15 @@ def run_seed(seed: int, work: Path, args: argparse.Namespace, methods: list[str]
             "synthetic_comparison_ood": load_samples(write_ood_questions(cfg, work), args.eval_n)}
     res["datasets"] = {k: len(v) for k, v in sets.items()}
     res.setdefault("model_params", model_params(warm))
-    one = res["per_seed"][str(seed)] = {"base": base, "warm_start": rel(warm), "warm_start_reused": warm_reused,
-                                        "sft_seconds": round(sft_s, 1), "baselines": {}, "methods": {}}
+    # kept results go in before anything is saved, so every save holds them (the table only grows;
+    # methods are kept even when not asked for now)
+    one = res["per_seed"][str(seed)] = {
+        "base": base, "warm_start": rel(warm), "warm_start_reused": warm_reused, "sft_seconds": round(sft_s, 1),
+        "baselines": {m: r for m, r in kept.get("baselines", {}).items() if m in BASELINES},
+        "methods": {m: r for m, r in kept.get("methods", {}).items()
+                    if r.get("overrides") == METHODS.get(m, (None, None))[1]}}
     for mode, label in BASELINES.items():
-        if mode in kept.get("baselines", {}):
-            one["baselines"][mode] = kept["baselines"][mode]
+        if mode in one["baselines"]:
             continue
         start = time.perf_counter()
         metrics, per_q = evaluate_synthetic(warm, cfg, sets, mode)
@@ -311,9 +315,6 @@ def run_seed(seed: int, work: Path, args: argparse.Namespace, methods: list[str]
                                   "wall_seconds": round(time.perf_counter() - start, 1)}
         print(f"seed {seed} {mode}: " + json.dumps({d: round(s["em"], 1) for d, s in metrics.items()}), flush=True)
     save()
-    for name, result in kept.get("methods", {}).items():
-        if result.get("overrides") == METHODS.get(name, (None, None))[1]:
-            one["methods"][name] = result  # kept even when not asked for now: the table only grows
     for name in methods:
         if name in one["methods"]:
             print(f"seed {seed} {name}: kept from the results file (--rerun to run it again)", flush=True)

@@ -246,3 +246,15 @@ def test_micro_paper_table_from_real_runs(tmp_path):
     assert {m: (Path(again["methods"][m]["checkpoint"]).parents[1] / "metrics.jsonl").stat().st_mtime_ns
             for m in logs} == logs
     assert again["methods"]["rloo"]["iterations"] == 1
+
+    # a run that dies in its first new method leaves every kept result in the file (each save holds them)
+    def killed(*args, **kwargs):
+        raise RuntimeError("killed while training")
+
+    paper_table.run_method = killed
+    with pytest.raises(RuntimeError, match="killed while training"):
+        paper_table.main(["--micro", "--work", str(tmp_path), "--threads", "1", "--real-n", "0",
+                          "--methods", "reinforce_pp"])
+    after = json.loads((tmp_path / "results" / "paper_table.json").read_text())["per_seed"]["0"]
+    assert set(after["methods"]) == {"ppo", "grpo", "rloo"}
+    assert set(after["baselines"]) == {"direct", "rag", "agent"}
