@@ -30,10 +30,13 @@ def per_seed_em(res: dict[str, Any], kind: str, name: str, ds: str) -> list[list
 
 
 def rows_of(res: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """(kind, name, label) for every baseline and method, in table order."""
+    """(kind, name, label) for every baseline and method, in table order: the paper's order of
+    algorithms and ablations, whatever order a resumed run added them to the file in."""
     first = res["per_seed"][str(res["seeds"][0])]
+    order = {name: i for i, name in enumerate(ALGORITHMS + tuple(x for x, _ in ABLATIONS))}
+    methods = sorted(first["methods"].items(), key=lambda item: order.get(item[0], len(order)))
     return ([("baselines", n, r["label"]) for n, r in first["baselines"].items()]
-            + [("methods", n, r["label"]) for n, r in first["methods"].items()])
+            + [("methods", n, r["label"]) for n, r in methods])
 
 
 def ci_cell(res: dict[str, Any], kind: str, name: str, ds: str) -> str:
