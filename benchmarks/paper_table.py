@@ -1,25 +1,30 @@
 """The Agent-R1 paper's comparison tables at CPU scale (a LONG benchmark; `--micro` is the CI smoke).
 
-From ONE SFT warm start on the synthetic multi-hop world (tantivy search, a small Llama built here):
+Per seed (each its own world, warm start and RL runs; `--seeds 0,1,2` for intervals), from one SFT
+warm start on the synthetic multi-hop world (tantivy search, a small Llama built here):
 1. Baselines from that warm start: `direct` (no retrieval), `rag` (naive RAG: top-k docs with the
    question, one turn) and `agent` (multi-turn tool use, no RL).
 2. RL from the warm start with PPO (gae + critic), GRPO, REINFORCE++, REINFORCE++-baseline and RLOO,
-   all with the same budget (iterations x prompts x samples); then the paper's ablations on PPO:
-   loss mask off, advantage mask off, process reward on (retrieval hit 0.2) vs off.
+   all with the same budget (iterations x prompts x samples); then the paper's ablations (PPO with
+   the advantage mask off, then both masks off; GRPO with the loss mask off) and ours (PPO loss mask
+   off, process reward on (retrieval hit 0.2) vs off).
 3. Greedy evaluation of every model, agent mode, in-domain (synthetic test split: one-hop and bridge
    questions about people never seen in training) and out-of-domain (comparison questions, a type
    never trained on, over the same unseen people; same corpus and index).
 4. The same harness on the shared real data: HotpotQA dev (its own 3,952-paragraph corpus, tantivy)
-   and 2Wiki / MuSiQue / Bamboogle questions over that corpus (out-of-domain), for the warm start in
-   the three modes and the best RL model in agent mode. With ~1M-parameter local models trained only
-   on the synthetic world these scores are near zero: they check the harness, not the method.
+   and 2Wiki / MuSiQue / Bamboogle questions over that corpus (out-of-domain), for the first seed's
+   warm start in the three modes and its best RL model in agent mode. With ~1M-parameter local models
+   trained only on the synthetic world these scores are near zero: they check the harness, not the method.
 
-Writes benchmarks/results/paper_table.md and .json (EM per method and dataset, F1 / substring EM
-beside it, wall time, config hash).
+Writes paper_table.md and .json into `--results-dir` (EM per method and dataset with bootstrap
+intervals, paired differences, F1 / substring EM beside it, every question's score, wall time,
+config hash); `--render-only` rewrites the markdown from the JSON.
 
     python benchmarks/paper_table.py --seeds 0,1,2 --iterations 40 --eval-n 100 --real-n 50 \
-        --warm-start 'benchmarks/.work/learn_np12k/seed{seed}/sft/model'   # the README's table (about 2 h
-        # on 2 idle cores; call it again after an interruption: what is in the results file is kept)
+        --warm-start 'benchmarks/.work/learn_np12k/seed{seed}/sft/model' \
+        --methods ppo,grpo,reinforce_pp,reinforce_pp_baseline,rloo,ppo_adv_mask_off,ppo_masks_off,grpo_loss_mask_off \
+        --results-dir benchmarks/results/paper_table_np12k   # the README's table: 62 min on 2 idle cores;
+        # call it again after an interruption (what is in the results file for the same setup is kept)
     python benchmarks/paper_table.py                      # full (hours on 2 CPU cores)
     python benchmarks/paper_table.py --iterations 12 --eval-n 100 --real-n 100   # reduced
     python benchmarks/paper_table.py --micro --work /tmp/pt   # CI smoke: tiny model, 2 RL methods
@@ -210,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
                                                          "file already holds it for the same setup")
     ap.add_argument("--lr-schedule", default="cosine", help="train.lr_schedule of every RL run (as the learning "
                                                             "benchmark: the last checkpoint is read after the decay)")
+    ap.add_argument("--render-only", action="store_true", help="rewrite paper_table.md from the JSON in the "
+                                                               "results folder (after a change to the layout); run nothing")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seeds", default="0", help="comma list; each seed is its own world, warm start and RL runs, "
                                                  "and the table shows means with 95%% bootstrap intervals")
@@ -227,6 +234,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown method(s) {unknown}; choose from {list(METHODS)}")
     work = Path(args.work or ROOT / "benchmarks" / ".work" / ("paper_table_micro" if micro else "paper_table"))
     results_dir = Path(args.results_dir or (work / "results" if micro else ROOT / "benchmarks" / "results"))
+    if args.render_only:
+        (results_dir / "paper_table.md").write_text(render_markdown(json.loads((results_dir / "paper_table.json")
+                                                                               .read_text())))
+        return 0
     results_dir.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
 

@@ -258,3 +258,9 @@ def test_micro_paper_table_from_real_runs(tmp_path):
     after = json.loads((tmp_path / "results" / "paper_table.json").read_text())["per_seed"]["0"]
     assert set(after["methods"]) == {"ppo", "grpo", "rloo"}
     assert set(after["baselines"]) == {"direct", "rag", "agent"}
+
+    # --render-only rewrites the markdown from the JSON alone
+    md_path = tmp_path / "results" / "paper_table.md"
+    md_path.unlink()
+    assert paper_table.main(["--micro", "--work", str(tmp_path), "--render-only"]) == 0
+    assert "| RLOO |" in md_path.read_text()
