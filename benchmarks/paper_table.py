@@ -49,6 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from paper_plot import plot_paper_table  # noqa: E402
 from paper_render import render_markdown  # noqa: E402
 
 from agent_r1.config import load_config  # noqa: E402
@@ -235,8 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.work or ROOT / "benchmarks" / ".work" / ("paper_table_micro" if micro else "paper_table"))
     results_dir = Path(args.results_dir or (work / "results" if micro else ROOT / "benchmarks" / "results"))
     if args.render_only:
-        (results_dir / "paper_table.md").write_text(render_markdown(json.loads((results_dir / "paper_table.json")
-                                                                               .read_text())))
+        done = json.loads((results_dir / "paper_table.json").read_text())
+        (results_dir / "paper_table.md").write_text(render_markdown(done))
+        plot_paper_table(done, results_dir / "paper_table.png")
         return 0
     results_dir.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
@@ -277,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         res["real"] = real_data(work, res, args.real_n)
         print(format_table(res["real"]["reports"]["SFT warm start"]), flush=True)
     save()
+    plot_paper_table(res, results_dir / "paper_table.png")
     print((results_dir / "paper_table.md").read_text())
     return 0
 

@@ -264,3 +264,4 @@ def test_micro_paper_table_from_real_runs(tmp_path):
     md_path.unlink()
     assert paper_table.main(["--micro", "--work", str(tmp_path), "--render-only"]) == 0
     assert "| RLOO |" in md_path.read_text()
+    assert (tmp_path / "results" / "paper_table.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
