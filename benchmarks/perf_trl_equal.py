@@ -23,11 +23,12 @@ generate_s; update tokens/s = ppo_epochs x (prompt + completion tokens) / update
 alternated (A B, B A, ...); ratios are per repeat, then the median; the load average is recorded
 with every run.
 
-Beside them in the same cells (not sides of the ratio): `agent_r1_skip`, is agent-r1 with `algo.skip_zero_advantage: true` (groups whose
-advantages are all zero skip their forward/backward): a saving TRL does not make, reported apart
-from the equal-work ratio, with the share of rows it skipped; and `floor` (perf_floor.py), the same
-work done by the bare model with nothing around it, so `floor / TRL` bounds from below the ratio
-any framework could reach on this work.
+Two more sides run in the `--skip-cells`, reported apart from the equal-work ratio:
+`agent_r1_skip`, agent-r1 with `algo.skip_zero_advantage: true` (groups whose advantages are all
+zero skip their forward/backward), a saving TRL does not make, with the share of rows it skipped;
+and `floor` (perf_floor.py), the same work done by the bare transformers model both sides call,
+with nothing around it: `floor / TRL` is the least ratio a framework could reach on this work
+with this model's own kernels.
 """
 
 from __future__ import annotations
@@ -208,5 +209,5 @@ def _cell(cfg: Any, base_model: Any, tok: Any, all_samples: list[dict], reward_f
                          "ratio_agent_r1_over_floor": ratio_summary([x["seconds"] for x in a],
                                                                     [x["seconds"] for x in f]),
                          "note": "the same work by the bare model (perf_floor.py): no framework, no sampling, "
-                                 "no old log-probs; floor / TRL is the least ratio any framework could reach"}
+                                 "no old log-probs; floor / TRL is the least ratio a framework could reach with these kernels"}
     return cell
