@@ -216,8 +216,8 @@ def main(argv: list[str] | None = None) -> int:
                                                          "file already holds it for the same setup")
     ap.add_argument("--lr-schedule", default="cosine", help="train.lr_schedule of every RL run (as the learning "
                                                             "benchmark: the last checkpoint is read after the decay)")
-    ap.add_argument("--render-only", action="store_true", help="rewrite paper_table.md from the JSON in the "
-                                                               "results folder (after a change to the layout); run nothing")
+    ap.add_argument("--render-only", action="store_true",
+                    help="rewrite paper_table.md and .png from the JSON in the results folder; run nothing")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seeds", default="0", help="comma list; each seed is its own world, warm start and RL runs, "
                                                  "and the table shows means with 95%% bootstrap intervals")

@@ -205,9 +205,9 @@ def _cell(cfg: Any, base_model: Any, tok: Any, all_samples: list[dict], reward_f
             "ratio_over_trl": ratio_summary([x["seconds"] for x in s], [x["seconds"] for x in t]),
             "note": "not equal work: rows of groups whose advantages are all 0 skip forward/backward"}
         f = runs["floor"]
-        cell["floor"] = {**side(f), "ratio_over_trl": ratio_summary([x["seconds"] for x in f], [x["seconds"] for x in t]),
-                         "ratio_agent_r1_over_floor": ratio_summary([x["seconds"] for x in a],
-                                                                    [x["seconds"] for x in f]),
-                         "note": "the same work by the bare model (perf_floor.py): no framework, no sampling, "
-                                 "no old log-probs; floor / TRL is the least ratio a framework could reach with these kernels"}
+        cell["floor"] = {
+            **side(f), "ratio_over_trl": ratio_summary([x["seconds"] for x in f], [x["seconds"] for x in t]),
+            "ratio_agent_r1_over_floor": ratio_summary([x["seconds"] for x in a], [x["seconds"] for x in f]),
+            "note": "the same work by the bare model (perf_floor.py): no framework, no sampling, no old "
+                    "log-probs; floor / TRL is the least ratio a framework could reach with these kernels"}
     return cell
