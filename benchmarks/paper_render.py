@@ -73,17 +73,17 @@ def header(res: dict[str, Any]) -> list[str]:
         "# Paper table at CPU scale (synthetic multi-hop world)",
         "",
         f"Command: `{res['command']}`  ",
-        f"Config hash: `{res['config_hash']}`; total wall time {res['wall_seconds'] / 60:.1f} min on "
-        f"{res['machine']['cpus']} CPU threads (load average {res.get('load', '?')}); model "
-        f"{res['model_params'] / 1e6:.2f}M parameters; greedy decoding.  ",
-        f"Seeds {', '.join(map(str, seeds))}: each seed is its own world (people, names), its own SFT warm start "
-        f"({b['sft_steps']} steps, guess fraction {b['guess_fraction']}) and its own RL runs. RL budget per method "
-        f"and seed: {b['iterations']} iterations x {b['prompts_per_iter']} prompts x {b['n_samples']} samples.  ",
+        (f"Config hash: `{res['config_hash']}`; total wall time {res['wall_seconds'] / 60:.1f} min on "
+         f"{res['machine']['cpus']} CPU threads (load average {res.get('load', '?')}); model "
+         f"{res['model_params'] / 1e6:.2f}M parameters; greedy decoding.  "),
+        (f"Seeds {', '.join(map(str, seeds))}: each seed is its own world (people, names), its own SFT warm start "
+         f"({b['sft_steps']} steps, guess fraction {b['guess_fraction']}) and its own RL runs. RL budget per method "
+         f"and seed: {b['iterations']} iterations x {b['prompts_per_iter']} prompts x {b['n_samples']} samples.  "),
         f"Datasets: `{ds_names[0]}` = in-domain ({res['datasets'][ds_names[0]]} held-out questions per seed), "
         + ", ".join(f"`{d}` = out-of-domain ({res['datasets'][d]} per seed)" for d in ds_names[1:]) + ".",
         "",
-        f"Cells: mean EM (%) over {len(seeds)} seed(s) x questions, with the 95% interval of a bootstrap over "
-        "seeds and then questions. F1 and substring EM are in the JSON, never blended.",
+        (f"Cells: mean EM (%) over {len(seeds)} seed(s) x questions, with the 95% interval of a bootstrap over "
+         "seeds and then questions. F1 and substring EM are in the JSON, never blended."),
         "",
     ]
 
@@ -124,9 +124,9 @@ def real_section(res: dict[str, Any]) -> list[str]:
     if not real:
         return []
     lines = ["", "## Shared real data (seed 0's models; tiny local model, so near-zero scores are expected)", "",
-             f"Index: HotpotQA dev-distractor 400 corpus ({real['num_docs']} paragraphs, tantivy); 2Wiki, MuSiQue "
-             f"and Bamboogle are searched over that same corpus (out-of-domain). First {real['n']} questions "
-             "of each file.", ""]
+             (f"Index: HotpotQA dev-distractor 400 corpus ({real['num_docs']} paragraphs, tantivy); 2Wiki, "
+              f"MuSiQue and Bamboogle are searched over that same corpus (out-of-domain). First {real['n']} "
+              "questions of each file."), ""]
     first = format_table(next(iter(real["reports"].values()))).splitlines()
     lines += ["| model " + first[0], "|---" + first[1]]
     for model_name, report in real["reports"].items():

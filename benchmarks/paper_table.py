@@ -59,7 +59,13 @@ from agent_r1.evaluation.harness import (  # noqa: E402
     format_table,
     load_question_set,
 )
-from agent_r1.runs.assembly import build_index, ensure_data, ensure_index, load_samples, set_threads  # noqa: E402
+from agent_r1.runs.assembly import (  # noqa: E402
+    build_index,
+    ensure_data,
+    ensure_index,
+    load_samples,
+    set_threads,
+)
 from agent_r1.runs.sft import run_sft  # noqa: E402
 from agent_r1.runs.train import run_train  # noqa: E402
 
