@@ -11,10 +11,11 @@ warm start on the synthetic multi-hop world (tantivy search, a small Llama built
 3. Greedy evaluation of every model, agent mode, in-domain (synthetic test split: one-hop and bridge
    questions about people never seen in training) and out-of-domain (comparison questions, a type
    never trained on, over the same unseen people; same corpus and index).
-4. The same harness on the shared real data: HotpotQA dev (its own 3,952-paragraph corpus, tantivy)
-   and 2Wiki / MuSiQue / Bamboogle questions over that corpus (out-of-domain), for the first seed's
-   warm start in the three modes and its best RL model in agent mode. With ~1M-parameter local models
-   trained only on the synthetic world these scores are near zero: they check the harness, not the method.
+4. The same harness on the real data samples (samples/, tracked in the repo): HotpotQA dev (its own
+   3,952-paragraph corpus, tantivy) and 2Wiki / MuSiQue / Bamboogle questions over that corpus
+   (out-of-domain), for the first seed's warm start in the three modes and its best RL model in agent
+   mode. With ~1M-parameter local models trained only on the synthetic world these scores are near
+   zero: they check the harness, not the method.
 
 Writes paper_table.md and .json into `--results-dir` (EM per method and dataset with bootstrap
 intervals, paired differences, F1 / substring EM beside it, every question's score, wall time,
@@ -69,8 +70,8 @@ from agent_r1.runs.assembly import (  # noqa: E402
 from agent_r1.runs.sft import run_sft  # noqa: E402
 from agent_r1.runs.train import run_train  # noqa: E402
 
-SHARED_DATA = ROOT.parent / "shared" / "data"
-REAL_SETS = {  # name -> path under shared/data; all searched over the HotpotQA corpus
+SAMPLES = ROOT / "samples"  # public dataset samples, tracked in the repo (samples/README.md: sources, licences)
+REAL_SETS = {  # name -> path under samples/; all searched over the HotpotQA corpus
     "hotpotqa": "hotpotqa/hotpotqa_dev_distractor_400.jsonl",
     "2wiki": "2wiki.questions.jsonl",
     "musique": "musique.questions.jsonl",
@@ -157,7 +158,7 @@ def real_index(work: Path) -> Path | None:
     """The HotpotQA-400 corpus (union of its context paragraphs) indexed with tantivy, built once."""
     from agent_r1.data.corpus import build_corpus_from_hotpotqa
 
-    src = SHARED_DATA / REAL_SETS["hotpotqa"]
+    src = SAMPLES / REAL_SETS["hotpotqa"]
     if not src.exists():
         return None
     index_dir = work / "hotpotqa_index"
@@ -347,14 +348,14 @@ def run_seed(seed: int, work: Path, args: argparse.Namespace, methods: list[str]
 
 
 def real_data(work: Path, res: dict[str, Any], real_n: int) -> dict[str, Any] | None:
-    """The harness on the shared real data, for the first seed's warm start and its best RL model."""
+    """The harness on the real data samples, for the first seed's warm start and its best RL model."""
     index_dir = real_index(work)
     if index_dir is None:
         return None
     one = res["per_seed"][str(res["seeds"][0])]
     real_cfg = load_config(None, {**one["base"], "search.index_dir": str(index_dir)})
-    real_sets = {name: load_question_set(SHARED_DATA / rel, real_n) for name, rel in REAL_SETS.items()
-                 if (SHARED_DATA / rel).exists()}
+    real_sets = {name: load_question_set(SAMPLES / rel, real_n) for name, rel in REAL_SETS.items()
+                 if (SAMPLES / rel).exists()}
     real = {"n": real_n, "num_docs": json.loads((index_dir / "retriever.json").read_text()).get("num_docs"),
             "reports": {}}
     start = time.perf_counter()

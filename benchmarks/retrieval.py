@@ -1,4 +1,4 @@
-"""Retrieval benchmark on the shared 400 HotpotQA questions: BM25 (tantivy, Elasticsearch via
+"""Retrieval benchmark on the 400 HotpotQA sample questions (samples/): BM25 (tantivy, Elasticsearch via
 noida-db), dense (MiniLM-L6 + faiss flat / HNSW) and hybrid (BM25 + dense, RRF k=60).
 
 Measures, per backend: index build time over the 3,952-paragraph union corpus, batch search of
@@ -42,7 +42,7 @@ from agent_r1.data.loaders import load_hotpotqa
 from agent_r1.retrieval.base import RetrievalConfig, open_retriever
 from agent_r1.retrieval.metrics import recall_at_k, top1_agreement
 
-HOTPOTQA = REPO.parent / "shared" / "data" / "hotpotqa" / "hotpotqa_dev_distractor_400.jsonl"
+HOTPOTQA = REPO / "samples" / "hotpotqa" / "hotpotqa_dev_distractor_400.jsonl"  # tracked in the repo
 K = 5
 
 
@@ -139,7 +139,7 @@ def main() -> int:
     queries = [s.question for s in samples]
     gold = [s.supporting_titles for s in samples]
     report: dict[str, Any] = {
-        "dataset": "hotpotqa_dev_distractor_400 (shared/data)", "k": K,
+        "dataset": "hotpotqa_dev_distractor_400 (samples/)", "k": K,
         "n_questions": len(queries), "n_documents": len(docs),
         "machine": {
             "cpu_count": os.cpu_count(), "platform": platform.platform(), "processor": platform.processor(),

@@ -32,7 +32,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-HOTPOT = ROOT.parent / "shared" / "data" / "hotpotqa" / "hotpotqa_dev_distractor_400.jsonl"
+HOTPOT = ROOT / "samples" / "hotpotqa" / "hotpotqa_dev_distractor_400.jsonl"  # tracked in the repo
 
 
 def worker(index_dir: str, questions: list[str], reference: list[list[str]], worker_id: int, batch: int,

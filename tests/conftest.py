@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
+# Public dataset samples the tests read, kept in the repository (see samples/README.md): a clone
+# with nothing beside it must pass, so no test reads a path outside REPO.
+SAMPLES = REPO / "samples"
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -1,7 +1,7 @@
 """Shared test fixtures for the retrieval tests: real data paths and a real noida-db server.
 
 Not a conftest.py (the lead owns that): test modules import what they use, e.g.
-`from tests.es_fixture import es_server, SHARED_DATA` (pytest then registers the fixture).
+`from tests.es_fixture import es_server, HOTPOTQA_400` (pytest then registers the fixture).
 Each server is started on 127.0.0.1 on a free port in a temp data dir and stopped at teardown.
 """
 
@@ -21,15 +21,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import SAMPLES
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
-# CI clones the repo next to shared/, so shared data lives beside the repo root.
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
-HOTPOTQA_400 = SHARED_DATA / "hotpotqa" / "hotpotqa_dev_distractor_400.jsonl"
+HOTPOTQA_400 = SAMPLES / "hotpotqa" / "hotpotqa_dev_distractor_400.jsonl"
 
 
-def require_shared(path: Path) -> Path:
+def require_sample(path: Path) -> Path:
+    # A missing sample is a broken checkout, never a reason to skip: fail and say where it belongs.
     if not path.exists():
-        pytest.fail(f"shared data file {path} not found: the shared/ folder must sit beside the repo root")
+        pytest.fail(f"sample data file {path} not found: it is tracked in the repository under samples/ "
+                    f"(see samples/README.md); restore it with `git checkout -- {path.relative_to(REPO_ROOT)}`")
     return path
 
 

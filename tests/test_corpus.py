@@ -14,11 +14,11 @@ from agent_r1.data.corpus import (
     load_corpus_jsonl,
 )
 from agent_r1.data.io import write_jsonl
-from tests.es_fixture import HOTPOTQA_400, require_shared
+from tests.es_fixture import HOTPOTQA_400, require_sample
 
 
 def test_hotpotqa_400_union():
-    docs = build_corpus_from_hotpotqa(require_shared(HOTPOTQA_400))
+    docs = build_corpus_from_hotpotqa(require_sample(HOTPOTQA_400))
     assert len(docs) == 3952
     assert len({d.id for d in docs}) == 3952
     first = docs[0]

@@ -33,7 +33,7 @@ from agent_r1.retrieval.encoders import (
     preset_for,
 )
 from agent_r1.retrieval.hybrid_backend import HybridRetriever, rrf_fuse
-from tests.es_fixture import HOTPOTQA_400, es_server, require_shared  # noqa: F401
+from tests.es_fixture import HOTPOTQA_400, es_server, require_sample  # noqa: F401
 
 N_QUESTIONS = 6  # their 60 context paragraphs make the corpus
 
@@ -47,7 +47,7 @@ def encoder():
 def hotpot(tmp_path_factory):
     """(docs, questions, corpus.jsonl path): the first questions of the shared HotpotQA 400 and their paragraphs."""
     path = tmp_path_factory.mktemp("hotpot") / "sample.jsonl"
-    lines = require_shared(HOTPOTQA_400).read_text(encoding="utf-8").splitlines()[:N_QUESTIONS]
+    lines = require_sample(HOTPOTQA_400).read_text(encoding="utf-8").splitlines()[:N_QUESTIONS]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     docs = build_corpus_from_hotpotqa(path)
     corpus = path.with_name("corpus.jsonl")

@@ -19,7 +19,7 @@ from agent_r1.data.io import iter_records, write_jsonl
 from agent_r1.data.loaders import load_hotpotqa
 from agent_r1.retrieval.base import RetrievalConfig, open_index, open_retriever
 from agent_r1.retrieval.metrics import recall_at_k, top1_agreement
-from tests.es_fixture import HOTPOTQA_400, es_server, fresh_es_server, require_shared  # noqa: F401
+from tests.es_fixture import HOTPOTQA_400, es_server, fresh_es_server, require_sample  # noqa: F401
 from tests.test_tantivy import INJECTION
 
 N_QUESTIONS = 30
@@ -27,7 +27,7 @@ N_QUESTIONS = 30
 
 @pytest.fixture(scope="module")
 def small_hotpot():
-    path = require_shared(HOTPOTQA_400)
+    path = require_sample(HOTPOTQA_400)
     rows = [rec.value for rec in iter_records(path)][:N_QUESTIONS]
     docs = dedup_documents(make_document(title, " ".join(s.strip() for s in sents))
                            for row in rows for title, sents in row["context"])

@@ -19,7 +19,7 @@ import pytest
 from agent_r1.data.corpus import dedup_documents, make_document
 from agent_r1.data.io import iter_records
 from agent_r1.retrieval.base import RetrievalConfig, open_retriever
-from tests.es_fixture import HOTPOTQA_400, es_server, require_shared  # noqa: F401
+from tests.es_fixture import HOTPOTQA_400, es_server, require_sample  # noqa: F401
 
 N_QUESTIONS = 12
 POOL = 3
@@ -31,7 +31,7 @@ K = 3
 @pytest.fixture(scope="module")
 def hotpot_index(es_server):  # noqa: F811
     """The paragraphs of the first 12 HotpotQA questions, indexed; (config, questions, reference ids)."""
-    rows = [rec.value for rec in iter_records(require_shared(HOTPOTQA_400))][:N_QUESTIONS]
+    rows = [rec.value for rec in iter_records(require_sample(HOTPOTQA_400))][:N_QUESTIONS]
     docs = dedup_documents(make_document(title, " ".join(s.strip() for s in sents))
                            for row in rows for title, sents in row["context"])
     config = RetrievalConfig(backend="elasticsearch", url=es_server.url, index_name="pool-test",

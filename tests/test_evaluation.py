@@ -1,6 +1,6 @@
 """The evaluation harness: the three modes on a tiny real model over a synthetic world with a real
 tantivy index, metrics on hand-made trajectories, `agent-r1 eval --json`, MLflow logging, the
-question-file formats of the shared real data, and the micro paper table."""
+question-file formats of the real sample data (samples/), and the micro paper table."""
 
 from __future__ import annotations
 
@@ -22,9 +22,8 @@ from agent_r1.evaluation.harness import (
 from agent_r1.evaluation.modes import EVAL_MODES, EvalContext, get_mode
 from agent_r1.rollout.engine import GenerationOutput
 from agent_r1.trajectory import Trajectory, Turn
+from tests.conftest import REPO, SAMPLES
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
 BUDGET = {"rollout.max_turns": 2, "rollout.max_tokens_per_turn": 12, "rollout.max_total_tokens": 400,
           "train.threads": 1, "search.k": 2}
 
@@ -173,9 +172,8 @@ def test_log_to_mlflow_only_inside_an_active_run(tmp_path, monkeypatch):
     assert metrics["eval/rag/hotpotqa/em"] == 12.5
 
 
-def test_shared_question_files_load_in_their_own_formats():
-    assert SHARED_DATA.exists(), f"{SHARED_DATA} must sit beside the repo root"
-    specs = parse_question_specs(",".join(str(SHARED_DATA / f) for f in (
+def test_sample_question_files_load_in_their_own_formats():
+    specs = parse_question_specs(",".join(str(SAMPLES / f) for f in (
         "hotpotqa/hotpotqa_dev_distractor_400.jsonl", "2wiki.questions.jsonl", "musique.questions.jsonl",
         "bamboogle.questions.jsonl")))
     assert list(specs) == ["hotpotqa", "2wiki", "musique", "bamboogle"]
@@ -204,12 +202,11 @@ def test_micro_paper_table_from_real_runs(tmp_path):
     """Micro mode covers: one real SFT warm start (5 steps, a 1-layer model), the three baselines
     (direct, rag, agent) and two RL methods (PPO, GRPO), one training iteration each, greedy eval on
     4 in-domain and 4 out-of-domain (comparison) questions, and the real-data harness on 2 questions
-    per shared file. It checks the table is produced from those runs, not the scores."""
+    per sample file (samples/, tracked, so always there). It checks the table is produced from those runs, not the scores."""
     from tests.module_loader import load_script
 
     paper_table = load_script(REPO / "benchmarks" / "paper_table.py", "paper_table")
-    real_n = "2" if SHARED_DATA.exists() else "0"
-    assert paper_table.main(["--micro", "--work", str(tmp_path), "--threads", "1", "--real-n", real_n]) == 0
+    assert paper_table.main(["--micro", "--work", str(tmp_path), "--threads", "1", "--real-n", "2"]) == 0
     res = json.loads((tmp_path / "results" / "paper_table.json").read_text())
     md = (tmp_path / "results" / "paper_table.md").read_text()
     one = res["per_seed"]["0"]
@@ -232,9 +229,9 @@ def test_micro_paper_table_from_real_runs(tmp_path):
     assert ood and all(q["type"] == "comparison" for q in ood)
     train = (tmp_path / "seed0" / "data" / "train.jsonl").read_text()
     assert '"comparison"' not in train  # never trained on
-    if SHARED_DATA.exists():
-        assert set(res["real"]["reports"]["SFT warm start"]["results"]["rag"]) == {"hotpotqa", "2wiki", "musique",
-                                                                                    "bamboogle"}
+    # the samples are tracked, so the real-data part always runs, on every sample file
+    assert set(res["real"]["reports"]["SFT warm start"]["results"]["rag"]) == {"hotpotqa", "2wiki", "musique",
+                                                                                "bamboogle"}
 
     # a second call with the same setup keeps what the first one ran (no retraining) and adds the rest
     logs = {m: (Path(run["checkpoint"]).parents[1] / "metrics.jsonl").stat().st_mtime_ns for m, run in one["methods"].items()}

@@ -1,5 +1,7 @@
-"""Dependencies point one way (../shared/design/ARCHITECTURE.md): no module imports a layer above its
-own, lazy imports inside functions included. `*/commands.py` modules are the CLI's subcommands, kept
+"""Dependencies point one way, from the CLI and flows down through training and evaluation to
+rollout, envs, algorithms, retrieval and rewards, and down to the trajectory and schema types
+(`LAYERS` below, bottom to top): no module imports a layer above its own, lazy imports inside
+functions included, so each layer can be tested and reused without the ones above it. `*/commands.py` modules are the CLI's subcommands, kept
 beside their package: they sit on the CLI layer."""
 
 from __future__ import annotations

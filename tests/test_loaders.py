@@ -1,4 +1,4 @@
-"""Loaders on the real shared files, plus every kind of bad input on small temp files."""
+"""Loaders on the real sample files (samples/), plus every kind of bad input on small temp files."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from agent_r1.data.loaders import (
     load_questions_jsonl,
 )
 from agent_r1.data.schema import QASample
-from tests.es_fixture import HOTPOTQA_400, SHARED_DATA, require_shared
+from tests.conftest import SAMPLES
+from tests.es_fixture import HOTPOTQA_400, require_sample
 
 
 def _write(path: Path, lines: list[str] | bytes) -> Path:
@@ -38,10 +39,10 @@ def _hp_row(i: int, **over) -> dict:
     return row
 
 
-# ------------------------------------------------------------------ real shared data
+# ------------------------------------------------------------------ real sample data (samples/)
 
 def test_hotpotqa_real_400():
-    samples = load_hotpotqa(require_shared(HOTPOTQA_400))
+    samples = load_hotpotqa(require_sample(HOTPOTQA_400))
     assert len(samples) == 400
     first = samples[0]
     assert first.id == "5a8c7595554299585d9e36b6"
@@ -55,7 +56,7 @@ def test_hotpotqa_real_400():
 
 @pytest.mark.parametrize("name,n", [("2wiki", 200), ("musique", 200), ("bamboogle", 125)])
 def test_questions_only_real_files(name: str, n: int):
-    path = require_shared(SHARED_DATA / f"{name}.questions.jsonl")
+    path = require_sample(SAMPLES / f"{name}.questions.jsonl")
     samples = LOADERS[name](path)
     assert len(samples) == n
     assert all(s.source == name and s.answers and s.question for s in samples)
@@ -206,7 +207,7 @@ def test_prepare_hotpotqa_cli(tmp_path: Path, capsys):
 
 
 def test_prepare_questions_only_cli(tmp_path: Path):
-    src = require_shared(SHARED_DATA / "musique.questions.jsonl")
+    src = require_sample(SAMPLES / "musique.questions.jsonl")
     assert cli_main(["prepare", "musique", "--input", str(src), "--out", str(tmp_path)]) == 0
     assert len(load_questions_jsonl(tmp_path / "questions.jsonl")) == 200
     assert not (tmp_path / "corpus.jsonl").exists()

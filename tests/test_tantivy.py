@@ -23,7 +23,7 @@ from agent_r1.retrieval.base import (
     write_manifest,
 )
 from agent_r1.retrieval.metrics import recall_at_k
-from tests.es_fixture import HOTPOTQA_400, REPO_ROOT, require_shared
+from tests.es_fixture import HOTPOTQA_400, REPO_ROOT, require_sample
 
 INJECTION = [
     'AND OR "( ) title:foo *',
@@ -35,7 +35,7 @@ INJECTION = [
 
 @pytest.fixture(scope="module")
 def hotpot():
-    path = require_shared(HOTPOTQA_400)
+    path = require_sample(HOTPOTQA_400)
     return build_corpus_from_hotpotqa(path), load_hotpotqa(path)
 
 

@@ -3,7 +3,9 @@
 The scripted agent follows a sample's `plan` (its tool inputs: search queries, calculator
 expressions, ...) and then answers; a share of
 demos instead answers at once with a guess, so that the warm start is deliberately imperfect
-and RL has something to fix (see shared/design/LEARNING.md). Demos are Trajectories with the
+and RL has something to fix: with too few guesses SFT alone already answers almost everything and
+RL has no headroom to show, while with a majority of guesses the greedy warm start mostly guesses
+and RL's job is to learn that searching first pays. Demos are Trajectories with the
 same action mask as rollouts: only the agent's own text is trained on.
 """
 
