@@ -7,6 +7,16 @@ from pathlib import Path
 
 import pytest
 
+# per-process PREFECT_HOME and torch threads, the xdist groups, and a check that the session left
+# the repository's runs/, data/ and mlruns/ alone (see tests/isolation.py)
+from tests.isolation import (  # noqa: F401
+    pytest_collection_modifyitems,
+    pytest_configure,
+    pytest_sessionfinish,
+    pytest_sessionstart,
+    pytest_unconfigure,
+)
+
 REPO = Path(__file__).resolve().parents[1]
 # Public dataset samples the tests read, kept in the repository (see samples/README.md): a clone
 # with nothing beside it must pass, so no test reads a path outside REPO.

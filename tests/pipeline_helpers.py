@@ -21,7 +21,10 @@ def micro_params(root: str | Path = "") -> dict[str, Any]:
         "sft": {"steps": 5, "batch_size": 8, "log_every": 2, "out_dir": at("runs/sft")},
         "train": {"iterations": 2, "prompts_per_iter": 3, "ppo_epochs": 1, "minibatch_size": 8,
                   "checkpoint_every": 1, "eval_every": 1, "eval_size": 4, "log_trajectories_every": 1,
-                  "out_dir": at("runs/default"), "init_from": at("runs/sft/model"), "threads": 1},
+                  "out_dir": at("runs/default"), "init_from": at("runs/sft/model"), "threads": 1,
+                  # the shared warm-start store too: never the repository's own runs/ (the flow
+                  # registers the fixed SFT folder there by hard links)
+                  "runs_dir": at("runs")},
     }
 
 
