@@ -34,11 +34,11 @@ rollout: $(STAMP)
 	$(AR1) rollout --params $(PARAMS) -n 4
 
 # pytest exits 5 when it collects no test: that is a failure here, never a silent pass.
-# Two xdist workers (pytest-xdist, dev extra): the suite took 11-14 min serial on 2 cores. loadgroup
-# keeps each module that has a module-scoped fixture (a server, a Ray session) on one worker, and the
-# Ray modules together (tests/isolation.py). `pytest tests/test_x.py` alone stays serial.
+# Two xdist workers (pytest-xdist, dev extra): the suite took 11-14 min serial on 2 cores. loadfile
+# keeps a module on one worker (its module-scoped servers and worlds are built once), and the Ray
+# modules are one unit (tests/isolation.py). `pytest tests/test_x.py` alone stays serial.
 test: $(STAMP)
-	$(PY) -m pytest -p no:cacheprovider -n 2 --dist loadgroup
+	$(PY) -m pytest -p no:cacheprovider -n 2 --dist loadfile
 
 # Quick versions by default; `make bench FULL=1` runs the long ones. The perf benchmarks need the
 # `bench` extra (trl) for perf_trl.py; on a GPU host add DEVICE=cuda (perf_* only).

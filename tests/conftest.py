@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-# per-process PREFECT_HOME and torch threads, the xdist groups, and a check that the session left
-# the repository's runs/, data/ and mlruns/ alone (see tests/isolation.py)
+# per-process PREFECT_HOME and torch threads, xdist's units (a module, the Ray modules), and a check
+# that the session creates no runs/, data/ or mlruns/ in the repository (see tests/isolation.py)
 from tests.isolation import (  # noqa: F401
-    pytest_collection_modifyitems,
     pytest_configure,
     pytest_sessionfinish,
     pytest_sessionstart,
     pytest_unconfigure,
+    pytest_xdist_make_scheduler,
 )
 
 REPO = Path(__file__).resolve().parents[1]

@@ -6,12 +6,15 @@
   test caches would land beside a user's run and be shared by both workers.
 - torch threads: each of N workers gets cores // N intra-op threads. Two workers with two threads
   each on two cores spin against each other: the small-tensor tests then ran 3-5x slower.
-- xdist groups (used by `--dist loadgroup`): the tests of a module that has a module-scoped
-  fixture (a server, a Ray session, a built world) run on one worker, so it is set up once, not
-  once per worker; the Ray modules share one worker, so that no two local Ray clusters (each
-  asking for 3 CPUs) and no two workers' Ray sessions in the project's `.ray/` run at once.
-The groups are for cost and load, not isolation: every fixture makes its own tmp folder (per
-worker under xdist), takes ports the OS hands out, and stops only what it started.
+- scheduling (`--dist loadfile`): a module's tests run on one worker, so a module-scoped fixture
+  (a server, a Ray session, a built world) is set up once, not once per worker; the Ray modules
+  are one unit, so that no two local Ray clusters (each asking for 3 CPUs) and no two workers'
+  Ray sessions in the project's `.ray/` run at once. (xdist's own `--dist loadgroup` does nothing
+  on pytest 9.2: it renames items through `item._nodeid`, which pytest no longer reads.)
+  The units are for cost and load, not isolation: every fixture makes its own tmp folder (per
+  worker under xdist), takes ports the OS hands out, and stops only what it started.
+- the repository's own folders: a session that creates runs/, data/, mlruns/ or artifacts/ in
+  the repository fails (a test must write into its tmp_path).
 """
 
 from __future__ import annotations
@@ -26,14 +29,14 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 # where a user's own runs live: a test writes into its tmp folder, never here (a micro warm start
 # once landed in the repository's runs/warm_starts from a test that left train.runs_dir at "runs")
+# (a folder that was already there may be a user's concurrent `make run`: only new ones are checked)
 USER_FOLDERS = ("runs", "data", "mlruns", "artifacts")
 _OWN: list[str] = []  # folders this process made, removed at the end
 _MADE = "AGENT_R1_TESTS_PREFECT_HOME"  # the PREFECT_HOME a test session made (not the caller's)
 
 
-# Test files that share one xdist group (one worker, one after the other), and why.
+# Test files that run as one unit (one worker, one after the other), and why: see the docstring.
 GROUPS = {"ray": ("test_ray_trainer.py", "test_async.py", "test_ddp.py", "test_ray_cluster.py")}
-SHARED_SCOPES = ("module", "package")  # a fixture of these scopes is made once per worker
 
 
 def worker_count() -> int:
@@ -66,43 +69,33 @@ def pytest_unconfigure(config) -> None:  # noqa: ARG001
         shutil.rmtree(home, ignore_errors=True)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks (it appends "@group" to node ids)
-def pytest_collection_modifyitems(config, items) -> None:  # noqa: ARG001
-    for item in items:
-        group = next((name for name, files in GROUPS.items() if item.path.name in files), None)
-        info = getattr(item, "_fixtureinfo", None)
-        if group is None and info is not None and any(
-                d.scope in SHARED_SCOPES for defs in info.name2fixturedefs.values() for d in defs):
-            group = item.path.stem if item.path.parent.name == "tests" else f"{item.path.parent.name}.{item.path.stem}"
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown to a pytest without it
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile` with the GROUPS files as one unit each (xdist's hook; other modes untouched)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
 
+    class ModuleScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = super()._split_scope(nodeid)
+            return next((g for g, files in GROUPS.items() if Path(module).name in files), module)
 
-def _user_entries() -> set[str]:
-    """Two levels of the user's folders (runs/<experiment>/<run>, runs/warm_starts/<hash>)."""
-    out: set[str] = set()
-    for name in USER_FOLDERS:
-        top = REPO / name
-        if top.is_dir():
-            for child in top.iterdir():
-                out.add(str(child.relative_to(REPO)))
-                if child.is_dir():
-                    out.update(str(p.relative_to(REPO)) for p in child.iterdir())
-    return out
+    return ModuleScheduling(config, log)
 
 
 _BEFORE: set[str] = set()
 
 
 def pytest_sessionstart(session) -> None:  # noqa: ARG001
-    _BEFORE.update(_user_entries())
+    _BEFORE.update(name for name in USER_FOLDERS if (REPO / name).exists())
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:  # noqa: ARG001
     if os.environ.get("PYTEST_XDIST_WORKER"):
         return  # the controller checks once, after every worker is done
-    new = sorted(_user_entries() - _BEFORE)
+    new = [name for name in USER_FOLDERS if (REPO / name).exists() and name not in _BEFORE]
     if new:
-        print(f"\nthe test session wrote into the repository's own folders: {new[:10]}; "
-              "a test must keep its runs, data and stores in its tmp_path")
+        print(f"\nthe test session created {new} in the repository ({REPO}): a test must keep its runs, "
+              "data and stores in its tmp_path")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
