@@ -12,6 +12,9 @@ Files in the folder
                    reason (`error`). Nothing in it is retried.
 - `runs.json`      buffered run key -> MLflow run id, written as soon as MLflow creates the run.
 - `blobs/`         copies of artifacts logged while offline (the originals may change or be pruned).
+                   A pending artifacts record is uploaded from, and then removes, `blobs/<its rid>`
+                   and nothing else: pending.jsonl is a file anyone can edit, so a path in it is
+                   never trusted (`own_blob`); a record naming any other folder is set aside.
 - `.lock`          an flock taken for every change to the files above (short: no network inside).
 - `.flush.lock`    an flock held by the one process flushing; others append meanwhile.
 
@@ -25,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import uuid
 from dataclasses import dataclass, field
@@ -32,6 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from agent_r1.tracking.filelock import FileLock
+from agent_r1.tracking.transport import BadRecord
+
+_RID = re.compile(r"[0-9a-f]{32}")  # what `append` gives a record: uuid4().hex, a safe folder name
 
 
 @dataclass
@@ -211,6 +218,39 @@ class RecordBuffer:
             good, bad = _read_jsonl(self.rejected_path)
         return len(good) + len(bad)
 
+    # blobs ---------------------------------------------------------------------------------------
+    def own_blob(self, record: dict[str, Any]) -> Path:
+        """The buffer's own copy a pending artifacts record stands for: `<root>/blobs/<rid>`.
+
+        The record's `local_path` must name that copy (by its last two parts, so a buffer folder that
+        was moved still flushes); the path used is always rebuilt from this buffer's root. Anything
+        else (another folder, `..`, a record without a blob) raises BadRecord: set aside, with nothing
+        uploaded and nothing deleted."""
+        rid, named = str(record.get("rid", "")), Path(str(record.get("local_path", "")))
+        file_name = record.get("file_name")
+        ok = (record.get("blob") is True and _RID.fullmatch(rid) is not None and named.name == rid
+              and named.parent.name == "blobs" and ".." not in named.parts
+              and (file_name is None or (isinstance(file_name, str) and file_name not in ("", ".", "..")
+                                         and Path(file_name).name == file_name)))
+        if not ok:
+            raise BadRecord(f"a buffered artifacts record must name this buffer's own copy {self.root / 'blobs'}/<rid> "
+                            f"(with a plain file_name), not {named}: refused, nothing uploaded or deleted. "
+                            f"Buffered artifacts are always copied there; a record naming anything else was "
+                            f"edited or came from elsewhere. To upload that folder, log it from a run instead.")
+        return self.root / "blobs" / rid
+
+    def sendable(self, record: dict[str, Any]) -> dict[str, Any]:
+        """`record` as a flush may send it: an artifacts record points at its own blob (or raises)."""
+        if record.get("op") != "artifacts":
+            return record
+        return {**record, "local_path": str(self.own_blob(record))}
+
     def drop_blob(self, record: dict[str, Any]) -> None:
-        if record.get("blob"):
-            shutil.rmtree(record["local_path"], ignore_errors=True)
+        """Removes a sent (or refused) record's blob; a record naming any other folder removes nothing."""
+        if record.get("op") != "artifacts" or not record.get("blob"):
+            return
+        try:
+            blob = self.own_blob(record)
+        except BadRecord:
+            return
+        shutil.rmtree(blob, ignore_errors=True)

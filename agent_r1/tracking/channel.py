@@ -130,7 +130,8 @@ class _Channel:
                 continue
             self.buffer.mark(record["rid"], done=False)
             try:
-                self._send(record, uncertain=record["rid"] in scan.in_flight)
+                # an artifacts record is sent from the buffer's own copy only (buffer.own_blob)
+                self._send(self.buffer.sendable(record), uncertain=record["rid"] in scan.in_flight)
                 self.counts["flushed"] += 1
             except NotYet as err:
                 needed = record.get("parent_key") if record.get("op") == "create_run" else key
