@@ -163,11 +163,26 @@ def write_json(path: str | os.PathLike[str], value: Any) -> None:
     os.replace(tmp, path)
 
 
-def replace_dir(built: str | os.PathLike[str], dest: str | os.PathLike[str]) -> None:
-    """Renames the finished folder `built` to `dest`. An older `dest` is moved aside first and removed
-    only once the new one is in, so a reader never finds half a folder, one that has files open keeps
-    reading them whole, and `dest` is missing only between the two renames."""
+def replace_dir(built: str | os.PathLike[str], dest: str | os.PathLike[str], key: str = "",
+                fix: str = "", legacy: tuple[str, ...] = ()) -> None:
+    """Renames the finished folder `built` (the caller's own temporary folder) to `dest`. An older
+    `dest` is moved aside first and removed only once the new one is in, so a reader never finds half
+    a folder, one that has files open keeps reading them whole, and `dest` is missing only between
+    the two renames.
+
+    Only a folder agent-r1 made is ever replaced (agent_r1/data/owned.py): `dest` must be missing,
+    empty, marked, or hold one of the `legacy` files its older versions wrote; otherwise `built` is
+    removed and ForeignFolderError names `dest`, the setting `key` and the `fix`. What is put in
+    place carries the marker, so the next replacement knows it."""
+    from agent_r1.data.owned import check_replaceable, mark_made
+
     built, dest = Path(built), Path(dest)
+    try:
+        check_replaceable(dest, key or "the folder", fix, legacy)
+    except Exception:
+        shutil.rmtree(built, ignore_errors=True)
+        raise
+    mark_made(built, key or "agent-r1")
     old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
     shutil.rmtree(old, ignore_errors=True)
     if dest.exists():

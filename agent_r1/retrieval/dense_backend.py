@@ -118,7 +118,8 @@ class DenseRetriever:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        replace_dir(tmp, self.path)
+        # an index folder an older version built has its own meta.json (owned.py: legacy)
+        replace_dir(tmp, self.path, "search.index_dir", "", ("index.faiss", "meta.json"))
         return len(docs)
 
     def manifest_extra(self) -> dict[str, Any]:

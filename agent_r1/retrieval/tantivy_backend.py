@@ -98,7 +98,8 @@ class TantivyRetriever:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        replace_dir(tmp, self.path)
+        # an index folder an older version built has its own meta.json (owned.py: legacy)
+        replace_dir(tmp, self.path, "search.index_dir", "", ("meta.json",))
         return n
 
     # ------------------------------------------------------------------ searching

@@ -21,6 +21,7 @@ def ensure_data(cfg: ExperimentConfig) -> Path:
     agent_r1/tasks/registry.py) is written on first use, deterministically from the seed, and
     again when its settings change; any other source must have been prepared already."""
     from agent_r1.data.io import replace_dir
+    from agent_r1.data.owned import check_replaceable
     from agent_r1.tasks.registry import DATA_GENERATORS, get_data_generator
 
     d = Path(cfg.data.dir)
@@ -33,14 +34,28 @@ def ensure_data(cfg: ExperimentConfig) -> Path:
                                 f"{', '.join(sorted(DATA_GENERATORS))}")
     with _folder_lock(d):  # two runs starting at once generate the folder once, never interleaved
         if not ((d / cfg.data.train_file).exists() and generator.is_current(cfg.seed, d, cfg.data)):
+            fix = _data_dir_fix(cfg)
+            # before generating, not after: a folder of the user's own files is refused in a second
+            check_replaceable(d, "data.dir", fix, DATA_LEGACY)
             # written aside and renamed into place: a run reading the old files never sees half
             # of the new ones (a process that has one open keeps reading it whole)
             tmp = d.with_name(f".{d.name}.tmp-{os.getpid()}")
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
             generator.write(cfg.seed, tmp, cfg.data)
-            replace_dir(tmp, d)
+            replace_dir(tmp, d, "data.dir", fix, DATA_LEGACY)
     return d
+
+
+# what generators wrote into a data folder before the marker existed (agent_r1/data/owned.py): the
+# synthetic world's summary and a registered task's manifest
+DATA_LEGACY = ("world.json", "task.json")
+
+
+def _data_dir_fix(cfg: ExperimentConfig) -> str:
+    return (f"data.source={cfg.data.source} generates its data into data.dir. For your own train.jsonl and "
+            f"test.jsonl, set data.source to a name that is not a generator (e.g. data.source=local; see "
+            f"docs/extending.md, section 7), or point data.dir at an empty or new folder")
 
 
 def _folder_lock(folder: Path) -> Any:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_r1.config import RESERVED_FOLDERS, check_folder_name
+from agent_r1.data.owned import mark_made
 from agent_r1.tracking.filelock import FileLock
 
 RUN_FILE = "run.json"
@@ -40,6 +41,7 @@ def create_run_dir(runs_dir: str | Path, experiment: str, name: str) -> Path:
             folder.mkdir()  # exclusive: exactly one creator wins
         except FileExistsError:
             continue
+        mark_made(folder, "train.runs_dir")  # made here: a later pinned train.out_dir may reuse it
         write_record(folder, {"name": folder.name, "experiment": experiment, "status": "created",
                               "created": _now(), "host": socket.gethostname(), "pid": os.getpid(),
                               "command": " ".join(sys.argv)[:500]})

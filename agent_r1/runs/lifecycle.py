@@ -14,10 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from agent_r1.config import ExperimentConfig, load_config
+from agent_r1.data.owned import check_replaceable, mark_made
 from agent_r1.runs.folders import RUN_FILE, create_run_dir, default_run_name, find_run, read_record, update_record
 from agent_r1.runs.lineage import checkpoint_hash, data_hash, index_hash
 
 WARM_START_KEYWORD = "sft"
+# what a run folder made before the marker (agent_r1/data/owned.py) holds: its card or its history
+RUN_LEGACY = (RUN_FILE, "metrics.jsonl", "checkpoints", "init_model", "final_metrics.json")
+PINNED_FIX = ("pin train.out_dir to a new or empty folder, or to a run folder (`agent-r1 runs` lists them), or leave "
+              "it empty for a new run folder under train.runs_dir; to start from a model folder, set "
+              "train.init_from to it")
 
 
 def open_run(cfg: ExperimentConfig, name: str | None = None) -> Path:
@@ -25,7 +31,11 @@ def open_run(cfg: ExperimentConfig, name: str | None = None) -> Path:
     `train.out_dir` pins one (then that folder, with a card if it has none)."""
     if cfg.train.out_dir:
         folder = Path(cfg.train.out_dir)
+        # a fresh start moves a previous run aside and writes config.json and init_model/ here: only
+        # into a folder that is new, empty, or a run folder (a model folder's config.json is not ours)
+        check_replaceable(folder, "train.out_dir", PINNED_FIX, RUN_LEGACY)
         folder.mkdir(parents=True, exist_ok=True)
+        mark_made(folder, "train.out_dir")
         if not (folder / RUN_FILE).is_file():
             update_record(folder, name=folder.name, experiment=cfg.train.experiment, status="created")
         return folder

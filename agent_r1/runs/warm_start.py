@@ -20,11 +20,13 @@ from typing import Any
 
 from agent_r1.config import ExperimentConfig
 from agent_r1.data.io import replace_dir
+from agent_r1.data.owned import check_replaceable
 from agent_r1.runs.folders import WARM_STARTS
 from agent_r1.runs.lineage import DigestCache, data_hash, hash_json, index_hash, short
 from agent_r1.tracking.filelock import FileLock
 
 CARD = "warm_start.json"
+LEGACY = (CARD,)  # a warm start made before the marker (agent_r1/data/owned.py) has its card
 FORMAT = 1  # bump when the demonstrations or the SFT loop change what a key produces
 
 
@@ -79,6 +81,8 @@ def ensure_warm_start(cfg: ExperimentConfig, log: Any = print) -> WarmStart:
     if cfg.sft.steps <= 0:
         raise ValueError("a warm start needs sft.steps > 0; or set train.init_from to a model folder "
                          "(or empty for a fresh model)")
+    if cfg.sft.out_dir:  # a folder of the user's own is refused now, not after minutes of SFT
+        check_replaceable(cfg.sft.out_dir, "sft.out_dir", legacy=LEGACY)
     data_dir = ensure_data(cfg)
     index_dir = ensure_index(cfg, data_dir)
     cache = digest_cache(cfg)
@@ -97,7 +101,7 @@ def ensure_warm_start(cfg: ExperimentConfig, log: Any = print) -> WarmStart:
             tmp = dest.with_name(f"{dest.name}.tmp-{os.getpid()}")
             shutil.rmtree(tmp, ignore_errors=True)
             _link_copy(stored, tmp)
-            replace_dir(tmp, dest)
+            replace_dir(tmp, dest, *_setting(cfg, dest, stored))
             log(f"warm start {short(key)} reused: {stored} -> {dest}")
             return WarmStart(dest, key, True, made_of)
         tmp = dest.with_name(f"{dest.name}.tmp-{os.getpid()}")
@@ -109,13 +113,18 @@ def ensure_warm_start(cfg: ExperimentConfig, log: Any = print) -> WarmStart:
         run_sft(sub)
         (tmp / CARD).write_text(json.dumps({"hash": key, "ingredients": made_of, "created": time.time(),
                                             "seconds": round(time.perf_counter() - started, 1)}, indent=1))
-        replace_dir(tmp, dest)
+        replace_dir(tmp, dest, *_setting(cfg, dest, stored))
         if dest != stored and not is_warm_start(stored, key):  # the store keeps every warm start made
             tmp = stored.with_name(f"{stored.name}.tmp-{os.getpid()}")
             shutil.rmtree(tmp, ignore_errors=True)
             _link_copy(dest, tmp)
-            replace_dir(tmp, stored)
+            replace_dir(tmp, stored, "train.runs_dir", "", LEGACY)
     return WarmStart(dest, key, False, made_of)
+
+
+def _setting(cfg: ExperimentConfig, dest: Path, stored: Path) -> tuple[str, str, tuple[str, ...]]:
+    """replace_dir's (setting, fix, legacy) for `dest`: the pinned sft.out_dir, or the shared store."""
+    return ("sft.out_dir" if dest != stored else "train.runs_dir"), "", LEGACY
 
 
 def _with_out_dir(cfg: ExperimentConfig, out: Path) -> ExperimentConfig:

@@ -134,7 +134,7 @@ def save_checkpoint(root: str | Path, iteration: int, model: Any, tokenizer: Any
     fsync_path(root)
     write_text_durably(root / POINTER_FILE, final.name)
     shutil.rmtree(stale, ignore_errors=True)
-    _prune(root, keep)
+    _prune(root, keep, final)
     return final
 
 
@@ -224,9 +224,17 @@ def checkpoint_iteration(path: str | Path) -> int:
     return check_checkpoint(path)
 
 
-def _prune(root: Path, keep: int) -> None:
+def _prune(root: Path, keep: int, final: Path) -> None:
+    """Keeps the `keep` newest checkpoints up to `final`, the one just saved (always kept).
+
+    Checkpoints named after `final` are from a line the run abandoned: a resume skipped them as
+    corrupt and fell back to an older one. Counting them by name would keep the corrupt one and
+    delete the good ones, `final` included, leaving `latest` naming a deleted folder (issue 31,
+    item 14). They are left alone until the run saves that iteration again, which replaces them."""
     for stale in (*root.glob(".tmp_iter_*"), *root.glob(".stale_iter_*")):
         shutil.rmtree(stale, ignore_errors=True)
-    done = sorted(p for p in root.glob("iter_*") if (p / STATE_FILE).exists())
-    for old in done[:-keep] if keep > 0 else []:
+    if keep <= 0:
+        return
+    done = sorted(p for p in root.glob("iter_*") if (p / STATE_FILE).exists() and p.name <= final.name)
+    for old in done[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
