@@ -191,3 +191,27 @@ def test_keep_two_after_a_fallback_keeps_the_good_one_before_it(tmp_path):
     (root / "iter_000020" / ckpt.STATE_FILE).write_bytes(b"PK\x03\x04 cut short")
     ckpt.save_checkpoint(root, 11, _Saveable(), _Saveable(), {"x": 11}, keep=2)
     assert {"iter_000010", "iter_000011"} <= {p.name for p in root.glob("iter_*")}
+
+
+# --- model folders written by commands (same class: --out at someone's folder) ------------------------
+
+def test_export_refuses_to_write_over_a_model_folder_it_did_not_make(tiny_model, tmp_path):
+    from agent_r1.models.build import save_model
+    from agent_r1.models.export import export_model
+
+    save_model(*tiny_model, tmp_path / "checkpoints" / "iter_000001")
+    base = _users_folder(tmp_path / "base-model", config__json='{"model_type": "qwen2"}', README__md="mine")
+    with pytest.raises(ForeignFolderError, match="--out"):
+        export_model(tmp_path / "checkpoints" / "iter_000001", base)
+    assert _snapshot(base) == {"README.md": "mine", "config.json": '{"model_type": "qwen2"}'}
+    out = export_model(tmp_path / "checkpoints" / "iter_000001", tmp_path / "exported")
+    assert export_model(tmp_path / "checkpoints" / "iter_000001", out) == out  # its own export: again is fine
+
+
+def test_build_model_refuses_to_write_over_a_folder_it_did_not_make(tmp_path):
+    from agent_r1.models.qwen_like import build_like
+
+    mine = _users_folder(tmp_path / "qwen", config__json='{"model_type": "qwen2"}')
+    with pytest.raises(ForeignFolderError, match="--out"):
+        build_like("qwen2.5", mine)
+    assert _snapshot(mine) == {"config.json": '{"model_type": "qwen2"}'}

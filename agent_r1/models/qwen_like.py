@@ -131,11 +131,16 @@ FAMILIES: dict[str, Family] = {"qwen2.5": Family(qwen25_tokenizer, qwen25_model)
 
 def build_like(like: str, out_dir: str | Path, shape: LikeShape | None = None) -> Path:
     """Writes a hub-style folder (config, weights, generation config, tokenizer, chat template)."""
+    from agent_r1.data.owned import check_replaceable, mark_made
     from agent_r1.models.build import save_model
 
     if like not in FAMILIES:
         raise ValueError(f"--like {like!r}: known families are {sorted(FAMILIES)}")
+    # save_model writes config.json and the weights over by name: only into a folder this command made
+    check_replaceable(out_dir, "--out", "pass a new or empty folder as --out (or one build-model made)")
     family = FAMILIES[like]
     tokenizer = family.tokenizer()
     model = family.model(tokenizer, shape or LikeShape())
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    mark_made(out_dir, "agent-r1 build-model")
     return save_model(model, tokenizer, out_dir)
