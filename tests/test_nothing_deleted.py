@@ -215,3 +215,12 @@ def test_build_model_refuses_to_write_over_a_folder_it_did_not_make(tmp_path):
     with pytest.raises(ForeignFolderError, match="--out"):
         build_like("qwen2.5", mine)
     assert _snapshot(mine) == {"config.json": '{"model_type": "qwen2"}'}
+
+
+def test_prepare_synthetic_refuses_a_folder_of_the_users_own_data(tmp_path, capsys):
+    from agent_r1.cli import main
+
+    mine = _users_folder(tmp_path / "mydata", train__jsonl='{"id": "mine"}\n')
+    assert main(["prepare", "synthetic", "--seed", "0", "--out", str(mine)]) == 2
+    assert f"--out={mine} holds files agent-r1 did not write (train.jsonl)" in capsys.readouterr().err
+    assert _snapshot(mine) == {"train.jsonl": '{"id": "mine"}\n'}
