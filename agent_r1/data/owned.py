@@ -50,8 +50,11 @@ def _project_root() -> Path:
 
 
 def _guarded() -> list[tuple[str, Path]]:
-    places = [("the home folder", Path.home()), ("the working directory", Path.cwd()),
-              ("the agent-r1 repository", _project_root())]
+    places = [("the working directory", Path.cwd()), ("the agent-r1 repository", _project_root())]
+    try:
+        places.insert(0, ("the home folder", Path.home()))
+    except RuntimeError:  # no HOME and no passwd entry (some containers): nothing to guard there
+        pass
     return [(what, p.resolve()) for what, p in places]
 
 
