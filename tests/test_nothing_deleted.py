@@ -118,6 +118,15 @@ def test_a_pinned_train_out_dir_holding_a_model_is_refused(tmp_path):
     assert _snapshot(model) == {"config.json": '{"model_type": "llama"}'}
 
 
+def test_train_refuses_a_pinned_model_folder_before_any_sft(tmp_path):
+    from agent_r1.runs.train import run_train
+
+    model = _users_folder(tmp_path / "my-model", config__json="{}")
+    with pytest.raises(ForeignFolderError, match="train.out_dir"):
+        run_train(_cfg(tmp_path, **{"train.out_dir": str(model)}))
+    assert not (tmp_path / "runs" / "warm_starts").exists()  # refused first, not after minutes of SFT
+
+
 def test_a_pinned_run_folder_from_an_older_version_is_still_accepted(tmp_path):
     """A run folder made before markers existed has its card (run.json) or its history."""
     from agent_r1.runs.lifecycle import open_run

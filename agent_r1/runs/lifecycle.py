@@ -30,10 +30,7 @@ def open_run(cfg: ExperimentConfig, name: str | None = None) -> Path:
     """The run's folder, set as `cfg.train.out_dir`: a new `<runs_dir>/<experiment>/<name>` unless
     `train.out_dir` pins one (then that folder, with a card if it has none)."""
     if cfg.train.out_dir:
-        folder = Path(cfg.train.out_dir)
-        # a fresh start moves a previous run aside and writes config.json and init_model/ here: only
-        # into a folder that is new, empty, or a run folder (a model folder's config.json is not ours)
-        check_replaceable(folder, "train.out_dir", PINNED_FIX, RUN_LEGACY)
+        folder = check_pinned_run_folder(cfg)
         folder.mkdir(parents=True, exist_ok=True)
         mark_made(folder, "train.out_dir")
         if not (folder / RUN_FILE).is_file():
@@ -42,6 +39,15 @@ def open_run(cfg: ExperimentConfig, name: str | None = None) -> Path:
     folder = create_run_dir(cfg.train.runs_dir, cfg.train.experiment,
                             name or cfg.train.run_name or default_run_name(cfg.algo.adv_estimator))
     cfg.train.out_dir = str(folder)
+    return folder
+
+
+def check_pinned_run_folder(cfg: ExperimentConfig) -> Path:
+    """A pinned train.out_dir, refused unless it is new, empty or a run folder: a fresh start moves a
+    previous run aside and writes config.json and init_model/ there (a model folder's config.json is
+    not ours to overwrite). Called before any SFT, so a wrong folder costs a second, not minutes."""
+    folder = Path(cfg.train.out_dir)
+    check_replaceable(folder, "train.out_dir", PINNED_FIX, RUN_LEGACY)
     return folder
 
 

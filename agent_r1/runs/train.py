@@ -131,9 +131,12 @@ def run_train(cfg: ExperimentConfig, resume: bool = False, sink: Any = None, on_
     updated to name it); with `resume`, continues from the latest complete checkpoint in
     `train.out_dir`. Keeps the folder's `run.json` card current. Returns the final metrics."""
     from agent_r1.runs.assembly import ensure_data, ensure_index
-    from agent_r1.runs.lifecycle import fail_card, open_run, resolve_init, run_lineage, start_card
+    from agent_r1.runs.lifecycle import (check_pinned_run_folder, fail_card, open_run, resolve_init, run_lineage,
+                                         start_card)
 
     check_resume(cfg, resume)
+    if cfg.train.out_dir:
+        check_pinned_run_folder(cfg)  # before a warm start is trained, not after
     resolve_init(cfg)
     out = open_run(cfg)
     print(f"run folder: {out}", flush=True)

@@ -101,7 +101,7 @@ def ensure_warm_start(cfg: ExperimentConfig, log: Any = print) -> WarmStart:
             tmp = dest.with_name(f"{dest.name}.tmp-{os.getpid()}")
             shutil.rmtree(tmp, ignore_errors=True)
             _link_copy(stored, tmp)
-            replace_dir(tmp, dest, *_setting(cfg, dest, stored))
+            replace_dir(tmp, dest, *_setting(dest, stored))
             log(f"warm start {short(key)} reused: {stored} -> {dest}")
             return WarmStart(dest, key, True, made_of)
         tmp = dest.with_name(f"{dest.name}.tmp-{os.getpid()}")
@@ -113,7 +113,7 @@ def ensure_warm_start(cfg: ExperimentConfig, log: Any = print) -> WarmStart:
         run_sft(sub)
         (tmp / CARD).write_text(json.dumps({"hash": key, "ingredients": made_of, "created": time.time(),
                                             "seconds": round(time.perf_counter() - started, 1)}, indent=1))
-        replace_dir(tmp, dest, *_setting(cfg, dest, stored))
+        replace_dir(tmp, dest, *_setting(dest, stored))
         if dest != stored and not is_warm_start(stored, key):  # the store keeps every warm start made
             tmp = stored.with_name(f"{stored.name}.tmp-{os.getpid()}")
             shutil.rmtree(tmp, ignore_errors=True)
@@ -122,7 +122,7 @@ def ensure_warm_start(cfg: ExperimentConfig, log: Any = print) -> WarmStart:
     return WarmStart(dest, key, False, made_of)
 
 
-def _setting(cfg: ExperimentConfig, dest: Path, stored: Path) -> tuple[str, str, tuple[str, ...]]:
+def _setting(dest: Path, stored: Path) -> tuple[str, str, tuple[str, ...]]:
     """replace_dir's (setting, fix, legacy) for `dest`: the pinned sft.out_dir, or the shared store."""
     return ("sft.out_dir" if dest != stored else "train.runs_dir"), "", LEGACY
 
