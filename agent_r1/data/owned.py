@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 MARKER = ".agent-r1-made"
@@ -36,8 +35,8 @@ def mark_made(folder: str | os.PathLike[str], by: str) -> None:
     """Records that agent-r1 made `folder` (`by`: the setting or step, for whoever finds it)."""
     path = Path(folder) / MARKER
     if not path.exists():
-        path.write_text(json.dumps({"made_by": by, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                    "note": "agent-r1 made this folder and may replace it"}) + "\n")
+        # no time or host in it: a generated folder stays byte-identical for the same seed (DVC hashes it)
+        path.write_text(json.dumps({"made_by": by, "note": "agent-r1 made this folder and may replace it"}) + "\n")
 
 
 def is_made(folder: str | os.PathLike[str]) -> bool:
