@@ -87,9 +87,10 @@ def test_weights_after_the_update_equal_the_unskipped_run(tiny_model, tmp_path):
     _assert_same_update(before, off, on)
 
 
-def test_a_mini_batch_of_zero_rows_still_steps(tiny_model, tmp_path):
+@pytest.mark.parametrize("micro", [3, 0])  # 0: no micro-batching, the default (it crashed: range step 0)
+def test_a_mini_batch_of_zero_rows_still_steps(tiny_model, tmp_path, micro):
     # after one real step AdamW has moments and weight decay: a step on zeros still moves the weights
-    off, on, batch = _pair(tiny_model, tmp_path)
+    off, on, batch = _pair(tiny_model, tmp_path, **{"train.micro_batch_size": micro})
     every, zeros = torch.arange(batch["input_ids"].shape[0]), torch.tensor(ZERO_ROWS)
     before = [p.detach().clone() for p in off.model.parameters()]
     for t in (off, on):

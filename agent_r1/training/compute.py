@@ -79,6 +79,8 @@ class Compute:
         columns never reach the model)."""
         n = batch["input_ids"].shape[0]
         rows = torch.arange(n) if rows is None else rows
+        if len(rows) == 0:  # every row skipped (algo.skip_zero_advantage): no micro-batch at all
+            return
         size = self.micro_batch_size or len(rows)
         for start in range(0, len(rows), size):
             idx = rows[start:start + size]
