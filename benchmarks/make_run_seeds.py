@@ -27,6 +27,8 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 WORK = Path("benchmarks/.work/make_run")
 # two-sided 95% Student-t quantiles by degrees of freedom (1-10): 5 seeds have 4
@@ -42,8 +44,10 @@ def seed_overrides(seed: int, work: Path) -> list[str]:
 
 
 def recipe_key(params: Path, extra: list[str]) -> str:
-    """Identifies the recipe: the params file's bytes and any extra overrides."""
-    h = hashlib.sha256(params.read_bytes())
+    """Identifies the recipe: the params file's values (parsed, so an edited comment is the same
+    recipe) and any extra overrides."""
+    values = yaml.safe_load(params.read_text())
+    h = hashlib.sha256(json.dumps(values, sort_keys=True).encode())
     h.update(json.dumps(sorted(extra)).encode())
     return h.hexdigest()[:16]
 

@@ -3,6 +3,7 @@ per-seed overrides (a seed's own folders, nothing else changed), and the wall-ti
 
 from __future__ import annotations
 
+import json
 import statistics
 from pathlib import Path
 
@@ -34,13 +35,24 @@ def test_a_seed_changes_only_the_seed_and_its_own_folders(tmp_path):
                     "search.index_dir": str(tmp_path / "seed3/index"), "train.runs_dir": str(tmp_path / "seed3/runs")}
 
 
-def test_recipe_key_follows_the_params_bytes_and_the_overrides(tmp_path):
+def test_recipe_key_follows_the_params_values_and_the_overrides(tmp_path):
     params = tmp_path / "params.yaml"
-    params.write_text("seed: 0\n")
+    params.write_text("seed: 0\ntrain: {lr: 0.0003}\n")
     key = seeds.recipe_key(params, [])
     assert seeds.recipe_key(params, ["train.lr=1e-4"]) != key
-    params.write_text("seed: 0\n# a comment is a new recipe file too\n")
+    params.write_text("seed: 0  # a comment is the same recipe\ntrain:\n  lr: 3.0e-4\n")
+    assert seeds.recipe_key(params, []) == key
+    params.write_text("seed: 0\ntrain: {lr: 0.0001}\n")
     assert seeds.recipe_key(params, []) != key
+
+
+def test_the_readme_seed_figures_are_of_todays_params_yaml():
+    """README quotes make_run_seeds.json as `make run`'s: a recipe change must rerun the benchmark."""
+    results = json.loads((BENCH / "results" / "make_run_seeds.json").read_text())
+    assert results["overrides"] == [] and sorted(results["per_seed"]) == ["0", "1", "2", "3", "4"]
+    assert results["recipe_key"] == seeds.recipe_key(BENCH.parent / "params.yaml", []), (
+        "params.yaml changed since benchmarks/results/make_run_seeds.json was measured: rerun "
+        "`python benchmarks/make_run_seeds.py --seeds 0,1,2,3,4` and update README's figures")
 
 
 def test_wall_time_split_by_the_flow_task_lines():
