@@ -1,6 +1,6 @@
 """README's `make run` figures ("Two commands"): the wall time of a fresh clone's run
 (make_run_wall.json) and the lift over seeds 0-4 of make run's recipe and of the recipe before it
-(make_run_seeds.json, make_run_seeds_groups4.json). See tests/readme_figures.py for how an entry reads."""
+(make_run_seeds.json, make_run_seeds_groups4.json), each also with float-level noise (probes/). See tests/readme_figures.py for how an entry reads."""
 
 from __future__ import annotations
 
@@ -8,10 +8,17 @@ from typing import Any
 
 from tests.readme_figures_lib import Figure, ci, num, seq
 
-W, S, G4, OLD = ("make_run_wall.json", "make_run_seeds.json", "make_run_seeds_groups4.json",
-                 "make_run_seeds_before.json")
+W, S, G4 = "make_run_wall.json", "make_run_seeds.json", "make_run_seeds_groups4.json"
+# the same recipes with algo.skip_zero_advantage flipped: float-level noise (README's rows 2 and 4)
+NS, G4S = "probes/make_run_g8_noskip.json", "probes/make_run_groups4_skip.json"
+OLD = "make_run_seeds_before.json"  # groups of 4 in an earlier session, on another machine
 SEEDS = ("0", "1", "2", "3", "4")
-TABLE = "| seed | 0 | 1 | 2 | 3 | 4 | mean [95% t-interval] |"
+# the rows of README's seed table: a row's mean cell is found after its label (`~` never crosses a |)
+ROW_EM = "| held-out greedy EM, warm start -> after RL |"
+ROW_G8 = "| lift, `params.yaml` (groups of 8) |"
+ROW_NS = "| the same with `algo.skip_zero_advantage: false` |"
+ROW_G4 = "| lift, groups of 4 (the recipe before), same warm starts |"
+ROW_G4S = "| groups of 4 with `algo.skip_zero_advantage: true` |"
 
 
 def minutes_seconds(v: float) -> str:
@@ -39,37 +46,44 @@ def phase(*tasks: str) -> Any:
 MAKE_RUN: list[Figure] = [
     Figure("make run: wall time on a fresh clone", W, "wall_s", minutes_seconds, "2 idle cores `make run` took @@ end"),
     Figure("make run: data and index seconds", W, "phases_s.prepare_data + build_index", num(0),
-           "Prefect start, data and index @@ s;", phase("prepare_data", "build_index")),
+           "(data and index @@ s;", phase("prepare_data", "build_index")),
     Figure("make run: SFT minutes", W, "phases_s.sft / 60", num(1, scale=1 / 60), "500 steps, @@ min;",
            phase("sft")),
     Figure("make run: RL and evaluation minutes", W, "phases_s.train + evaluate / 60", num(1, scale=1 / 60),
-           "both held-out evaluations, @@ min)", phase("train", "evaluate")),
+           "both held-out evaluations, @@ min;", phase("train", "evaluate")),
     Figure("make run: warm start EM", W, "start_em", num(0), "held-out greedy EM from @@ (warm start)"),
     Figure("make run: EM after RL", W, "final_em", num(0), "(warm start) to @@."),
     Figure("make run seeds: EM before and after, per seed", S, "per_seed.*.start_em, final_em", str,
-           "| held-out greedy EM, warm start -> after RL | @@ |", start_to_final),
+           ROW_EM + " @@ |", start_to_final),
     Figure("make run seeds: mean EM before and after", S, "summary.start_em_mean, final_em_mean",
-           seq(1, " -> "), "after RL | ~ | @@ |",
-           lambda doc: [doc["summary"]["start_em_mean"], doc["summary"]["final_em_mean"]]),
+           seq(1, " -> "), "| @@ |",
+           lambda doc: [doc["summary"]["start_em_mean"], doc["summary"]["final_em_mean"]], after=ROW_EM),
     Figure("make run seeds: lift per seed", S, "per_seed.*.lift", seq(0, " | ", sign=True),
-           "| lift, `params.yaml` (groups of 8) | @@ |", per_seed("lift")),
+           ROW_G8 + " @@ |", per_seed("lift")),
     Figure("make run seeds: lift mean and interval", S, "summary.lift_mean, lift_ci95", ci(1, sign=True),
-           "(groups of 8) | ~ | @@ |", lift_ci),
+           "| @@ |", lift_ci, after=ROW_G8),
     Figure("make run seeds: groups of 4, lift per seed", G4, "per_seed.*.lift", seq(0, " | ", sign=True),
-           "groups of 4 (the recipe before), same warm starts | @@ |", per_seed("lift")),
+           ROW_G4 + " @@ |", per_seed("lift")),
     Figure("make run seeds: groups of 4, lift mean and interval", G4, "summary.lift_mean, lift_ci95",
-           ci(1, sign=True), "same warm starts | ~ | @@ |", lift_ci),
+           ci(1, sign=True), "| @@ |", lift_ci, after=ROW_G4),
+    Figure("make run seeds: skip off, lift per seed", NS, "per_seed.*.lift", seq(0, " | ", sign=True),
+           ROW_NS + " @@ |", per_seed("lift")),
+    Figure("make run seeds: skip off, lift mean and interval", NS, "summary.lift_mean, lift_ci95",
+           ci(1, sign=True), "| @@ |", lift_ci, after=ROW_NS),
+    Figure("make run seeds: groups of 4 with skip, lift per seed", G4S, "per_seed.*.lift", seq(0, " | ", sign=True),
+           ROW_G4S + " @@ |", per_seed("lift")),
+    Figure("make run seeds: groups of 4 with skip, lift mean and interval", G4S, "summary.lift_mean, lift_ci95",
+           ci(1, sign=True), "| @@ |", lift_ci, after=ROW_G4S),
     Figure("make run seeds: least lift", S, "summary.lift_min", num(0, sign=True), "the least lift is @@"),
     Figure("make run seeds: iteration 1 reward", S, "per_seed.*.curve.0.reward_mean (mean)", num(0, scale=100),
            "answers @@% of its samples right",
            lambda doc: sum(doc["per_seed"][s]["curve"][0]["reward_mean"] for s in SEEDS) / len(SEEDS)),
-    Figure("make run seeds: seeds 0 and 1 without the skip", "probes/make_run_g8_noskip.json",
-           "per_seed.{0,1}.final_em", seq(0, " and "), "moved seeds 0 and 1 from @@ to",
-           lambda doc: [doc["per_seed"][s]["final_em"] for s in ("0", "1")]),
-    Figure("make run seeds: seeds 0 and 1 with the skip", S, "per_seed.{0,1}.final_em", seq(0, " and "),
-           "moved seeds 0 and 1 from ~ to @@ (", lambda doc: [doc["per_seed"][s]["final_em"] for s in ("0", "1")]),
     Figure("make run seeds: groups of 4, seed 1 at 80 iterations", "probes/make_run_it80.json",
-           "per_seed.1.lift", num(0, sign=True), "(@@ with 80 iterations"),
-    Figure("make run seeds: before, another session", OLD, "per_seed.*.lift", seq(0, ", ", sign=True),
-           "groups of 4 lifted seeds 0-4 by @@ there", per_seed("lift")),
+           "per_seed.1.lift", num(0, sign=True), "by only ~ (@@ with 80 iterations"),
+    Figure("make run seeds: seed 1 warm start, earlier machine", OLD, "per_seed.1.start_em", num(0),
+           "trained seed 1 a warm start scoring @@ instead of"),
+    Figure("make run seeds: seed 1 warm start, this machine", S, "per_seed.1.start_em", num(0),
+           "a warm start scoring ~ instead of @@, from which"),
+    Figure("make run seeds: seed 1 lift, earlier machine", OLD, "per_seed.1.lift", num(0, sign=True),
+           "lifted it by only @@ ("),
 ]
