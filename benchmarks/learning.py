@@ -117,6 +117,9 @@ def main() -> int:
         "search.k": args.k,
         "sft.steps": sft_steps, "sft.guess_fraction": args.guess_fraction, "train.threads": 2,
         "train.iterations": iterations, "train.prompts_per_iter": 16, "rollout.n_samples": 4, "train.lr": args.lr,
+        # the recorded results' update: params.yaml's make-run recipe since moved to mini-batches of 128
+        # and skip_zero_advantage, which would change these runs at float level (and refuse a KL term)
+        "train.minibatch_size": 64, "algo.skip_zero_advantage": False,
         "train.lr_schedule": args.lr_schedule,
         "env.format_instructions": False, "train.eval_every": 0, "train.eval_size": 100 if not args.quick else 20, "train.checkpoint_every": 1000,
         **parse_overrides(args.set),

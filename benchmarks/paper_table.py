@@ -126,6 +126,9 @@ def base_overrides(work: Path, args: argparse.Namespace) -> dict[str, Any]:
         "sft.steps": args.sft_steps, "sft.guess_fraction": args.guess_fraction, "train.threads": args.threads,
         "train.iterations": args.iterations, "train.prompts_per_iter": args.prompts_per_iter,
         "rollout.n_samples": args.n_samples, "train.lr_schedule": args.lr_schedule,
+        # the recorded results' update: params.yaml's make-run recipe since moved to mini-batches of 128
+        # and skip_zero_advantage, which would change these runs at float level (and refuse a KL term)
+        "train.minibatch_size": 64, "algo.skip_zero_advantage": False,
         "env.format_instructions": False, "train.eval_every": 0,
         "train.eval_size": args.eval_n, "train.checkpoint_every": 1000, "train.log_trajectories_every": 0,
     }

@@ -26,6 +26,7 @@ def test_sft_rl_lora_bf16_eval_export_on_a_qwen_folder(qwen_dir, tmp_path, monke
     assert (sft_model / "tokenizer.json").exists()
     assert main(["train", *common, "--set", "model.lora.r=4", "--set", "train.precision=bf16",
                  "--set", "train.micro_batch_size=2", "--set", "algo.kl_coef=0.01",
+                 "--set", "algo.skip_zero_advantage=false",  # a KL loss term: zero-advantage rows have gradients
                  "--set", "rollout.temperature=0.7"]) == 0
     run = tmp_path / "runs" / "default"
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]

@@ -58,6 +58,7 @@ COMMON: dict[str, Any] = {
     "algo.kl_coef": 0.001,
     "algo.kl_kind": "k3",  # verl's low_var_kl
     "algo.kl_in_reward": False,  # a loss term (verl use_kl_loss), as Agent-R1's scripts
+    "algo.skip_zero_advantage": False,  # params.yaml skips them, but the KL loss term gives those rows a gradient
     "algo.critic_lr": 1e-5,
     "algo.loss_mask": True,
     "algo.advantage_mask": True,
