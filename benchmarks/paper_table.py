@@ -131,6 +131,7 @@ def base_overrides(work: Path, args: argparse.Namespace) -> dict[str, Any]:
         "train.minibatch_size": 64, "algo.skip_zero_advantage": False,
         "env.format_instructions": False, "train.eval_every": 0,
         "train.eval_size": args.eval_n, "train.checkpoint_every": 1000, "train.log_trajectories_every": 0,
+        "train.runs_dir": str(work / "runs"),  # its digest cache too: never the repository's runs/
     }
     if args.micro:
         base.update({"model.hidden_size": 32, "model.num_layers": 1, "model.num_heads": 2,

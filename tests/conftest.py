@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 # per-process PREFECT_HOME and torch threads, xdist's units (a module, the Ray modules), and a check
-# that the session creates no runs/, data/ or mlruns/ in the repository (see tests/isolation.py)
+# for runs/, data/ or mlruns/ the session creates in the repository (see tests/isolation.py)
 from tests.isolation import (  # noqa: F401
     pytest_configure,
     pytest_sessionfinish,

@@ -28,6 +28,20 @@ def micro_params(root: str | Path = "") -> dict[str, Any]:
     }
 
 
+def unpinned_micro(root: Path, **extra: Any) -> dict[str, Any]:
+    """The micro experiment as dotted overrides with nothing pinned: each run makes its own folder
+    and the warm start goes to the shared store, both under root/runs."""
+    flat: dict[str, Any] = {}
+    for section, values in micro_params(root).items():
+        if isinstance(values, dict):
+            flat.update({f"{section}.{k}": v for k, v in values.items()})
+        else:
+            flat[section] = values
+    flat.update({"train.out_dir": "", "sft.out_dir": "", "train.init_from": "sft",
+                 "train.runs_dir": str(Path(root) / "runs"), **extra})
+    return flat
+
+
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for k, v in over.items():

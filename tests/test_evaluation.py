@@ -164,6 +164,7 @@ def test_cli_eval_writes_json(world, tmp_path, capsys):
 def test_log_to_mlflow_only_inside_an_active_run(tmp_path, monkeypatch):
     import mlflow
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.chdir(tmp_path)  # a SQLite store's default artifact root is ./mlruns of the cwd
     report = {"results": {"rag": {"hotpotqa": {"em": 12.5, "n": 8.0}}}}
     assert log_to_mlflow(report) is False  # no active run: nothing logged, nothing started
     with mlflow.start_run() as run:

@@ -16,19 +16,11 @@ from agent_r1.config import load_config
 from agent_r1.data.io import replace_dir
 from agent_r1.data.owned import MARKER, ForeignFolderError
 from agent_r1.training import checkpoint as ckpt
-from tests.pipeline_helpers import micro_params
+from tests.pipeline_helpers import unpinned_micro
 
 
 def _cfg(tmp_path: Path, **extra):
-    flat = {}
-    for section, values in micro_params(tmp_path).items():
-        if isinstance(values, dict):
-            flat.update({f"{section}.{k}": v for k, v in values.items()})
-        else:
-            flat[section] = values
-    flat.update({"train.out_dir": "", "sft.out_dir": "", "train.init_from": "sft",
-                 "train.runs_dir": str(tmp_path / "runs"), **extra})
-    return load_config(None, flat)
+    return load_config(None, unpinned_micro(tmp_path, **extra))
 
 
 def _users_folder(path: Path, **files: str) -> Path:

@@ -13,20 +13,12 @@ import pytest
 from agent_r1.config import load_config
 from agent_r1.runs.folders import create_run_dir, list_runs, read_record, update_record
 from agent_r1.runs.lineage import checkpoint_hash, data_hash, hash_json
-from tests.pipeline_helpers import micro_params
+from tests.pipeline_helpers import unpinned_micro
 
 
 def _overrides(tmp_path: Path, **extra) -> dict:
     """The micro experiment with nothing pinned: runs and warm starts land in tmp_path/runs."""
-    flat = {}
-    for section, values in micro_params(tmp_path).items():
-        if isinstance(values, dict):
-            flat.update({f"{section}.{k}": v for k, v in values.items()})
-        else:
-            flat[section] = values
-    flat.update({"train.out_dir": "", "sft.out_dir": "", "train.init_from": "sft", "train.eval_every": 0,
-                 "train.runs_dir": str(tmp_path / "runs"), **extra})
-    return flat
+    return unpinned_micro(tmp_path, **{"train.eval_every": 0, **extra})
 
 
 def _train(tmp_path: Path, **extra):
