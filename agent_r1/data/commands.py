@@ -100,14 +100,12 @@ def cmd_prepare_qa(args: argparse.Namespace) -> int:
 
 
 def cmd_prepare_synthetic(args: argparse.Namespace) -> int:
-    from agent_r1.data.owned import check_replaceable, mark_made
+    from agent_r1.data.owned import claim_folder
     from agent_r1.data.synthetic import write_synthetic  # another module; imported only when used
 
     # the world's train/test/corpus files are written over by name: never into a folder of the user's own
     # (an older version's world is recognised by its world.json)
-    check_replaceable(args.out, "--out", "pass a new or empty folder as --out", ("world.json",))
-    args.out.mkdir(parents=True, exist_ok=True)
-    mark_made(args.out, "agent-r1 prepare synthetic")
+    claim_folder(args.out, "--out", "pass a new or empty folder as --out", "agent-r1 prepare synthetic", ("world.json",))
     summary = write_synthetic(args.seed, args.out)
     print(json.dumps(summary, indent=2, default=str))
     return 0

@@ -39,10 +39,6 @@ def mark_made(folder: str | os.PathLike[str], by: str) -> None:
         path.write_text(json.dumps({"made_by": by, "note": "agent-r1 made this folder and may replace it"}) + "\n")
 
 
-def is_made(folder: str | os.PathLike[str]) -> bool:
-    return (Path(folder) / MARKER).is_file()
-
-
 def _project_root() -> Path:
     """The folder holding the agent_r1 package (the repository in a checkout)."""
     return Path(__file__).resolve().parents[2]
@@ -96,3 +92,14 @@ def check_replaceable(folder: str | os.PathLike[str], key: str, fix: str = "",
     if names:
         raise ForeignFolderError(f"{key}={folder} holds files agent-r1 did not write ({_listing(names)}) and no "
                                  f"{MARKER} marker; it never deletes or overwrites those: {fix}")
+
+
+def claim_folder(folder: str | os.PathLike[str], key: str, fix: str, by: str,
+                 legacy: tuple[str, ...] = ()) -> Path:
+    """For a command that writes files by name into `folder`: refuses a folder of someone else's
+    (check_replaceable), then creates and marks it as made by `by`."""
+    check_replaceable(folder, key, fix, legacy)
+    path = Path(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    mark_made(path, by)
+    return path

@@ -32,7 +32,7 @@ def resolve_checkpoint(path: str | Path) -> Path:
 
 def export_model(checkpoint: str | Path, out_dir: str | Path, merge: bool = False,
                  base: str | Path | None = None, dtype: str = "float32") -> Path:
-    from agent_r1.data.owned import check_replaceable, mark_made
+    from agent_r1.data.owned import claim_folder
     from agent_r1.models.build import load_model, save_model
     from agent_r1.models.lora import is_adapter_folder, load_adapter_model, merged, save_adapter
 
@@ -41,9 +41,7 @@ def export_model(checkpoint: str | Path, out_dir: str | Path, merge: bool = Fals
     if out.resolve() == src.resolve():
         raise ValueError(f"--out {str(out)!r} is the checkpoint itself; choose another folder")
     # files are written over by name (config.json, the weights): only into a folder this command made
-    check_replaceable(out, "--out", "pass a new or empty folder as --out (or one an earlier export made)")
-    out.mkdir(parents=True, exist_ok=True)
-    mark_made(out, "agent-r1 export")
+    claim_folder(out, "--out", "pass a new or empty folder as --out (or one an earlier export made)", "agent-r1 export")
     if is_adapter_folder(src):
         model, tokenizer = load_adapter_model(src, base=base, dtype=dtype, trainable=False)
         return save_model(merged(model), tokenizer, out) if merge else save_adapter(model, tokenizer, out)
