@@ -17,7 +17,10 @@
   the tool runner's workers) never uses its parent's sockets: the client is re-created on first use
   in a new process id. (A Ray worker is a fresh process: it builds its own client in open_index.)
 - Credentials come only from AGENT_R1_ES_API_KEY or AGENT_R1_ES_USER/AGENT_R1_ES_PASSWORD
-  and are never logged, printed, or written to retriever.json.
+  and are never logged, printed, or written to retriever.json. They go only to the URL the user's
+  own settings name (`RetrievalConfig.credentials_url`: a run's search.url, a command's --url), never
+  to one read from an index folder's retriever.json alone (a DVC output anyone with the remote can
+  write): such a mismatch is refused before any request is sent.
 """
 
 from __future__ import annotations
@@ -102,6 +105,35 @@ def auth_from_env() -> dict[str, Any]:
     return {}
 
 
+def same_server(a: str, b: str) -> bool:
+    """Whether two URLs reach the same server: scheme, host and port (the default port filled in)."""
+    def origin(url: str) -> tuple[str, str, int | None]:
+        parts = urlsplit(url.strip())
+        scheme = parts.scheme.lower()
+        try:
+            port = parts.port or {"http": 80, "https": 443}.get(scheme)
+        except ValueError:
+            port = -1  # unparsable: equal to nothing real
+        return scheme, (parts.hostname or "").lower(), port
+    return bool(a and b) and origin(a) == origin(b)
+
+
+def auth_for(config: RetrievalConfig) -> dict[str, Any]:
+    """Client auth kwargs for `config.url`: the environment's credentials, only when that URL is the one
+    the user's settings name; refused otherwise (naming both URLs and the fix, never the secret). The URLs
+    hold no credentials (refused at construction), so naming them is safe."""
+    auth = auth_from_env()
+    trusted = config.trusted_url()
+    if auth and not same_server(config.url, trusted):
+        raise ValueError(
+            f"the index folder {config.index_dir}'s retriever.json names the Elasticsearch server {config.url}, "
+            f"but the URL your settings name is {trusted if trusted else '(none)'}; credentials from "
+            f"{ENV_API_KEY} / {ENV_USER}+{ENV_PASSWORD} go only to that one. If you trust {config.url}, "
+            f"name it (search.url={config.url} for a run, --url for a command); otherwise rebuild the "
+            f"index with `agent-r1 index --url YOUR_URL`")
+    return auth
+
+
 def multi_match(query: str, k: int) -> dict[str, Any]:
     """The search body for one query (kept public so tests and docs show the exact query)."""
     return {
@@ -136,7 +168,7 @@ class ElasticsearchRetriever:
         # final error message are the same for every operation.
         return Elasticsearch(
             self.config.url, request_timeout=self.config.request_timeout_s, max_retries=0,
-            retry_on_timeout=False, connections_per_node=self.config.pool_size, **auth_from_env(),
+            retry_on_timeout=False, connections_per_node=self.config.pool_size, **auth_for(self.config),
         )
 
     @property
