@@ -83,13 +83,25 @@ LIMITS: dict[str, dict[str, Range]] = {
 }
 
 
+#: The longest text of any string key (paths, names, URLs), and the keys allowed more: a setting is never
+#: megabytes (a 20,000,000-character system prompt in a data row was accepted, then tokenised every turn).
+MAX_TEXT_CHARS = 4096
+TEXT_LIMITS: dict[str, dict[str, int]] = {"env": {"system_prompt": 16_384}}
+
+
 def check_limits(obj: Any, section: str = "", label: str | None = None) -> None:
     """Every number of `obj`, the config section `section` (and of the sections inside it), within
-    its `LIMITS` range; errors name `label` (default: the section) and the key."""
+    its `LIMITS` range, and every string within its TEXT_LIMITS length; errors name `label` (default:
+    the section) and the key."""
     limits = LIMITS.get(section, {})
     prefix = f"{section if label is None else label}." if (section or label) else ""
     for f in dataclasses.fields(obj):
         value, key = getattr(obj, f.name), prefix + f.name
+        if isinstance(value, str):
+            most = TEXT_LIMITS.get(section, {}).get(f.name, MAX_TEXT_CHARS)
+            if len(value) > most:
+                raise ValueError(f"{key} is {len(value):,} characters, over its ceiling of {most:,} "
+                                 f"(schema.TEXT_LIMITS): {value[:40]!r}...")
         if dataclasses.is_dataclass(value):
             check_limits(value, f"{section}.{f.name}".lstrip("."), None if label is None else key)
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
