@@ -20,6 +20,17 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from agent_r1.data.schema import Document
 
 MANIFEST = "retriever.json"
+# The most hits one query may ask for: each backend holds k hits per query of a batch in memory, and
+# tantivy allocates for k up front (k = 1e12 asked for 16 TB and aborted the process). The config's
+# search.k has the same ceiling (schema.LIMITS).
+MAX_K = 1000
+
+
+def check_k(k: object) -> int:
+    """`k` when it is an integer in [1, MAX_K]; a ValueError naming the range otherwise."""
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise ValueError(f"k must be in [1, {MAX_K}], got {k!r}")
+    return k
 INDEX_FIX = "build it with `agent-r1 index --corpus CORPUS.jsonl --out DIR`"
 
 

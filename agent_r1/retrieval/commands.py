@@ -13,7 +13,7 @@ import os
 import time
 from pathlib import Path
 
-from agent_r1.retrieval.base import RetrievalConfig, backend_names, build_index, open_index
+from agent_r1.retrieval.base import RetrievalConfig, backend_names, build_index, check_k, open_index
 from agent_r1.retrieval.embeddings import VECTOR_BACKENDS
 
 DEFAULT_ES_URL = "http://127.0.0.1:9200"
@@ -103,8 +103,10 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
 
 def _check_k(k: int) -> None:
-    if k < 1:
-        raise ValueError(f"-k must be >= 1, got {k}")
+    try:
+        check_k(k)
+    except ValueError as err:
+        raise ValueError(f"-{err}") from None
 
 
 def cmd_search(args: argparse.Namespace) -> int:

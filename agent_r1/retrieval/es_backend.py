@@ -37,7 +37,7 @@ from elasticsearch import ApiError, ConnectionError, ConnectionTimeout, Elastics
 from tqdm import tqdm
 
 from agent_r1.data.schema import Document
-from agent_r1.retrieval.base import INDEX_FIX, Hit, RetrievalConfig, register_retriever
+from agent_r1.retrieval.base import INDEX_FIX, Hit, RetrievalConfig, check_k, register_retriever
 from agent_r1.retrieval.errors import ServiceUnavailableError
 
 log = logging.getLogger(__name__)
@@ -310,8 +310,7 @@ class ElasticsearchRetriever:
     def search(self, queries: list[str], k: int) -> list[list[Hit]]:
         if isinstance(queries, str):
             raise TypeError("search() takes a list of queries; wrap a single query as [query]")
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
+        check_k(k)
         results: list[list[Hit]] = [[] for _ in queries]
         # Blank queries are answered locally with no hits (ES would error on some of them).
         todo = [(i, q) for i, q in enumerate(queries) if isinstance(q, str) and q.strip()]
