@@ -192,14 +192,20 @@ class _Transport:
 
     @staticmethod
     def _artifacts(c: Any, run_id: str, record: dict[str, Any]) -> None:
+        from agent_r1.tracking.files import artifact_files
+
         path = Path(record["local_path"])
         target = path / record["file_name"] if record.get("file_name") else path
-        if not target.exists():
+        if not (target.exists() or target.is_symlink()):
             raise BadRecord(f"the artifact copy {target} is gone")
-        if target.is_dir():
-            c.log_artifacts(run_id, str(target), record.get("artifact_path"))
-        else:
+        if target.is_file() and not target.is_symlink():
             c.log_artifact(run_id, str(target), record.get("artifact_path"))
+            return
+        # file by file, the folder's own regular files only: MLflow's log_artifacts follows links
+        base = record.get("artifact_path")
+        for rel in artifact_files(target):
+            parent = "/".join(p for p in (base, rel.parent.as_posix()) if p and p != ".")
+            c.log_artifact(run_id, str(target / rel), parent or None)
 
     @staticmethod
     def _end(c: Any, run_id: str, record: dict[str, Any]) -> None:
