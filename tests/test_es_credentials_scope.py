@@ -15,7 +15,7 @@ PASSWORD = "es-Pa55-w0rd"
 
 
 class _Recorder:
-    """An HTTP server on 127.0.0.1 that answers like Elasticsearch's _count and _msearch and records every
+    """An HTTP server on 127.0.0.1 that answers like Elasticsearch's _count, _mapping and _msearch and records every
     request's Authorization header."""
 
     def __init__(self) -> None:
@@ -26,6 +26,7 @@ class _Recorder:
             def _answer(self) -> None:
                 recorder.auth.append(self.headers.get("Authorization"))
                 answer = ({"responses": [{"status": 200, "hits": {"hits": []}}]} if "_msearch" in self.path
+                          else {"corpus": {"mappings": {}}} if "_mapping" in self.path
                           else {"count": 3, "_shards": {"total": 1}})
                 body = json.dumps(answer).encode()
                 self.send_response(200)

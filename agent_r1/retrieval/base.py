@@ -218,6 +218,8 @@ def open_index(index_dir: str | os.PathLike[str], check: bool = True, **override
     if check:
         try:
             retriever.count()
+            # a backend may also check the index is still the one this folder made (es_owner.py)
+            getattr(retriever, "check_opened", lambda: None)()
         except BaseException:
             retriever.close()
             raise

@@ -39,6 +39,14 @@ from tqdm import tqdm
 from agent_r1.data.schema import Document
 from agent_r1.retrieval.base import INDEX_FIX, Hit, RetrievalConfig, check_k, register_retriever
 from agent_r1.retrieval.errors import ServiceUnavailableError
+from agent_r1.retrieval.es_owner import (  # noqa: F401 (AGENT_R1_MARKER, made_by_agent_r1 re-exported)
+    AGENT_R1_MARKER,
+    made_by_agent_r1,
+    opened_refusal,
+    owner_of,
+    replace_refusal,
+    with_owner,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -48,11 +56,6 @@ ENV_USER = "AGENT_R1_ES_USER"
 ENV_PASSWORD = "AGENT_R1_ES_PASSWORD"
 
 SEARCH_FIELDS = ["title", "text"]
-
-# Written into every index we create (the mapping's `_meta`, kept by Elasticsearch as it is and
-# returned by GET /<index>/_mapping): only an index carrying it is deleted on a rebuild without
-# `overwrite`, so `agent-r1 index --index-name NAME` never drops someone else's index.
-AGENT_R1_MARKER: dict[str, Any] = {"created_by": "agent-r1"}
 
 MAPPING: dict[str, Any] = {
     "_meta": AGENT_R1_MARKER,
@@ -67,12 +70,6 @@ MAPPING: dict[str, Any] = {
     }
 }
 SETTINGS: dict[str, Any] = {"number_of_shards": 1, "number_of_replicas": 0}
-
-
-def made_by_agent_r1(mappings: dict[str, Any]) -> bool:
-    """Whether one index's `mappings` (as GET /<index>/_mapping reports it) carries our marker."""
-    meta = mappings.get("_meta") if isinstance(mappings, dict) else None
-    return isinstance(meta, dict) and all(meta.get(k) == v for k, v in AGENT_R1_MARKER.items())
 
 
 # Guards client re-creation after a fork. Module-level, not per retriever, so it can be replaced in the
@@ -229,20 +226,18 @@ class ElasticsearchRetriever:
     def create_index(self) -> None:
         """Drop and recreate the index with the explicit mapping (index() is a full rebuild).
 
-        An existing index is dropped only if agent-r1 made it (its mapping's `_meta` marker) or
-        `config.overwrite` is set; otherwise this raises, naming the index and the way out."""
-        mapping = self.index_mapping()
+        An existing index is dropped only if agent-r1 made it from this index folder (its mapping's
+        `_meta`: es_owner.py) or `config.overwrite` is set; otherwise this raises, naming the index, whose
+        it is and the way out."""
+        owner = owner_of(self.config.index_dir)
+        mapping = with_owner(self.index_mapping(), owner)
 
         def create() -> None:
             existing = self._existing_mappings()
             if existing is not None:
-                foreign = sorted(name for name, mappings in existing.items() if not made_by_agent_r1(mappings))
-                if foreign and not self.config.overwrite:
-                    raise RuntimeError(
-                        f"Elasticsearch index {self.index_name!r} at {self.url} already exists and was not made by "
-                        f"agent-r1 (no _meta.created_by = 'agent-r1' in the mapping of {', '.join(foreign)}); "
-                        "refusing to delete it. Pick another --index-name, or pass --overwrite to replace it "
-                        "(its documents are lost)")
+                refusal = replace_refusal(existing, owner, self.index_name, self.url)
+                if refusal and not self.config.overwrite:
+                    raise RuntimeError(refusal)
                 self.client.indices.delete(index=self.index_name, ignore_unavailable=True)
             self.client.indices.create(index=self.index_name, mappings=mapping, settings=SETTINGS)
         self._call("index creation", create)
@@ -360,6 +355,13 @@ class ElasticsearchRetriever:
                         f"Elasticsearch index {self.index_name!r} not found at {self.url}; {INDEX_FIX}") from None
                 raise
         return self._call("count", count)
+
+    def check_opened(self) -> None:
+        """Raises when another index folder has rebuilt this folder's index (es_owner.py): its searches
+        would return that folder's corpus. Called by open_index after the first probe."""
+        refusal = opened_refusal(self.mapping(), owner_of(self.config.index_dir), self.index_name, self.url)
+        if refusal:
+            raise RuntimeError(refusal)
 
     def mapping(self) -> dict[str, Any]:
         """The index mapping as the server reports it (for checks and debugging)."""
