@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from agent_r1.tracking import RecordBuffer, RunTracker, main
+from tests.mlflow_store import fresh_store
 from tests.test_tracking_buffer import _buffer_run, _the_run
 
 SURROGATE = "\udcff"  # a lone surrogate: Python's JSON reader makes one from "\\udcff"
@@ -17,11 +18,7 @@ SURROGATE = "\udcff"  # a lone surrogate: Python's JSON reader makes one from "\
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> str:
-    from mlflow.tracking import MlflowClient
-
-    uri = f"sqlite:///{tmp_path_factory.mktemp('store') / 'mlflow.db'}"
-    MlflowClient(tracking_uri=uri).search_experiments()
-    return uri
+    return fresh_store(tmp_path_factory.mktemp("store"))
 
 
 def _bad_records(key: str, experiment: str) -> list[tuple[str, dict]]:

@@ -10,17 +10,14 @@ from pathlib import Path
 import pytest
 
 from agent_r1.tracking import RecordBuffer, RunTracker, main
+from tests.mlflow_store import fresh_store
 
 SECRET = "-----BEGIN OPENSSH PRIVATE KEY----- not-for-mlflow"
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> str:
-    from mlflow.tracking import MlflowClient
-
-    uri = f"sqlite:///{tmp_path_factory.mktemp('store') / 'mlflow.db'}"
-    MlflowClient(tracking_uri=uri).search_experiments()
-    return uri
+    return fresh_store(tmp_path_factory.mktemp("store"))
 
 
 def _checkpoint_with_links(tmp_path: Path) -> Path:
