@@ -118,3 +118,14 @@ def test_a_record_whose_reply_was_lost_is_replayed_once(store, tmp_path, monkeyp
     assert runs[0].info.status == "FINISHED" and runs[0].data.params == {"lr": "0.1"}
     table = json.loads(Path(client.download_artifacts(runs[0].info.run_id, "traj/t.json")).read_text())
     assert table["data"] == [["a"], ["b"]], "the table rows were doubled"
+
+
+@pytest.mark.parametrize("content", ['["k", "run-id"]', '{"k": 5}', '"runs"'])
+def test_a_run_map_of_the_wrong_shape_is_refused_naming_the_file(tmp_path, content):
+    """runs.json is a file anyone can edit: a shape other than {run key: MLflow run id} is refused with the
+    file named (it used to come back as a list or a string and crash the tracker on its first lookup)."""
+    buffer = tmp_path / "buffer"
+    buffer.mkdir()
+    (buffer / "runs.json").write_text(content)
+    with pytest.raises(ValueError, match="runs.json"):
+        RecordBuffer(buffer).run_ids()

@@ -102,11 +102,14 @@ class RecordBuffer:
     def run_ids(self) -> dict[str, str]:
         if not self.map_path.exists():
             return {}
+        fix = f"it maps buffered runs to MLflow run ids: restore it, or delete it only if {self.pending_path} is empty"
         try:
-            return json.loads(self.map_path.read_text())
+            ids = json.loads(self.map_path.read_text())
         except ValueError as err:  # written atomically, so only a hand edit gets here
-            raise ValueError(f"{self.map_path} is not valid JSON ({err}); it maps buffered runs to MLflow "
-                             f"run ids: restore it, or delete it only if {self.pending_path} is empty") from err
+            raise ValueError(f"{self.map_path} is not valid JSON ({err}); {fix}") from err
+        if not (isinstance(ids, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in ids.items())):
+            raise ValueError(f"{self.map_path} is not a mapping of run keys to run ids (a {type(ids).__name__}); {fix}")
+        return ids
 
     def remember(self, key: str, run_id: str) -> None:
         with self.lock:
