@@ -129,3 +129,23 @@ def test_a_run_map_of_the_wrong_shape_is_refused_naming_the_file(tmp_path, conte
     (buffer / "runs.json").write_text(content)
     with pytest.raises(ValueError, match="runs.json"):
         RecordBuffer(buffer).run_ids()
+
+
+def test_a_trace_of_a_call_with_a_lone_surrogate_is_still_sendable():
+    """A model writing "\\udcff" inside a hermes call's JSON (the issue's case): the parsed arguments hold a
+    lone surrogate. The trace record replaces it, so the trace is delivered rather than set aside."""
+    from types import SimpleNamespace
+
+    from agent_r1.tracking.traces import trace_record
+
+    turn = SimpleNamespace(info={"calls": [{"name": f"search{SURROGATE}", "arguments": {"query": f"a{SURROGATE}"},
+                                            "ok": False, "error": f"bad {SURROGATE}"}]},
+                           action_ids=[1, 2], observation_ids=[3], truncated=False, masked=False, process_reward=0.0,
+                           tool_calls=1, valid_tool_calls=0, observation_text=f"Error: {SURROGATE}",
+                           observation_truncated=False, action_text="<tool_call>...</tool_call>")
+    traj = SimpleNamespace(sample={"question": "Q?", "answers": ["a"]}, turns=[turn], prompt_ids=[0], sample_id="s1",
+                           answer=None, outcome_reward=0.0, score=0.0, stop_reason="max_turns", num_action_tokens=2)
+    record = trace_record("run", "exp", 1, 0, traj, end_ns=10**18)
+    text = json.dumps(record, ensure_ascii=False)
+    text.encode("utf-8")  # raised UnicodeEncodeError ("surrogates not allowed") before
+    assert "a\ufffd" in text or "a?" in text
