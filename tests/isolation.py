@@ -85,18 +85,34 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 _BEFORE: set[str] = set()
+_FOUND: dict[str, str] = {}  # folder -> the test after which this process first saw it
 
 
 def pytest_sessionstart(session) -> None:  # noqa: ARG001
     _BEFORE.update(name for name in USER_FOLDERS if (REPO / name).exists())
 
 
+def _new_folders() -> list[str]:
+    return [name for name in USER_FOLDERS if (REPO / name).exists() and name not in _BEFORE]
+
+
+def pytest_runtest_teardown(item) -> None:
+    """Names the test after which a repository folder appeared, as a warning (xdist relays a
+    worker's warnings to the summary; under xdist the other worker's test may have made it, so the
+    name is where to look first: the session check below is the failure)."""
+    for name in _new_folders():
+        if name not in _FOUND:
+            _FOUND[name] = item.nodeid
+            item.warn(pytest.PytestWarning(f"{REPO / name} appeared in the repository after this test"))
+
+
 def pytest_sessionfinish(session, exitstatus) -> None:  # noqa: ARG001
     if os.environ.get("PYTEST_XDIST_WORKER"):
         return  # the controller checks once, after every worker is done
-    new = [name for name in USER_FOLDERS if (REPO / name).exists() and name not in _BEFORE]
+    new = _new_folders()
     if new:
-        # a warning for now, not a failure: a fresh clone's session still creates data/ (a default
-        # 450-person world and its index, from a test not yet found); runs/ and mlruns/ are fixed
-        print(f"\nWARNING: the test session created {new} in the repository ({REPO}): a test must keep its "
-              "runs, data and stores in its tmp_path")
+        # a failure, not a warning: a test that writes into the repository writes into a user's
+        # runs and stores when a developer runs the suite in their working copy
+        print(f"\nFAILED: the test session created {new} in the repository ({REPO}): a test must keep its "
+              "runs, data and stores in its tmp_path (the warnings summary names the test after which each appeared)")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
