@@ -220,6 +220,31 @@ def latest_checkpoint(root: str | Path) -> Path | None:
     return None
 
 
+def restore_master_weights(model: Any, path: str | Path) -> int:
+    """Puts the checkpoint's own values back into a policy loaded from it in a narrower dtype.
+
+    A bf16 full fine-tune trains float32 master weights (`place_policy`) and saves them in float32;
+    loading that folder in `model.dtype` (bfloat16) rounds every weight, so at lr 1e-6 a resume
+    undid 99% of the moves while Adam's state carried on. Every parameter the folder holds in a
+    wider float dtype gets those values (in that dtype: `place_policy` keeps float32 masters as
+    they are); buffers and narrower tensors stay as loaded. Returns how many were restored."""
+    from safetensors import safe_open
+
+    params = dict(model.named_parameters())
+    restored = 0
+    for file in sorted(Path(path).glob("*.safetensors")):
+        with safe_open(str(file), framework="pt") as f:
+            for name in f.keys():
+                p = params.get(name)
+                if p is None or not p.dtype.is_floating_point:
+                    continue
+                saved = f.get_tensor(name)
+                if saved.dtype.is_floating_point and saved.dtype.itemsize > p.dtype.itemsize:
+                    p.data = saved.to(p.device)
+                    restored += 1
+    return restored
+
+
 def checkpoint_iteration(path: str | Path) -> int:
     return check_checkpoint(path)
 

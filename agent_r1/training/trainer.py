@@ -35,7 +35,7 @@ from agent_r1.rollout.engine import TransformersEngine
 from agent_r1.rollout.loop import run_rollout
 from agent_r1.tools.runner import tool_metrics
 from agent_r1.training import checkpoint as ckpt
-from agent_r1.training.compute import Compute, pad_micro_batch, place_frozen, place_policy
+from agent_r1.training.compute import Compute, master_dtype, pad_micro_batch, place_frozen, place_policy
 from agent_r1.training.distributed import LocalGroup
 from agent_r1.training.fit import TrainingBackend, fit_loop, log_finite, rollout_seed  # noqa: F401  (re-exported)
 from agent_r1.training.metrics_log import MetricsSink
@@ -87,7 +87,8 @@ class RLTrainer:
         self.ref_in_policy = a.kl_coef > 0 and has_adapters(model)
         self.reference = None
         if a.kl_coef > 0 and not self.ref_in_policy:
-            self.reference = place_frozen(reference if reference is not None else copy.deepcopy(model), self.compute)
+            self.reference = place_frozen(reference if reference is not None else copy.deepcopy(model), self.compute,
+                                          master_dtype(model))
         self.critic = (ValueModel(model).to(self.compute.device) if needs_critic(a.adv_estimator) else None)
         self.optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.train.lr,
                                            weight_decay=cfg.train.weight_decay)
