@@ -38,7 +38,7 @@ def test_bf16_full_finetune_resume_equals_uninterrupted(tmp_path, one_thread):
     from agent_r1.runs.train import run_train
 
     common = {**resume_run_overrides(tmp_path), "model.dtype": "bfloat16", "train.precision": "bf16",
-              "train.lr": 1e-4, "train.checkpoint_every": 1, "algo.entropy_coef": 0.01,
+              "train.lr": 1e-4, "train.checkpoint_every": 1, "algo.entropy_coef": 0.01, "train.runs_dir": str(tmp_path / "runs"),
               "train.device": "cpu"}
     run_train(load_config(None, {**common, "train.iterations": 2, "train.out_dir": str(tmp_path / "a")}))
     run_train(load_config(None, {**common, "train.iterations": 1, "train.out_dir": str(tmp_path / "b")}))
