@@ -39,7 +39,7 @@ from agent_r1.training.compute import Compute, master_dtype, pad_micro_batch, pl
 from agent_r1.training.distributed import LocalGroup
 from agent_r1.training.fit import TrainingBackend, fit_loop, log_finite, rollout_seed  # noqa: F401  (re-exported)
 from agent_r1.training.metrics_log import MetricsSink
-from agent_r1.training.policy import ValueModel, token_logprobs
+from agent_r1.training.policy import ValueModel, has_dropout, token_logprobs
 from agent_r1.training.sampler import PromptSampler
 from agent_r1.training.schedule import make_scheduler
 from agent_r1.training.zero_advantage import finish_skipped, trained_rows
@@ -77,6 +77,7 @@ class RLTrainer:
         self.sink = sink
         self.dp = LocalGroup()  # one learner; distributed.join makes this trainer one rank of several
         self.defer_old_logp = True  # learn(): old log-probs from the first mini-batch's forward, where exact
+        self._dropout = has_dropout(model)  # train and eval forwards differ: never deferred
         self.iteration = 0
         self.bad_updates = 0  # consecutive non-finite updates (stops the run at the limit)
         self.skipped_updates = 0  # all non-finite updates so far (a metric)
@@ -325,11 +326,12 @@ class RLTrainer:
         """Whether the old-log-prob pass can be the first mini-batch's own forward (one no-grad
         forward saved, as TRL does at num_iterations 1): it must cover every row and run before any
         optimiser step (one mini-batch per epoch), on one learner, with nothing in `prepare` reading
-        the old log-probs (a KL in the reward, the asynchronous behaviour weights)."""
+        the old log-probs (a KL in the reward, the asynchronous behaviour weights), and without
+        dropout: the training forward would drop out, the old-log-prob pass (like the engine) does not."""
         a, t = self.cfg.algo, self.cfg.train
         kl_reads = a.kl_in_reward and (self.reference is not None or self.ref_in_policy)
         return (self.defer_old_logp and t.minibatch_size >= rows and not kl_reads and t.max_staleness == 0
-                and self.dp.world == 1)
+                and self.dp.world == 1 and not self._dropout)
 
     def _metrics(self, trajs, batch, upd, rollout_s, update_s) -> dict[str, float]:
         scores = batch["scores"]
