@@ -44,7 +44,8 @@ def prepare_run(cfg: ExperimentConfig, resume: bool = False) -> RunParts:
 
     With `resume`, a folder with no usable checkpoint is an error (never a silent restart); without
     it, a previous run's history in the folder is moved aside first (`set_aside_previous_run`).
-    Policy and reference are loaded in `model.dtype`, as a fresh start builds them."""
+    Policy and reference are loaded in `model.dtype`, as a fresh start builds them; a resumed full
+    fine-tune then gets back the float32 master weights its checkpoint saved."""
     from agent_r1.models.build import load_model, save_model
     from agent_r1.models.lora import apply_lora
     from agent_r1.runs.assembly import build_policy, ensure_data, ensure_index, load_samples
@@ -60,6 +61,8 @@ def prepare_run(cfg: ExperimentConfig, resume: bool = False) -> RunParts:
     lora = cfg.model.lora.enabled  # the reference is then the policy with its adapters off: no copy
     if latest is not None:  # a LoRA checkpoint is an adapter folder: load_model puts it over its base
         model, tokenizer = load_model(latest, cfg.model.dtype)
+        if not lora:  # the float32 masters a bf16 full fine-tune saved, not their bf16 rounding
+            ckpt.restore_master_weights(model, latest)
         reference = load_model(init_dir, cfg.model.dtype)[0] if cfg.algo.kl_coef > 0 and not lora else None
     else:
         model, tokenizer = build_policy(cfg, data_dir, cfg.train.init_from)
