@@ -31,7 +31,7 @@ from agent_r1.config import ExperimentConfig
 from agent_r1.evaluation.agent_eval import evaluate_policy, trajectory_stats
 from agent_r1.models.lora import apply_lora, has_adapters, reference_context
 from agent_r1.rollout.chat import ChatCodec
-from agent_r1.rollout.engine import TransformersEngine
+from agent_r1.rollout.engines import EngineWeights, build_engine, options_from_config
 from agent_r1.rollout.loop import run_rollout
 from agent_r1.tools.runner import tool_metrics
 from agent_r1.training import checkpoint as ckpt
@@ -72,7 +72,9 @@ class RLTrainer:
         self.eval_samples = eval_samples or []
         self.out_dir = Path(cfg.train.out_dir)
         self.codec = ChatCodec(tokenizer)
-        self.engine = TransformersEngine(model, tokenizer, device=str(self.compute.device))
+        self.engine = build_engine(cfg.rollout.engine, model, tokenizer,
+                                   options_from_config(cfg, str(self.compute.device)))
+        self.engine_weights = EngineWeights(self.engine, model)  # vLLM: its own copy, synced after updates
         self.sampler = PromptSampler(train_samples, cfg.seed)
         self.sink = sink
         self.dp = LocalGroup()  # one learner; distributed.join makes this trainer one rank of several
@@ -100,8 +102,8 @@ class RLTrainer:
     def rollout(self) -> list[Trajectory]:
         samples = self.sampler.next_batch(self.cfg.train.prompts_per_iter)
         with self.compute.autocast():
-            return run_rollout(self.engine, self.codec, self.make_env, samples, self.cfg.rollout, self.cfg.reward,
-                               seed=rollout_seed(self.cfg.seed, self.iteration))
+            return run_rollout(self.engine_weights.current(), self.codec, self.make_env, samples, self.cfg.rollout,
+                               self.cfg.reward, seed=rollout_seed(self.cfg.seed, self.iteration))
 
     @torch.no_grad()
     def _per_token(self, fn: Any, model: Any, batch: dict[str, Any]) -> torch.Tensor:
@@ -282,6 +284,7 @@ class RLTrainer:
         if "old_logp" not in batch:  # every step was non-finite: no step, the weights are still the old ones
             batch["old_logp"] = self._per_token(self._logprobs, self.model, batch)
         self.scheduler.step()
+        self.engine_weights.mark_stale()
         t2 = time.perf_counter()
         self.iteration += 1
         self.last_trajectories = trajs
@@ -334,6 +337,7 @@ class RLTrainer:
             **{f"stop/{k}": float(v) for k, v in reasons.items()},
         }
         m.update(upd)
+        m.update(self.engine_weights.metrics())
         m.update(batch.get("offpolicy_metrics", {}))
         m.update(tool_metrics([t.info for tr in trajs for t in tr.turns]))
         return m
@@ -344,7 +348,7 @@ class RLTrainer:
         if not samples:
             return {}
         with self.compute.autocast():
-            return evaluate_policy(self.engine, self.codec, self.make_env, samples, self.cfg.rollout, self.cfg.reward,
+            return evaluate_policy(self.engine_weights.current(), self.codec, self.make_env, samples, self.cfg.rollout, self.cfg.reward,
                                    greedy=greedy, seed=self.cfg.seed)
 
     def state_dict(self) -> dict[str, Any]:
