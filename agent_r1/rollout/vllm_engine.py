@@ -187,14 +187,14 @@ class VLLMEngine:
         ) for i, budget in enumerate(budgets)]
 
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[GenerationOutput]:
-        from vllm.inputs import TokensPrompt
-
         if not self.processed_logprobs and params.temperature not in TEMPERATURE_FREE:
             raise RuntimeError(f"this vLLM has no logprobs_mode, so its log-probs ignore temperature "
                                f"{params.temperature} and would not match the trainer's; upgrade vLLM or sample "
                                "at temperature 1")
         if not prompts:
             return []
+        from vllm.inputs import TokensPrompt
+
         requests = [TokensPrompt(prompt_token_ids=list(p)) for p in prompts]
         results = self.llm.generate(requests, sampling_params=self.sampling_params(params, len(prompts)),
                                     use_tqdm=False)
