@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from agent_r1.algos.rollout_correction import RolloutCorrectionConfig
 from agent_r1.envs.tool_env import EnvConfig
 from agent_r1.models.build import ModelConfig
 from agent_r1.rewards.scoring import RewardConfig
@@ -56,6 +57,8 @@ class AlgoConfig:
     # skipping (training/zero_advantage.py). Entropy bonus and KL loss terms give such rows gradients:
     # it needs entropy_coef 0 and kl_coef 0 (or kl_in_reward, where the KL is inside the advantages)
     skip_zero_advantage: bool = False
+    # engine/trainer log-prob gap correction in synchronous training (algos/rollout_correction.py)
+    rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
 
     def __post_init__(self) -> None:
         if self.skip_zero_advantage and (self.entropy_coef != 0 or (self.kl_coef != 0 and not self.kl_in_reward)):

@@ -27,6 +27,7 @@ from agent_r1.algos import (
     value_loss,
 )
 from agent_r1.algos.offpolicy import behaviour_weights, offpolicy_advantages
+from agent_r1.algos.rollout_correction import rollout_correction
 from agent_r1.config import ExperimentConfig
 from agent_r1.evaluation.agent_eval import evaluate_policy, trajectory_stats
 from agent_r1.models.lora import apply_lora, has_adapters, reference_context
@@ -154,6 +155,9 @@ class RLTrainer:
         if self.cfg.train.max_staleness > 0:  # asynchronous: decoupled PPO (algos/offpolicy.py)
             batch["offpolicy_weight"], batch["offpolicy_metrics"] = behaviour_weights(
                 batch["old_logp"], batch["sampled_logprobs"], batch["action_mask"], a.offpolicy_clip)
+        elif a.rollout_correction.enabled:  # synchronous: the engine's numerics (algos/rollout_correction.py)
+            batch["offpolicy_weight"], batch["offpolicy_metrics"] = rollout_correction(
+                batch["old_logp"], batch["sampled_logprobs"], batch["action_mask"], a.rollout_correction)
         return batch
 
     def update(self, batch: dict[str, Any]) -> dict[str, float]:
@@ -297,9 +301,10 @@ class RLTrainer:
         """Whether the old-log-prob pass can be the first mini-batch's own forward (one no-grad
         forward saved, as TRL does at num_iterations 1): it must cover every row and run before any
         optimiser step (one mini-batch per epoch), on one learner, with nothing in `prepare` reading
-        the old log-probs (a KL in the reward, the asynchronous behaviour weights)."""
+        the old log-probs (a KL in the reward, the asynchronous behaviour weights, a rollout correction)."""
         a, t = self.cfg.algo, self.cfg.train
-        kl_reads = a.kl_in_reward and (self.reference is not None or self.ref_in_policy)
+        kl_reads = ((a.kl_in_reward and (self.reference is not None or self.ref_in_policy))
+                    or a.rollout_correction.enabled)
         return (self.defer_old_logp and t.minibatch_size >= rows and not kl_reads and t.max_staleness == 0
                 and self.dp.world == 1)
 
