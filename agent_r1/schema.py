@@ -67,10 +67,12 @@ LIMITS: dict[str, dict[str, Range]] = {
     "env": {"max_calls_per_turn": GE1},
     "rollout": {**dict.fromkeys(("max_turns", "max_tokens_per_turn", "max_observation_tokens", "max_total_tokens",
                                  "n_samples"), GE1), "temperature": GE0, "top_k": GE0, "top_p": R("(0, 1]")},
+    "rollout.vllm": {"gpu_memory_utilization": R("(0, 1]"), "kv_cache_gib": GT0, "max_model_len": GE0},
     "reward": {"format_penalty": R("[-10, 0]"), "valid_call_reward": R("[-10, 10]"),
                "retrieval_hit_reward": R("[-10, 10]"), "max_process_reward": R("[0, 100]")},
     "algo": {"offpolicy_clip": GT0, "clip_low": R("[0, 1)"), "clip_high": GE0, "dual_clip": R("> 1"), "gamma": R("(0, 1]"), "lam": UNIT,
              "kl_coef": GE0, "entropy_coef": GE0, "vf_clip": GT0, "critic_lr": GT0},
+    "algo.rollout_correction": {"token_cap": GT0, "seq_low": R("(0, 1)"), "seq_high": R("> 1")},
     "train": {"max_staleness": GE0, "iterations": GE0, "prompts_per_iter": GE1, "ppo_epochs": GE1, "minibatch_size": GE1, "lr": GT0,
               "weight_decay": GE0, "max_grad_norm": GT0, "checkpoint_every": GE1,
               "keep_checkpoints": GE0,  # 0 keeps every checkpoint
