@@ -67,7 +67,8 @@ def overrides(args: argparse.Namespace, model_dir: Path, work: Path, run: str) -
     return {
         "train.init_from": str(model_dir), "env.format": "hermes", "algo.adv_estimator": "grpo",
         "data.dir": str(work / "data"), "search.index_dir": str(work / "index"),
-        "train.out_dir": str(work / "runs" / run), "train.iterations": args.iterations,
+        "train.out_dir": str(work / "runs" / run), "train.runs_dir": str(work / "runs"),  # never the repo's runs/
+        "train.iterations": args.iterations,
         "train.prompts_per_iter": args.prompts, "rollout.n_samples": 4, "train.minibatch_size": args.prompts * 4,
         "train.micro_batch_size": 4, "train.ppo_epochs": 1, "train.precision": args.precision,
         "train.device": args.device, "train.lr": 1e-6, "train.eval_size": 0, "train.log_trajectories_every": 0,
@@ -160,6 +161,9 @@ def build_model(work: Path, shape: dict[str, int]) -> tuple[Path, int]:
     return out, vocab * h + layers * per_layer + h  # tied embedding
 
 
+RESULT_MARK = "GPU_SMOKE_RESULT "
+
+
 def vllm_importable() -> bool:
     import importlib.util
 
@@ -174,7 +178,11 @@ def run_one(run: str, cfg_overrides: dict[str, Any], timeout: float) -> dict[str
         return {"error": f"timed out after {timeout:.0f} s"}
     if proc.returncode != 0:
         return {"error": (proc.stderr or proc.stdout)[-4000:], "returncode": proc.returncode}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    # vLLM logs to stdout (at shutdown too, after the result): the result is the marked line
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_MARK)]
+    if not lines:
+        return {"error": "no result line in the run's output:\n" + proc.stdout[-4000:], "returncode": 0}
+    return json.loads(lines[-1][len(RESULT_MARK):])
 
 
 def main() -> int:
@@ -193,7 +201,7 @@ def main() -> int:
     ap.add_argument("--overrides", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, json.loads(args.overrides))))
+        print(RESULT_MARK + json.dumps(child(args.child, json.loads(args.overrides))), flush=True)
         return 0
     import torch
 
