@@ -73,6 +73,9 @@ def overrides(args: argparse.Namespace, model_dir: Path, work: Path, run: str) -
         "train.micro_batch_size": 4, "train.ppo_epochs": 1, "train.precision": args.precision,
         "train.device": args.device, "train.lr": 1e-6, "train.eval_size": 0, "train.log_trajectories_every": 0,
         "train.checkpoint_every": 1000, "train.threads": args.threads,
+        # every row's old log-probs computed: random weights give all-equal groups, whose rows a skip
+        # leaves out, and rollout/logprob_diff_max would then report 0 over no tokens
+        "algo.skip_zero_advantage": False,
         "rollout.max_turns": 2, "rollout.max_tokens_per_turn": args.tokens_per_turn,
         "rollout.max_observation_tokens": 128, "rollout.max_total_tokens": 2048,
         **RUNS[run],
