@@ -65,3 +65,39 @@ def test_ray_modules_are_one_unit_and_long_units_go_first():
     # every hinted unit before the unhinted ones, and those in collection order
     assert files[2:] == ["tests/reliability/test_kill_resume.py", "tests/test_a.py", "tests/test_b.py"]
     assert sorted(t for _, unit in HANDED for t in unit) == sorted(COLLECTION)  # each test once
+
+
+def test_suite_time_benchmark_reads_every_session_and_module():
+    """benchmarks/suite_time.py on the output `make test` prints (two pytest sessions: the main
+    suite under xdist, then the vLLM environment's), with PYTEST_ADDOPTS asking for durations."""
+    import importlib.util
+
+    from tests.isolation import REPO
+
+    spec = importlib.util.spec_from_file_location("suite_time", REPO / "benchmarks" / "suite_time.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    output = """\
+============================= slowest durations ==============================
+110.74s call     tests/test_deployment.py::test_two_deployment_runs_at_once
+40.18s setup    tests/test_ray_trainer.py::test_two_workers_roll_out_every_prompt_once
+2.50s teardown tests/test_ray_trainer.py::test_two_workers_roll_out_every_prompt_once
+0.06s call     tests/test_ddp.py::test_x[grpo]
+=========== 908 passed, 40 warnings in 481.73s (0:08:01) ===========
+12.00s setup    tests_vllm/test_vllm_engine.py::test_token_ids
+========= 1 failed, 6 passed in 95.20s (0:01:35) =========
+"""
+    parsed = bench.parse(output)
+    assert parsed["sessions"] == [{"seconds": 481.73, "passed": 908}, {"seconds": 95.2, "failed": 1, "passed": 6}]
+    assert parsed["modules"] == {"tests/test_deployment.py": 110.74, "tests/test_ray_trainer.py": 42.68,
+                                 "tests_vllm/test_vllm_engine.py": 12.0, "tests/test_ddp.py": 0.06}
+    assert list(parsed["modules"])[0] == "tests/test_deployment.py"  # longest first
+
+
+def test_every_cost_hint_names_a_unit_that_exists():
+    """A renamed or moved module would silently lose its place at the front of the queue."""
+    from tests.isolation import COST_HINTS, GROUPS, REPO
+
+    modules = {p.name for p in (REPO / "tests").rglob("test_*.py")}
+    assert all(unit in GROUPS or unit in modules for unit in COST_HINTS), set(COST_HINTS) - set(GROUPS) - modules
+    assert all(name in modules for files in GROUPS.values() for name in files)
