@@ -77,7 +77,7 @@ def test_micro_batches_give_the_one_shot_gradient(tiny_model, tmp_path, agg):
         batch = batch if batch is not None else trainer.prepare(trainer.rollout())
         trainer.optimizer.zero_grad(set_to_none=True)
         rows = torch.arange(batch["input_ids"].shape[0])
-        assert trainer._backward_minibatch(batch, rows) is not None
+        assert trainer._backward_minibatch(batch, rows)[0] is not None
         grads[micro] = torch.cat([p.grad.flatten() for p in trainer.model.parameters() if p.grad is not None])
     assert int(batch["action_mask"].sum()) > 0 and len(set(batch["action_mask"].sum(-1).tolist())) > 1
     for micro in (1, 3):

@@ -139,7 +139,7 @@ def evaluate_model(model: str | Path, cfg: Any, datasets: dict[str, list[dict[st
     from agent_r1.models.checks import check_chat_template
     from agent_r1.retrieval.base import RetrievalConfig, open_index
     from agent_r1.rollout.chat import ChatCodec
-    from agent_r1.rollout.engine import TransformersEngine
+    from agent_r1.rollout.engines import build_engine, options_from_config
 
     for mode in modes:
         get_mode(mode)  # fail on a typo before loading anything
@@ -154,13 +154,17 @@ def evaluate_model(model: str | Path, cfg: Any, datasets: dict[str, list[dict[st
                                pool_size=cfg.search.es_pool_size,  # credentials: only to the config's own URL
                                credentials_url=cfg.search.url or RetrievalConfig.url)
     start = time.perf_counter()
+    engine = None
     try:
-        report = evaluate_datasets(TransformersEngine(model_obj, tokenizer, device=device), ChatCodec(tokenizer), cfg,
-                                   datasets, modes, retriever=retriever, greedy=greedy, batch_size=batch_size,
-                                   keep_trajectories=keep_trajectories)
+        # rollout.engine: the same engine choice as training (vLLM serves the model in cfg's precision)
+        engine = build_engine(cfg.rollout.engine, model_obj, tokenizer, options_from_config(cfg, device))
+        report = evaluate_datasets(engine, ChatCodec(tokenizer), cfg, datasets, modes, retriever=retriever,
+                                   greedy=greedy, batch_size=batch_size, keep_trajectories=keep_trajectories)
     finally:
         if retriever is not None:
             retriever.close()
+        if engine is not None and hasattr(engine, "close"):
+            engine.close()
     report.update({"model": str(model), "index": str(index_dir or cfg.search.index_dir) if retriever else None,
                    "greedy": greedy, "wall_seconds": round(time.perf_counter() - start, 3)})
     if keep_trajectories:

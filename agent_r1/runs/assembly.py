@@ -160,8 +160,13 @@ def build_policy(cfg: ExperimentConfig, data_dir: Path, source: str = "") -> tup
         check_chat_template(tokenizer, str(path), cfg.env.format)
         return model, tokenizer
     model, tokenizer = build_local_model(corpus_texts(data_dir), cfg.model, seed=cfg.seed)
-    # the dtype a loaded or resumed policy gets too, so a run keeps one precision from start to resume
-    return model.to(torch_dtype(cfg.model.dtype)), tokenizer
+    # the dtype a loaded or resumed policy gets too, so a run keeps one precision from start to resume;
+    # parameters only, as from_pretrained(dtype=...) loads them: buffers (rotary frequencies) stay
+    # float32, else a resumed run (loaded from its checkpoint) would rotate by other angles
+    dtype = torch_dtype(cfg.model.dtype)
+    for p in model.parameters():
+        p.data = p.data.to(dtype)
+    return model, tokenizer
 
 
 def torch_dtype(name: str) -> Any:

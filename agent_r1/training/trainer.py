@@ -27,19 +27,20 @@ from agent_r1.algos import (
     value_loss,
 )
 from agent_r1.algos.offpolicy import behaviour_weights, offpolicy_advantages
+from agent_r1.algos.rollout_correction import rollout_correction
 from agent_r1.config import ExperimentConfig
 from agent_r1.evaluation.agent_eval import evaluate_policy, trajectory_stats
 from agent_r1.models.lora import apply_lora, has_adapters, reference_context
 from agent_r1.rollout.chat import ChatCodec
-from agent_r1.rollout.engine import TransformersEngine
+from agent_r1.rollout.engines import EngineWeights, build_engine, options_from_config
 from agent_r1.rollout.loop import run_rollout
 from agent_r1.tools.runner import tool_metrics
 from agent_r1.training import checkpoint as ckpt
-from agent_r1.training.compute import Compute, place_frozen, place_policy
+from agent_r1.training.compute import Compute, master_dtype, pad_micro_batch, place_frozen, place_policy
 from agent_r1.training.distributed import LocalGroup
 from agent_r1.training.fit import TrainingBackend, fit_loop, log_finite, rollout_seed  # noqa: F401  (re-exported)
 from agent_r1.training.metrics_log import MetricsSink
-from agent_r1.training.policy import ValueModel, token_logprobs
+from agent_r1.training.policy import ValueModel, has_dropout, token_logprobs
 from agent_r1.training.sampler import PromptSampler
 from agent_r1.training.schedule import make_scheduler
 from agent_r1.training.zero_advantage import finish_skipped, trained_rows
@@ -72,11 +73,14 @@ class RLTrainer:
         self.eval_samples = eval_samples or []
         self.out_dir = Path(cfg.train.out_dir)
         self.codec = ChatCodec(tokenizer)
-        self.engine = TransformersEngine(model, tokenizer, device=str(self.compute.device))
+        self.engine = build_engine(cfg.rollout.engine, model, tokenizer,
+                                   options_from_config(cfg, str(self.compute.device)))
+        self.engine_weights = EngineWeights(self.engine, model)  # vLLM: its own copy, synced after updates
         self.sampler = PromptSampler(train_samples, cfg.seed)
         self.sink = sink
         self.dp = LocalGroup()  # one learner; distributed.join makes this trainer one rank of several
         self.defer_old_logp = True  # learn(): old log-probs from the first mini-batch's forward, where exact
+        self._dropout = has_dropout(model)  # train and eval forwards differ: never deferred
         self.iteration = 0
         self.bad_updates = 0  # consecutive non-finite updates (stops the run at the limit)
         self.skipped_updates = 0  # all non-finite updates so far (a metric)
@@ -87,7 +91,8 @@ class RLTrainer:
         self.ref_in_policy = a.kl_coef > 0 and has_adapters(model)
         self.reference = None
         if a.kl_coef > 0 and not self.ref_in_policy:
-            self.reference = place_frozen(reference if reference is not None else copy.deepcopy(model), self.compute)
+            self.reference = place_frozen(reference if reference is not None else copy.deepcopy(model), self.compute,
+                                          master_dtype(model))
         self.critic = (ValueModel(model).to(self.compute.device) if needs_critic(a.adv_estimator) else None)
         self.optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.train.lr,
                                            weight_decay=cfg.train.weight_decay)
@@ -100,8 +105,8 @@ class RLTrainer:
     def rollout(self) -> list[Trajectory]:
         samples = self.sampler.next_batch(self.cfg.train.prompts_per_iter)
         with self.compute.autocast():
-            return run_rollout(self.engine, self.codec, self.make_env, samples, self.cfg.rollout, self.cfg.reward,
-                               seed=rollout_seed(self.cfg.seed, self.iteration))
+            return run_rollout(self.engine_weights.current(), self.codec, self.make_env, samples, self.cfg.rollout,
+                               self.cfg.reward, seed=rollout_seed(self.cfg.seed, self.iteration))
 
     @torch.no_grad()
     def _per_token(self, fn: Any, model: Any, batch: dict[str, Any]) -> torch.Tensor:
@@ -110,8 +115,9 @@ class RLTrainer:
         out = torch.zeros_like(batch["attention_mask"])
         with self.compute.autocast():
             for rows, mb in self.dp.micro_batches(self.compute, batch):
-                values = fn(model, mb).float().cpu()
-                out[rows, :values.shape[1]] = values
+                values = fn(model, mb).float().cpu()  # a padding micro-batch (no rows) runs for its collectives
+                if len(rows):
+                    out[rows, :values.shape[1]] = values
         return self.dp.gather_rows(out)
 
     def _reference(self) -> contextlib.AbstractContextManager:
@@ -152,6 +158,9 @@ class RLTrainer:
         if self.cfg.train.max_staleness > 0:  # asynchronous: decoupled PPO (algos/offpolicy.py)
             batch["offpolicy_weight"], batch["offpolicy_metrics"] = behaviour_weights(
                 batch["old_logp"], batch["sampled_logprobs"], batch["action_mask"], a.offpolicy_clip)
+        elif a.rollout_correction.enabled:  # synchronous: the engine's numerics (algos/rollout_correction.py)
+            batch["offpolicy_weight"], batch["offpolicy_metrics"] = rollout_correction(
+                batch["old_logp"], batch["sampled_logprobs"], batch["action_mask"], a.rollout_correction)
         return batch
 
     def update(self, batch: dict[str, Any]) -> dict[str, float]:
@@ -169,7 +178,10 @@ class RLTrainer:
         """One optimiser step over rows `idx` (gradients accumulated over micro-batches)."""
         t = self.cfg.train
         self.optimizer.zero_grad(set_to_none=True)
-        record = self.dp.sync_policy(self, self._backward_minibatch(batch, idx))
+        record, lost = self._backward_minibatch(batch, idx)
+        record = self.dp.sync_policy(self, record)  # None on every rank when any rank cannot step
+        if lost:  # counted after every rank's collectives: a raise here leaves no rank waiting
+            self._bad_update(lost)
         if record is None:
             return
         grad_norm = self.dp.clip_grad_norm([p for p in self.model.parameters() if p.requires_grad], t.max_grad_norm)
@@ -184,19 +196,21 @@ class RLTrainer:
         for k, v in record.items():
             stats.setdefault(k, []).append(v)
 
-    def _backward_minibatch(self, batch: dict[str, Any], idx: torch.Tensor) -> dict[str, float] | None:
+    def _backward_minibatch(self, batch: dict[str, Any], idx: torch.Tensor) -> tuple[dict[str, float] | None, str]:
         """Policy-loss gradients of rows `idx` into `.grad`, one micro-batch at a time. Each
         micro-batch's loss is normalised by the whole mini-batch's token (or sequence) count, so the
-        accumulated gradient equals the one-shot mini-batch gradient. None: nothing to step on."""
+        accumulated gradient equals the one-shot mini-batch gradient. Returns (record, why the step
+        is lost): record None = nothing to step on; why = a non-finite loss on this rank."""
         a = self.cfg.algo
         denom = loss_denominator(batch["loss_mask"][idx], a.loss_agg)
         if denom == 0:  # nothing to train on (e.g. every action truncated and masked): no step at all
-            return None
+            return None, ""
         # algo.skip_zero_advantage: rows whose policy-loss gradient is exactly 0 skip forward/backward
         rows = trained_rows(batch["advantages"], batch["loss_mask"], idx) if a.skip_zero_advantage else idx
         self.model.train()
         record: dict[str, float] = {}
         micro = 0
+        bad = ""  # why this mini-batch cannot step (a non-finite loss)
         fill = None if "old_logp" in batch else torch.zeros_like(batch["attention_mask"])
         for mb_rows, mb in self.dp.micro_batches(self.compute, batch, rows):  # this rank's share of the rows
             mask = mb["loss_mask"]
@@ -204,6 +218,9 @@ class RLTrainer:
                 logp, entropy = token_logprobs(self.model, mb["input_ids"], mb["attention_mask"],
                                                self.compute.temperature, positions=mb["logp_mask"], with_entropy=True,
                                                entropy_grad=a.entropy_coef != 0, chunk=self.compute.logit_chunk)
+            if not len(mb_rows) or bad:  # padding (another rank has more micro-batches), or a step already lost
+                self._zero_backward(logp, batch)
+                continue
             advantages = offpolicy_advantages(mb["advantages"], mb.get("offpolicy_weight"))
             old_logp = mb["old_logp"] if fill is None else logp.detach()  # deferred: this forward is the pass
             if fill is not None:
@@ -219,15 +236,22 @@ class RLTrainer:
                 if not a.kl_in_reward:
                     loss = loss + a.kl_coef * kl_value
             if not torch.isfinite(loss):
-                self._bad_update(f"policy loss is {loss.item()}")
-                return None
-            if loss.requires_grad:  # a micro-batch without trained tokens has no graph
+                bad = f"policy loss is {loss.item()}"
+                if self.dp.world == 1:
+                    break
+                self._zero_backward(logp, batch)  # the other ranks' passes still need this rank's
+                continue
+            if loss.requires_grad:
                 loss.backward()
+            else:  # a micro-batch without a log-prob position has no graph
+                self._zero_backward(logp, batch)
             micro += 1
             for k, v in {"policy_loss": pg_loss, "entropy": ent, "kl": kl_value}.items():
                 record[k] = record.get(k, 0.0) + float(v.detach())  # shares of the mini-batch value: they add up
             for k, v in pg_metrics.items():
                 record[k] = record.get(k, 0.0) + float(v)
+        if bad:
+            return None, bad
         for k in ("clipfrac", "clipfrac_lower", "approx_kl", "ratio_mean"):
             if k in record:
                 record[k] /= max(micro, 1)  # per-micro-batch means: averaged
@@ -236,7 +260,19 @@ class RLTrainer:
         if fill is not None:  # only rows that ran have old log-probs (skipped rows never need them)
             batch["old_logp"], batch["old_logp_rows"] = fill, torch.zeros(len(fill), dtype=torch.bool)
             batch["old_logp_rows"][rows] = True
-        return record
+        return record, ""
+
+    def _zero_backward(self, logp: torch.Tensor, batch: dict[str, Any]) -> None:
+        """A backward that adds nothing, for ranks that must match another rank's pass (with FSDP
+        a backward is a collective). One learner has no other rank: nothing to do."""
+        if self.dp.world == 1:
+            return
+        if not logp.requires_grad:  # no log-prob position, so no graph: a padding micro-batch's instead
+            mb = pad_micro_batch(self.compute, batch)
+            with self.compute.autocast():
+                logp = token_logprobs(self.model, mb["input_ids"], mb["attention_mask"], self.compute.temperature,
+                                      positions=mb["logp_mask"], chunk=self.compute.logit_chunk)[0]
+        (logp.sum() * 0.0).backward()
 
     def _step_critic(self, batch: dict[str, Any], idx: torch.Tensor) -> dict[str, float]:
         a, t = self.cfg.algo, self.cfg.train
@@ -246,7 +282,9 @@ class RLTrainer:
         self.critic.train()
         self.critic_optimizer.zero_grad(set_to_none=True)
         record: dict[str, float] = {"value_loss": 0.0}
-        for _, mb in self.dp.micro_batches(self.compute, batch, idx):
+        for rows, mb in self.dp.micro_batches(self.compute, batch, idx):
+            if not len(rows):  # padding: the critic is a replica on every rank, its passes are not collectives
+                continue
             with self.compute.autocast():
                 values = self.critic(mb["input_ids"], mb["attention_mask"])
             vloss, vmetrics = value_loss(values, mb["old_values"], mb["returns"], mb["adv_mask"], a.vf_clip,
@@ -282,6 +320,7 @@ class RLTrainer:
         if "old_logp" not in batch:  # every step was non-finite: no step, the weights are still the old ones
             batch["old_logp"] = self._per_token(self._logprobs, self.model, batch)
         self.scheduler.step()
+        self.engine_weights.mark_stale()
         t2 = time.perf_counter()
         self.iteration += 1
         self.last_trajectories = trajs
@@ -294,11 +333,13 @@ class RLTrainer:
         """Whether the old-log-prob pass can be the first mini-batch's own forward (one no-grad
         forward saved, as TRL does at num_iterations 1): it must cover every row and run before any
         optimiser step (one mini-batch per epoch), on one learner, with nothing in `prepare` reading
-        the old log-probs (a KL in the reward, the asynchronous behaviour weights)."""
+        the old log-probs (a KL in the reward, the asynchronous behaviour weights, a rollout correction),
+        and without dropout: the training forward would drop out, the old-log-prob pass (like the engine) does not."""
         a, t = self.cfg.algo, self.cfg.train
-        kl_reads = a.kl_in_reward and (self.reference is not None or self.ref_in_policy)
+        kl_reads = ((a.kl_in_reward and (self.reference is not None or self.ref_in_policy))
+                    or a.rollout_correction.enabled)
         return (self.defer_old_logp and t.minibatch_size >= rows and not kl_reads and t.max_staleness == 0
-                and self.dp.world == 1)
+                and self.dp.world == 1 and not self._dropout)
 
     def _metrics(self, trajs, batch, upd, rollout_s, update_s) -> dict[str, float]:
         scores = batch["scores"]
@@ -334,6 +375,7 @@ class RLTrainer:
             **{f"stop/{k}": float(v) for k, v in reasons.items()},
         }
         m.update(upd)
+        m.update(self.engine_weights.metrics())
         m.update(batch.get("offpolicy_metrics", {}))
         m.update(tool_metrics([t.info for tr in trajs for t in tr.turns]))
         return m
@@ -344,7 +386,7 @@ class RLTrainer:
         if not samples:
             return {}
         with self.compute.autocast():
-            return evaluate_policy(self.engine, self.codec, self.make_env, samples, self.cfg.rollout, self.cfg.reward,
+            return evaluate_policy(self.engine_weights.current(), self.codec, self.make_env, samples, self.cfg.rollout, self.cfg.reward,
                                    greedy=greedy, seed=self.cfg.seed)
 
     def state_dict(self) -> dict[str, Any]:
