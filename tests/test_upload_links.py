@@ -4,6 +4,7 @@ offline buffer's copy; and a resumed run does not upload again the checkpoints i
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -86,7 +87,7 @@ class _Recorder:
     def __init__(self) -> None:
         self.uploaded: list[str] = []
 
-    def log_artifacts(self, path, artifact_path=None) -> None:
+    def log_artifacts(self, path, artifact_path=None, files=None) -> None:
         self.uploaded.append(Path(path).name)
 
 
@@ -106,3 +107,29 @@ def test_a_resumed_run_uploads_only_the_checkpoint_it_resumes_from_and_later_one
     save_checkpoint(out / "checkpoints", 4, _Saves(), _Saves(), {}, keep=0)
     sink.log_checkpoints()
     assert recorder.uploaded == ["iter_000003", "iter_000004"]
+
+
+def test_a_checkpoint_uploads_only_the_files_its_manifest_lists(store, tmp_path):
+    """A file dropped into a checkpoint folder after it was written (not in its manifest) stays local."""
+    from mlflow.tracking import MlflowClient
+
+    from agent_r1.tracking import MlflowSink
+    from agent_r1.training.checkpoint import save_checkpoint
+
+    root = tmp_path / "run" / "checkpoints"
+    folder = save_checkpoint(root, 1, _Saves(), _Saves(), {}, keep=0)
+    (folder / "notes.txt").write_text(SECRET)
+    listed = set(json.loads((folder / "manifest.json").read_text())["sizes"])
+    for buffered in (False, True):
+        tracker = RunTracker(f"manifest-{buffered}", experiment="links", tracking_uri=store,
+                             buffer_dir=tmp_path / f"buffer-{buffered}", verbose=False)
+        if buffered:  # MLflow away when the checkpoint is logged: the buffer's copy is what goes later
+            tracker.channel.offline, tracker.channel.retry_at = True, float("inf")
+        sink = MlflowSink(tracker, checkpoints_dir=root)
+        assert sink.log_checkpoints() == ["iter_000001"]
+        tracker.channel.retry_at = 0.0
+        rep = tracker.close()
+        assert rep["pending"] == 0 and rep["rejected"] == 0, rep
+        files = _uploaded(store, tracker.run_id, Path(store[len("sqlite:///"):]).parent)
+        assert files == {f"checkpoints/iter_000001/{name}" for name in listed | {"manifest.json"}}, files
+        assert not list((tmp_path / f"buffer-{buffered}").glob("blobs/*/notes.txt"))

@@ -159,7 +159,7 @@ class RecordBuffer:
             blob = self.root / "blobs" / record["rid"]
             src = Path(record["local_path"])
             if src.is_dir() and not src.is_symlink():
-                copy_artifact(src, blob)  # its own files only: a link in it is never followed (files.py)
+                copy_artifact(src, blob, record.get("files"))  # its own files: links never followed (files.py)
             else:
                 blob.mkdir(parents=True)
                 shutil.copy2(src, blob / src.name, follow_symlinks=False)  # a link is copied as one, never followed

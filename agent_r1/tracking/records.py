@@ -55,6 +55,11 @@ def _columns(v: Any) -> bool:
     return isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, list) for k, x in v.items())
 
 
+def _relative_files(v: Any) -> bool:  # an artifacts record's own list of the folder's files to send
+    return isinstance(v, list) and all(isinstance(f, str) and f and not f.startswith("/")
+                                       and ".." not in f.split("/") for f in v)
+
+
 def _optional(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
     return lambda v: v is None or check(v)
 
@@ -75,6 +80,7 @@ FIELD_SHAPES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "local_path": ("a string", _text),
     "artifact_path": ("a string or null", _optional(_text)),
     "file_name": ("a string or null", _optional(_text)),
+    "files": ("a list of relative file paths or null", _optional(_relative_files)),
     "status": (f"one of {', '.join(RUN_STATUSES)}", lambda v: v in RUN_STATUSES),
     "trace_key": ("a string", _text),
     "root": ("a span tree (a mapping)", lambda v: isinstance(v, dict)),

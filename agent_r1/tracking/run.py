@@ -95,9 +95,12 @@ class RunTracker:
 
         self.channel.submit(trace_record(self.key, self.experiment, step, index, trajectory))
 
-    def log_artifacts(self, local_path: str | Path, artifact_path: str | None = None) -> None:
-        self.channel.submit({"op": "artifacts", "key": self.key, "local_path": str(local_path),
-                             "artifact_path": artifact_path})
+    def log_artifacts(self, local_path: str | Path, artifact_path: str | None = None,
+                      files: list[str] | None = None) -> None:
+        """A file, or a folder's regular files (links are never followed); `files`: only these of them
+        (relative paths, e.g. what a checkpoint's manifest lists)."""
+        record = {"op": "artifacts", "key": self.key, "local_path": str(local_path), "artifact_path": artifact_path}
+        self.channel.submit({**record, "files": list(files)} if files is not None else record)
 
     def log_dict(self, data: dict[str, Any], artifact_file: str) -> None:
         """A small JSON artifact (e.g. final metrics), written to a temp file first."""

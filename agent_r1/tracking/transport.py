@@ -203,7 +203,7 @@ class _Transport:
             return
         # file by file, the folder's own regular files only: MLflow's log_artifacts follows links
         base = record.get("artifact_path")
-        for rel in artifact_files(target):
+        for rel in artifact_files(target, record.get("files")):
             parent = "/".join(p for p in (base, rel.parent.as_posix()) if p and p != ".")
             c.log_artifact(run_id, str(target / rel), parent or None)
 
