@@ -101,6 +101,27 @@ LIMITS: dict[str, dict[str, Range]] = {
 }
 
 
+def limited(section: str, key: str, kind: type = int) -> typing.Callable[[str], Any]:
+    """An argparse `type=` for a command-line number that sets (or stands for) config key
+    `section.key`: parsed as `kind` and held to its LIMITS range, so `--hidden-size 1e12` is a usage
+    error naming the range, never an allocation that aborts the process."""
+    import argparse
+
+    rng = LIMITS[section][key]
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {kind.__name__}, got {text!r}") from None
+        if not rng.contains(value):
+            raise argparse.ArgumentTypeError(f"{value} is not in {rng} (the range of {section}.{key})".replace(" .", " "))
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
 #: The longest text of any string key (paths, names, URLs), and the keys allowed more: a setting is never
 #: megabytes (a 20,000,000-character system prompt in a data row was accepted, then tokenised every turn).
 MAX_TEXT_CHARS = 4096

@@ -14,6 +14,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from agent_r1.schema import limited
+
 MAX_LISTED = 20  # skipped rows printed with their reason; the rest by line number only
 HOTPOTQA_DEV_DISTRACTOR_URL = "http://curtis.ml.cmu.edu/datasets/hotpot/hotpot_dev_distractor_v1.json"
 
@@ -38,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         p.set_defaults(func=cmd_prepare_qa, download=False)
 
     p = sub.add_parser("synthetic", help="generate the offline synthetic world (questions + corpus)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=limited("", "seed"), default=0)
     p.add_argument("--out", type=Path, required=True)
     p.set_defaults(func=cmd_prepare_synthetic)
 
