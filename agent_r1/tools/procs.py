@@ -8,6 +8,10 @@
   so what its tools start stays among its descendants even after a double fork or `setsid()` (which
   leaves the process group); killing a worker stops it, then kills every descendant found under it in
   /proc, then the worker itself.
+
+The limit: when the trainer is SIGKILLed the kernel kills the worker at once, and what its tools had
+started is then re-parented to init and lives on (no process is left to kill it; only a cgroup or a
+PID namespace would hold it, neither available to an unprivileged process).
 """
 
 from __future__ import annotations
