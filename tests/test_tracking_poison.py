@@ -149,3 +149,14 @@ def test_a_trace_of_a_call_with_a_lone_surrogate_is_still_sendable():
     text = json.dumps(record, ensure_ascii=False)
     text.encode("utf-8")  # raised UnicodeEncodeError ("surrogates not allowed") before
     assert "a\ufffd" in text or "a?" in text
+
+
+@pytest.mark.parametrize("record", ["a string", ["a", "list"], 42, None])
+def test_a_record_that_is_no_mapping_is_set_aside_not_raised(store, tmp_path, record):
+    tracker = RunTracker("not-a-mapping", experiment="poison-direct", tracking_uri=store,
+                         buffer_dir=tmp_path / "buffer", verbose=False)
+    tracker.channel.submit(record)  # raised AttributeError / TypeError from the rejection path before
+    rep = tracker.close()
+    assert rep["rejected"] == 1 and rep["pending"] == 0 and not rep["offline"], rep
+    (line,) = (tmp_path / "buffer" / "rejected.jsonl").read_text().splitlines()
+    assert "must be a JSON object" in json.loads(line)["error"]

@@ -136,7 +136,9 @@ class _Channel:
         self.buffer.append(record)
         self.counts["buffered"] += 1
 
-    def _reject(self, record: dict[str, Any], err: BaseException) -> None:
+    def _reject(self, record: Any, err: BaseException) -> None:
+        if not isinstance(record, dict):  # set aside as what it was, so rejected.jsonl stays one object a line
+            record = {"op": None, "record": repr(record)[:1000]}
         reason = redact_uri(f"{type(err).__name__}: {err}")
         self.buffer.reject(record, reason)
         self.counts["rejected"] += 1
