@@ -58,30 +58,33 @@ def test_bf16_full_finetune_resume_equals_uninterrupted(tmp_path, one_thread):
     assert diff <= 1e-6, diff
 
 
-def _prepared(tiny_model, tmp_path, precision, dtype, loaded_reference, device="cpu"):
+def _prepared(tiny_model, tmp_path, precision, dtype, loaded_reference, device="cpu", lora=0):
     model, tok = copy.deepcopy(tiny_model[0]).to(getattr(torch, dtype)), tiny_model[1]
     cfg = load_config(None, {"train.out_dir": str(tmp_path / "run"), "train.prompts_per_iter": 2,
                              "rollout.n_samples": 2, "rollout.max_turns": 1, "rollout.max_tokens_per_turn": 6,
                              "train.threads": 1, "train.precision": precision, "model.dtype": dtype,
-                             "algo.kl_coef": 0.05, "algo.kl_in_reward": False, "train.device": device})
+                             "algo.kl_coef": 0.05, "algo.kl_in_reward": False, "train.device": device,
+                             "model.lora.r": lora})
     # a resume loads the reference from init_model in model.dtype: a copy of the start in that dtype
-    reference = copy.deepcopy(model) if loaded_reference else None
+    # (LoRA has none: the reference is the policy with its adapters off)
+    reference = copy.deepcopy(model) if loaded_reference and not lora else None
     trainer = RLTrainer(cfg, model, tok, make_env_factory("tag"), SAMPLES, reference=reference)
     return trainer.prepare(trainer.rollout())
 
 
-@pytest.mark.parametrize("loaded_reference", [False, True])
+@pytest.mark.parametrize("loaded_reference,lora", [(False, 0), (True, 0), (False, 4)],
+                         ids=["copy", "loaded", "lora"])
 @pytest.mark.parametrize("precision,dtype", [("fp32", "float32"), ("bf16", "float32"), ("bf16", "bfloat16"),
                                              ("fp32", "bfloat16")])
 def test_reference_equals_policy_at_step_zero(tiny_model, tmp_path, one_thread, precision, dtype,
-                                              loaded_reference):
-    assert reference_kl_gap(tiny_model, tmp_path, precision, dtype, loaded_reference) == 0.0
+                                              loaded_reference, lora):
+    assert reference_kl_gap(tiny_model, tmp_path, precision, dtype, loaded_reference, lora=lora) == 0.0
 
 
-def reference_kl_gap(tiny_model, tmp_path, precision, dtype, loaded_reference, device="cpu") -> float:
+def reference_kl_gap(tiny_model, tmp_path, precision, dtype, loaded_reference, device="cpu", lora=0) -> float:
     """max |ref log-prob - old log-prob| over the log-prob positions of one batch at step 0 (0 = KL
     exactly 0). Also run by benchmarks/gpu_correctness.py on a GPU."""
-    batch = _prepared(tiny_model, tmp_path, precision, dtype, loaded_reference, device)
+    batch = _prepared(tiny_model, tmp_path, precision, dtype, loaded_reference, device, lora)
     act = batch["logp_mask"] > 0
     assert act.any()
     return float((batch["ref_logp"][act] - batch["old_logp"][act]).abs().max())
