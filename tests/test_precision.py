@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from agent_r1.config import load_config
-from agent_r1.training import precision
+from agent_r1 import precision
 from agent_r1.training.compute import Compute
 
 AVX2_EPYC = "processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma bmi2\n"  # the cores
@@ -38,11 +38,11 @@ def test_auto_is_bf16_only_where_the_cpu_computes_it(monkeypatch, native):
 
 
 def test_bf16_forced_where_emulated_warns_naming_the_key(monkeypatch, caplog):
-    with caplog.at_level(logging.WARNING, logger="agent_r1.training.precision"):
+    with caplog.at_level(logging.WARNING, logger="agent_r1.precision"):
         assert _compute(monkeypatch, "bf16", False).precision == "bf16"  # honoured, but said
     assert "train.precision=bf16" in caplog.text and "emulated" in caplog.text
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="agent_r1.training.precision"):
+    with caplog.at_level(logging.WARNING, logger="agent_r1.precision"):
         assert _compute(monkeypatch, "bf16", True).precision == "bf16"
         assert _compute(monkeypatch, "fp32", False).precision == "fp32"
     assert caplog.text == ""

@@ -200,6 +200,6 @@ def test_poison_records_are_set_aside_and_the_rest_flushed(store, tmp_path):
     assert RecordBuffer(buffer).pending() == []
     rejected = [json.loads(line) for line in (buffer / "rejected.jsonl").read_text().splitlines()]
     assert [r["op"] for r in rejected] == ["create_run", "metrics", "bogus", "end"]
-    assert "experiment name" in rejected[0]["error"]
+    assert "'experiment' must be a non-empty string" in rejected[0]["error"]  # refused before it is sent
     assert all("refused by MLflow" in r["error"] for r in (rejected[1], rejected[3]))
     assert "unknown tracking record op 'bogus'" in rejected[2]["error"]

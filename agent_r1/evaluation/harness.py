@@ -137,9 +137,9 @@ def evaluate_model(model: str | Path, cfg: Any, datasets: dict[str, list[dict[st
     `index_dir` (default `cfg.search.index_dir`) only when a mode needs one."""
     from agent_r1.models.build import load_model
     from agent_r1.models.checks import check_chat_template
-    from agent_r1.retrieval.base import open_index
+    from agent_r1.retrieval.base import RetrievalConfig, open_index
     from agent_r1.rollout.chat import ChatCodec
-    from agent_r1.rollout.engine import TransformersEngine
+    from agent_r1.rollout.engines import build_engine, options_from_config
 
     for mode in modes:
         get_mode(mode)  # fail on a typo before loading anything
@@ -151,15 +151,20 @@ def evaluate_model(model: str | Path, cfg: Any, datasets: dict[str, list[dict[st
     retriever = None
     if any(m in NEEDS_RETRIEVER for m in modes):
         retriever = open_index(index_dir or cfg.search.index_dir, request_timeout_s=cfg.search.timeout_s,
-                               pool_size=cfg.search.es_pool_size)
+                               pool_size=cfg.search.es_pool_size,  # credentials: only to the config's own URL
+                               credentials_url=cfg.search.url or RetrievalConfig.url)
     start = time.perf_counter()
+    engine = None
     try:
-        report = evaluate_datasets(TransformersEngine(model_obj, tokenizer, device=device), ChatCodec(tokenizer), cfg,
-                                   datasets, modes, retriever=retriever, greedy=greedy, batch_size=batch_size,
-                                   keep_trajectories=keep_trajectories)
+        # rollout.engine: the same engine choice as training (vLLM serves the model in cfg's precision)
+        engine = build_engine(cfg.rollout.engine, model_obj, tokenizer, options_from_config(cfg, device))
+        report = evaluate_datasets(engine, ChatCodec(tokenizer), cfg, datasets, modes, retriever=retriever,
+                                   greedy=greedy, batch_size=batch_size, keep_trajectories=keep_trajectories)
     finally:
         if retriever is not None:
             retriever.close()
+        if engine is not None and hasattr(engine, "close"):
+            engine.close()
     report.update({"model": str(model), "index": str(index_dir or cfg.search.index_dir) if retriever else None,
                    "greedy": greedy, "wall_seconds": round(time.perf_counter() - start, 3)})
     if keep_trajectories:

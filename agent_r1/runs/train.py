@@ -138,6 +138,10 @@ def run_train(cfg: ExperimentConfig, resume: bool = False, sink: Any = None, on_
                                          start_card)
 
     check_resume(cfg, resume)
+    if resume:
+        # before data, index, a warm start or Ray are built: nothing to resume fails at once, naming
+        # the folder (on the Ray path the same error would otherwise arrive wrapped in an actor error)
+        resume_checkpoint(Path(cfg.train.out_dir))
     if cfg.train.out_dir:
         check_pinned_run_folder(cfg)  # before a warm start is trained, not after
     resolve_init(cfg)
@@ -230,10 +234,6 @@ def run_train_ray(cfg: ExperimentConfig, resume: bool = False, sink: Any = None,
     from agent_r1.training.ray_trainer import RayTrainer
 
     out = Path(cfg.train.out_dir)
-    if resume:
-        # checked here too: inside the Learner the same NoCheckpointError would reach the user
-        # wrapped in a Ray actor error, after Ray and the actor had started
-        resume_checkpoint(out)
     with RayTrainer(cfg, assembly(), resume=resume) as trainer:
         if trainer.resumed_from:
             print(f"resumed from {trainer.resumed_from} at iteration {trainer.iteration}")

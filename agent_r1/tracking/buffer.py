@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from agent_r1.tracking.filelock import FileLock
-from agent_r1.tracking.transport import BadRecord
+from agent_r1.tracking.files import copy_artifact
+from agent_r1.tracking.records import BadRecord
 
 _RID = re.compile(r"[0-9a-f]{32}")  # what `append` gives a record: uuid4().hex, a safe folder name
 
@@ -154,16 +155,27 @@ class RecordBuffer:
             # else touches it before the line naming it is written
             blob = self.root / "blobs" / record["rid"]
             src = Path(record["local_path"])
-            if src.is_dir():
-                shutil.copytree(src, blob)
+            if src.is_dir() and not src.is_symlink():
+                copy_artifact(src, blob)  # its own files only: a link in it is never followed (files.py)
             else:
                 blob.mkdir(parents=True)
-                shutil.copy2(src, blob / src.name)
+                shutil.copy2(src, blob / src.name, follow_symlinks=False)  # a link is copied as one, never followed
                 record = {**record, "file_name": src.name}
             record = {**record, "local_path": str(blob), "blob": True}
         line = json.dumps(record, default=str).encode()
         with self.lock:
             _append_line(self.pending_path, line)
+
+    def begin(self, record: dict[str, Any]) -> dict[str, Any]:
+        """Appends a record about to be sent at once, with its begin mark, in one step under the lock: if
+        the send's outcome is never learnt, a flush replays it as uncertain (see transport.py)."""
+        self._ensure()
+        record = {**record, "rid": record.get("rid") or uuid.uuid4().hex}
+        line = json.dumps(record, default=str).encode()
+        with self.lock:
+            _append_line(self.pending_path, line)
+            _append_line(self.journal_path, f"b {record['rid']}".encode())
+        return record
 
     def mark(self, rid: str, done: bool) -> None:
         with self.lock:

@@ -26,7 +26,7 @@ class MlflowSink:
         self.checkpoints_dir = Path(checkpoints_dir) if checkpoints_dir else None
         self.max_table_rows = max_table_rows
         self.max_traces = max_traces
-        self.logged_checkpoints: set[str] = set()
+        self.logged_checkpoints: set[str] = set()  # checkpoint folder names uploaded (or not to upload)
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         for sink in self.also:

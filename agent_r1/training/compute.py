@@ -22,7 +22,7 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from agent_r1.config import PRECISIONS  # the names the config accepts (defined there, checked here too)
-from agent_r1.training.precision import resolve_precision
+from agent_r1.precision import resolve_precision
 
 
 def resolve_device(name: str) -> torch.device:

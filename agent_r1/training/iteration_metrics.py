@@ -11,9 +11,10 @@ from agent_r1.trajectory import Trajectory
 
 
 def iteration_metrics(trajs: list[Trajectory], batch: dict[str, Any], upd: dict[str, float], rollout_s: float,
-                      update_s: float, ppo_epochs: int, skipped_updates: int) -> dict[str, float]:
+                      update_s: float, ppo_epochs: int, skipped_updates: int,
+                      engine: dict[str, float] | None = None) -> dict[str, float]:
     """The metrics of one iteration: rewards, trajectory shape, throughput, engine-vs-trainer drift,
-    the update's own (`upd`), the off-policy and tool metrics."""
+    the update's own (`upd`), the engine's (`engine`: weight syncs), the off-policy and tool metrics."""
     scores = batch["scores"]
     groups: dict[str, list[float]] = {}
     for gid, s in zip(batch["group_ids"], scores.tolist()):
@@ -47,6 +48,7 @@ def iteration_metrics(trajs: list[Trajectory], batch: dict[str, Any], upd: dict[
         **{f"stop/{k}": float(v) for k, v in reasons.items()},
     }
     m.update(upd)
+    m.update(engine or {})
     m.update(batch.get("offpolicy_metrics", {}))
     m.update(tool_metrics([t.info for tr in trajs for t in tr.turns]))
     return m

@@ -219,21 +219,22 @@ class RolloutWorker:
         samples under the same autocast as the learner's forward, so the trajectories' log-probs are
         the learner's own (vLLM runs in its own dtype; the drift metric shows it)."""
         from agent_r1.rollout.chat import ChatCodec
-        from agent_r1.rollout.vllm_engine import select_engine
         import torch
 
+        from agent_r1.rollout.engines import EngineWeights, build_engine, options_from_config
         from agent_r1.training.compute import Compute
 
         _threads(threads)
         model, tokenizer, self.version = policy
-        self.cfg = cfg
+        self.cfg, self.model = cfg, model
         self.retriever = assembly.open_index(cfg, index_dir)  # tantivy opens read-only in many processes
         self.make_env = assembly.env_factory(cfg, self.retriever)
         self.codec = ChatCodec(tokenizer)
-        self.engine = select_engine(model, tokenizer, cfg.ray.engine)
-        device = getattr(self.engine, "device", None)
-        self.compute = Compute(device=torch.device(device) if device is not None else torch.device("cpu"),
-                               precision=precision if device is not None else "fp32")
+        self.engine = build_engine(cfg.ray.engine, model, tokenizer, options_from_config(cfg, precision=precision))
+        self.engine_weights = EngineWeights(self.engine, model)
+        # the transformers engine computes in this process: under the learner's autocast
+        device = self.engine.device if isinstance(getattr(self.engine, "device", None), str) else None
+        self.compute = Compute(device=torch.device(device or "cpu"), precision=precision if device else "fp32")
 
     def pid(self) -> int:
         return os.getpid()
@@ -243,10 +244,10 @@ class RolloutWorker:
         return {"node_id": node_id(), "pid": os.getpid()}
 
     def load_weights(self, weights: dict[str, Any]) -> None:
-        if hasattr(self.engine, "load_weights"):  # an engine holding its own copy (vLLM)
-            self.engine.load_weights(weights)
-        else:
-            self.engine.model.load_state_dict(weights)
+        """The learner's state dict (peft names with LoRA) into this worker's policy copy; an engine with
+        its own copy of the weights (vLLM) gets them, adapters merged, before its next rollout."""
+        self.model.load_state_dict(weights)
+        self.engine_weights.mark_stale()
 
     def rollout(self, samples: list[dict[str, Any]], iteration: int, shard: int, version: int,
                 weights_box: list[Any]) -> ShardResult:
@@ -262,8 +263,8 @@ class RolloutWorker:
             self.load_weights(ray.get(weights_box[0]))
             self.version = version
         with self.compute.autocast():  # the learner's precision (RLTrainer.rollout does the same)
-            trajs = run_rollout(self.engine, self.codec, self.make_env, samples, self.cfg.rollout, self.cfg.reward,
-                                seed=rollout_seed(self.cfg.seed, iteration, shard))
+            trajs = run_rollout(self.engine_weights.current(), self.codec, self.make_env, samples, self.cfg.rollout,
+                                self.cfg.reward, seed=rollout_seed(self.cfg.seed, iteration, shard))
         for t in trajs:
             t.policy_version = version
         return ShardResult(trajs, node_id(), os.getpid(), started, time.time())

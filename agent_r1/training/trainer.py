@@ -26,11 +26,12 @@ from agent_r1.algos import (
     value_loss,
 )
 from agent_r1.algos.offpolicy import behaviour_weights, offpolicy_advantages
+from agent_r1.algos.rollout_correction import rollout_correction
 from agent_r1.config import ExperimentConfig
 from agent_r1.evaluation.agent_eval import evaluate_policy
 from agent_r1.models.lora import apply_lora, has_adapters, reference_context
 from agent_r1.rollout.chat import ChatCodec
-from agent_r1.rollout.engine import TransformersEngine
+from agent_r1.rollout.engines import EngineWeights, build_engine, options_from_config
 from agent_r1.rollout.loop import run_rollout
 from agent_r1.training import checkpoint as ckpt
 from agent_r1.training.compute import Compute, master_dtype, pad_micro_batch, place_frozen, place_policy
@@ -71,7 +72,9 @@ class RLTrainer:
         self.eval_samples = eval_samples or []
         self.out_dir = Path(cfg.train.out_dir)
         self.codec = ChatCodec(tokenizer)
-        self.engine = TransformersEngine(model, tokenizer, device=str(self.compute.device))
+        self.engine = build_engine(cfg.rollout.engine, model, tokenizer,
+                                   options_from_config(cfg, str(self.compute.device), self.compute.precision))
+        self.engine_weights = EngineWeights(self.engine, model)  # vLLM: its own copy, synced after updates
         self.sampler = PromptSampler(train_samples, cfg.seed)
         self.sink = sink
         self.dp = LocalGroup()  # one learner; distributed.join makes this trainer one rank of several
@@ -101,8 +104,8 @@ class RLTrainer:
     def rollout(self) -> list[Trajectory]:
         samples = self.sampler.next_batch(self.cfg.train.prompts_per_iter)
         with self.compute.autocast():
-            return run_rollout(self.engine, self.codec, self.make_env, samples, self.cfg.rollout, self.cfg.reward,
-                               seed=rollout_seed(self.cfg.seed, self.iteration))
+            return run_rollout(self.engine_weights.current(), self.codec, self.make_env, samples, self.cfg.rollout,
+                               self.cfg.reward, seed=rollout_seed(self.cfg.seed, self.iteration))
 
     @torch.no_grad()
     def _per_token(self, fn: Any, model: Any, batch: dict[str, Any]) -> torch.Tensor:
@@ -154,6 +157,9 @@ class RLTrainer:
         if self.cfg.train.max_staleness > 0:  # asynchronous: decoupled PPO (algos/offpolicy.py)
             batch["offpolicy_weight"], batch["offpolicy_metrics"] = behaviour_weights(
                 batch["old_logp"], batch["sampled_logprobs"], batch["action_mask"], a.offpolicy_clip)
+        elif a.rollout_correction.enabled:  # synchronous: the engine's numerics (algos/rollout_correction.py)
+            batch["offpolicy_weight"], batch["offpolicy_metrics"] = rollout_correction(
+                batch["old_logp"], batch["sampled_logprobs"], batch["action_mask"], a.rollout_correction)
         return batch
 
     def update(self, batch: dict[str, Any]) -> dict[str, float]:
@@ -313,6 +319,7 @@ class RLTrainer:
         if "old_logp" not in batch:  # every step was non-finite: no step, the weights are still the old ones
             batch["old_logp"] = self._per_token(self._logprobs, self.model, batch)
         self.scheduler.step()
+        self.engine_weights.mark_stale()
         t2 = time.perf_counter()
         self.iteration += 1
         self.last_trajectories = trajs
@@ -325,16 +332,17 @@ class RLTrainer:
         """Whether the old-log-prob pass can be the first mini-batch's own forward (one no-grad
         forward saved, as TRL does at num_iterations 1): it must cover every row and run before any
         optimiser step (one mini-batch per epoch), on one learner, with nothing in `prepare` reading
-        the old log-probs (a KL in the reward, the asynchronous behaviour weights), and without
-        dropout: the training forward would drop out, the old-log-prob pass (like the engine) does not."""
+        the old log-probs (a KL in the reward, the asynchronous behaviour weights, a rollout correction),
+        and without dropout: the training forward would drop out, the old-log-prob pass (like the engine) does not."""
         a, t = self.cfg.algo, self.cfg.train
-        kl_reads = a.kl_in_reward and (self.reference is not None or self.ref_in_policy)
+        kl_reads = ((a.kl_in_reward and (self.reference is not None or self.ref_in_policy))
+                    or a.rollout_correction.enabled)
         return (self.defer_old_logp and t.minibatch_size >= rows and not kl_reads and t.max_staleness == 0
                 and self.dp.world == 1 and not self._dropout)
 
     def _metrics(self, trajs, batch, upd, rollout_s, update_s) -> dict[str, float]:
         return iteration_metrics(trajs, batch, upd, rollout_s, update_s, self.cfg.train.ppo_epochs,
-                                 self.skipped_updates)
+                                 self.skipped_updates, engine=self.engine_weights.metrics())
 
     # --- evaluation, checkpoints, the loop ---------------------------------------------------
     def evaluate(self, greedy: bool = True) -> dict[str, float]:
@@ -342,7 +350,7 @@ class RLTrainer:
         if not samples:
             return {}
         with self.compute.autocast():
-            return evaluate_policy(self.engine, self.codec, self.make_env, samples, self.cfg.rollout, self.cfg.reward,
+            return evaluate_policy(self.engine_weights.current(), self.codec, self.make_env, samples, self.cfg.rollout, self.cfg.reward,
                                    greedy=greedy, seed=self.cfg.seed)
 
     def state_dict(self) -> dict[str, Any]:

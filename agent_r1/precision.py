@@ -1,5 +1,6 @@
 """`train.precision`: which arithmetic the learner (and the rollout workers, in the learner's
-precision) computes in, resolved once per run on the learner's device.
+precision) computes in, resolved once per run on the learner's device (training/compute.py), and
+by an engine built outside training (evaluation) on its own device (rollout/engines.py).
 
 - `auto` (the value to prefer): bf16 where the device computes it natively, fp32 elsewhere. CUDA:
   `torch.cuda.is_bf16_supported(including_emulation=False)` (Ampere and later). CPU: the x86
@@ -51,11 +52,12 @@ def native_bf16(device: torch.device) -> bool:
     return False
 
 
-def resolve_precision(name: str, device: torch.device) -> str:
-    """`train.precision` (auto | fp32 | bf16) -> fp32 | bf16 on `device`."""
+def resolve_precision(name: str, device: torch.device, warn: bool = True) -> str:
+    """`train.precision` (auto | fp32 | bf16) -> fp32 | bf16 on `device`. `warn`: the learner's own
+    resolution says when bf16 is emulated (once per run, not again for each engine built)."""
     if name == "auto":
         return "bf16" if native_bf16(device) else "fp32"
-    if name == "bf16" and not native_bf16(device):
+    if name == "bf16" and warn and not native_bf16(device):
         if device.type == "cuda":
             raise ValueError(f"train.precision=bf16 but {torch.cuda.get_device_name(device)} cannot compute in "
                              "bf16; set train.precision: fp32 or auto")

