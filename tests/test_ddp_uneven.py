@@ -9,7 +9,8 @@ one learner on the same batch (within 1e-5):
 - 5 rows, micro-batch 0 (shares 3 / 2 rows, one pass each) and micro-batch 1 (3 vs 2 passes);
 - GRPO 2 groups x 3 rows with `algo.skip_zero_advantage`, rewards (1,0,0 / 0,0,0): 2 vs 1 trained rows;
 - a row with no loss token (every action masked): that rank's micro-batch has no graph;
-- a non-finite loss on one rank only (an infinite reward in the second group): every rank skips the step;
+- a non-finite loss on one rank only (an infinite reward in the second group): every rank skips the
+  step, and where that stops the run (`train.max_bad_updates: 1`) every rank raises;
 - the 3-vs-2 case on plain replicas (no FSDP).
 
 All cases run in one pair of spawned ranks (one process group), so the check costs one start-up.
@@ -26,7 +27,7 @@ import torch
 
 from agent_r1.config import load_config
 from agent_r1.training.distributed import free_address, join, leave
-from agent_r1.training.trainer import RLTrainer
+from agent_r1.training.trainer import NonFiniteLossError, RLTrainer
 from tests.rollout_helpers import make_env_factory
 from tests.test_trainer import SAMPLES
 
@@ -48,6 +49,9 @@ CASES = {
     "nonfinite_one_rank": ({"train.micro_batch_size": 1}, True, 6, (1, 0, 0, float("inf"), 0, 1), ()),
     "replicas_5rows_mb1": ({"train.micro_batch_size": 1, "algo.entropy_coef": 0.01}, False, 5,
                            (1, 0, 0, 1, 0), ()),
+    # the run stops at the first non-finite update: every rank raises, after every collective
+    "nonfinite_stops_the_run": ({"train.micro_batch_size": 1, "train.max_bad_updates": 1}, True, 6,
+                                (1, 0, 0, float("inf"), 0, 1), ()),
 }
 
 
@@ -81,7 +85,10 @@ def _rank(rank, ranks, address, tmp_path, model, tok, base, device):
         cfg.train.fsdp = fsdp  # set on the built config: load_config refuses train.fsdp on CPU
         trainer = RLTrainer(cfg, copy.deepcopy(model), tok, make_env_factory("tag"), SAMPLES)
         join(trainer, rank, ranks, address, allow_cpu_fsdp=fsdp and device == "cpu")
-        metrics = trainer.learn(_trajs(base, rows, rewards, masked), 0.0)
+        try:
+            metrics = trainer.learn(_trajs(base, rows, rewards, masked), 0.0)
+        except NonFiniteLossError as err:
+            metrics = {"raised": str(err)}
         torch.save({"weights": _weights(trainer), "metrics": metrics}, tmp_path / f"{name}.rank{rank}.pt")
     leave()
 
@@ -124,6 +131,15 @@ def check_uneven_ranks(tmp_path, model, tok, base, device="cpu"):
         trainer = RLTrainer(load_config(None, _over(tmp_path, name, device)), copy.deepcopy(model), tok,
                             make_env_factory("tag"), SAMPLES)
         before = _weights(trainer)
+        if name == "nonfinite_stops_the_run":
+            with pytest.raises(NonFiniteLossError):
+                trainer.learn(_trajs(base, rows, rewards, masked), 0.0)
+            for r in (0, 1):
+                got = torch.load(tmp_path / f"{name}.rank{r}.pt")
+                assert "consecutive" in got["metrics"].get("raised", ""), (name, r)
+                assert all(torch.equal(got["weights"][k], before[k]) for k in before), (name, r)
+            diffs[name] = 0.0
+            continue
         single = trainer.learn(_trajs(base, rows, rewards, masked), 0.0)
         one = _weights(trainer)
         moved = max(float((one[k] - before[k]).abs().max()) for k in one)
