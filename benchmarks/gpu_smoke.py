@@ -196,7 +196,7 @@ def main() -> int:
     ap.add_argument("--iterations", type=int, default=3)
     ap.add_argument("--prompts", type=int, default=8, help="prompts per iteration (x 4 samples)")
     ap.add_argument("--tokens-per-turn", type=int, default=128)
-    ap.add_argument("--precision", default="bf16", choices=["bf16", "fp32"])
+    ap.add_argument("--precision", default="bf16", choices=["bf16", "fp32", "auto"])
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--timeout", type=float, default=900, help="seconds per run")
     ap.add_argument("--work", default=None, help="work folder (default: benchmarks/.work/gpu_smoke)")

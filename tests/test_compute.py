@@ -161,7 +161,7 @@ def test_lr_schedule_steps_per_iteration_and_resumes(tiny_model, tmp_path):
 
 @pytest.mark.parametrize("key,value,match", [
     ("train.micro_batch_size", 65, r"train\.micro_batch_size=65 is larger than train\.minibatch_size=64"),
-    ("train.precision", "fp16", r"train\.precision='fp16'; choose one of \['bf16', 'fp32'\]"),
+    ("train.precision", "fp16", r"train\.precision='fp16'; choose one of \['auto', 'bf16', 'fp32'\]"),
     ("train.lr_schedule", "step", r"train\.lr_schedule='step'; choose one of"),
 ])
 def test_bad_compute_settings_fail_at_load(key, value, match):

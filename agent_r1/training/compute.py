@@ -22,6 +22,7 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from agent_r1.config import PRECISIONS  # the names the config accepts (defined there, checked here too)
+from agent_r1.precision import resolve_precision
 
 
 def resolve_device(name: str) -> torch.device:
@@ -46,7 +47,7 @@ class Compute:
     """The run's device and precision; `micro_batch_size` rows go through one forward/backward."""
 
     device: torch.device
-    precision: str = "fp32"
+    precision: str = "fp32"  # resolved: fp32 | bf16 (`train.precision: auto` is resolved in from_config)
     micro_batch_size: int = 0  # 0 = the whole mini-batch at once
     temperature: float = 1.0  # the sampling temperature every trainer log-prob divides by
     logit_chunk: int = 1024  # positions per output-head chunk
@@ -57,10 +58,7 @@ class Compute:
         if t.precision not in PRECISIONS:
             raise ValueError(f"train.precision={t.precision!r}; choose one of {list(PRECISIONS)}")
         device = resolve_device(t.device)
-        if t.precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
-            raise ValueError(f"train.precision=bf16 but {torch.cuda.get_device_name(device)} cannot compute in "
-                             "bf16; set train.precision: fp32")
-        return cls(device=device, precision=t.precision, micro_batch_size=t.micro_batch_size,
+        return cls(device=device, precision=resolve_precision(t.precision, device), micro_batch_size=t.micro_batch_size,
                    temperature=logprob_temperature(cfg.rollout.temperature), logit_chunk=t.logit_chunk)
 
     def autocast(self) -> contextlib.AbstractContextManager:

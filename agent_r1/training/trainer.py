@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -29,16 +28,16 @@ from agent_r1.algos import (
 from agent_r1.algos.offpolicy import behaviour_weights, offpolicy_advantages
 from agent_r1.algos.rollout_correction import rollout_correction
 from agent_r1.config import ExperimentConfig
-from agent_r1.evaluation.agent_eval import evaluate_policy, trajectory_stats
+from agent_r1.evaluation.agent_eval import evaluate_policy
 from agent_r1.models.lora import apply_lora, has_adapters, reference_context
 from agent_r1.rollout.chat import ChatCodec
 from agent_r1.rollout.engines import EngineWeights, build_engine, options_from_config
 from agent_r1.rollout.loop import run_rollout
-from agent_r1.tools.runner import tool_metrics
 from agent_r1.training import checkpoint as ckpt
 from agent_r1.training.compute import Compute, master_dtype, pad_micro_batch, place_frozen, place_policy
 from agent_r1.training.distributed import LocalGroup
 from agent_r1.training.fit import TrainingBackend, fit_loop, log_finite, rollout_seed  # noqa: F401  (re-exported)
+from agent_r1.training.iteration_metrics import iteration_metrics
 from agent_r1.training.metrics_log import MetricsSink
 from agent_r1.training.policy import ValueModel, has_dropout, token_logprobs
 from agent_r1.training.sampler import PromptSampler
@@ -74,7 +73,7 @@ class RLTrainer:
         self.out_dir = Path(cfg.train.out_dir)
         self.codec = ChatCodec(tokenizer)
         self.engine = build_engine(cfg.rollout.engine, model, tokenizer,
-                                   options_from_config(cfg, str(self.compute.device)))
+                                   options_from_config(cfg, str(self.compute.device), self.compute.precision))
         self.engine_weights = EngineWeights(self.engine, model)  # vLLM: its own copy, synced after updates
         self.sampler = PromptSampler(train_samples, cfg.seed)
         self.sink = sink
@@ -342,43 +341,8 @@ class RLTrainer:
                 and self.dp.world == 1 and not self._dropout)
 
     def _metrics(self, trajs, batch, upd, rollout_s, update_s) -> dict[str, float]:
-        scores = batch["scores"]
-        groups: dict[str, list[float]] = {}
-        for gid, s in zip(batch["group_ids"], scores.tolist()):
-            groups.setdefault(gid, []).append(s)
-        stats = trajectory_stats(trajs)
-        reasons = Counter(t.stop_reason for t in trajs)
-        sampled = int(batch["action_mask"].sum())
-        # engine vs trainer log-probs of the sampled tokens: any drift (temperature, precision,
-        # KV reuse, another engine) between the policy that sampled and the one trained shows here
-        act = batch["action_mask"] > 0
-        if "old_logp_rows" in batch:  # deferred old log-probs exist for the rows that were trained
-            act = act & batch["old_logp_rows"][:, None]
-        drift = (batch["sampled_logprobs"] - batch["old_logp"]).abs()[act]
-        m = {
-            "reward_mean": float(scores.mean()), "reward_std": float(scores.std()) if len(scores) > 1 else 0.0,
-            "em": stats["em"], "f1": stats["f1"], "search_first_rate": stats["search_first_rate"],
-            "turns_per_trajectory": stats["mean_turns"], "tool_calls_per_trajectory": stats["tool_calls_per_question"],
-            "valid_call_rate": stats["valid_call_rate"],
-            "response_length": float(batch["response_mask"].sum(-1).mean()),
-            "action_tokens": float(batch["action_mask"].sum(-1).mean()),
-            "groups_all_equal": sum(max(v) == min(v) for v in groups.values()) / max(len(groups), 1),
-            "rollout_tokens_per_s": sampled / max(rollout_s, 1e-9),
-            "update_tokens_per_s": self.cfg.train.ppo_epochs * float(batch["attention_mask"].sum()) / max(update_s, 1e-9),
-            "rollout_s": rollout_s, "update_s": update_s,
-            "skipped_updates": float(self.skipped_updates),
-            "truncated_actions": float(sum(t.truncated for tr in trajs for t in tr.turns)),
-            "truncated_observations": float(sum(t.observation_truncated for tr in trajs for t in tr.turns)),
-            "masked_truncated_turns": float(sum(t.masked for tr in trajs for t in tr.turns)),
-            "rollout/logprob_diff_max": float(drift.max()) if drift.numel() else 0.0,
-            "rollout/logprob_diff_mean": float(drift.mean()) if drift.numel() else 0.0,
-            **{f"stop/{k}": float(v) for k, v in reasons.items()},
-        }
-        m.update(upd)
-        m.update(self.engine_weights.metrics())
-        m.update(batch.get("offpolicy_metrics", {}))
-        m.update(tool_metrics([t.info for tr in trajs for t in tr.turns]))
-        return m
+        return iteration_metrics(trajs, batch, upd, rollout_s, update_s, self.cfg.train.ppo_epochs,
+                                 self.skipped_updates, engine=self.engine_weights.metrics())
 
     # --- evaluation, checkpoints, the loop ---------------------------------------------------
     def evaluate(self, greedy: bool = True) -> dict[str, float]:
