@@ -284,6 +284,10 @@ def train_agent(params: str = "params.yaml", overrides: dict[str, Any] | None = 
         raise
     finally:
         report = tracker.close(status)
+        # the id is None at the start when another process held the MLflow buffer's flush lock (the
+        # run was created from the buffer since): the card names the run once it is known
+        if tracker.run_id:
+            update_record(run_dir, mlflow_run_id=tracker.run_id)
     summary = {
         "mlflow_run_id": tracker.run_id, "tracking_uri": tracker.display_uri, "experiment": experiment,
         "run_dir": str(run_dir), "iterations": trained["iterations"], "checkpoint": trained["checkpoint"],

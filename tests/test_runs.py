@@ -200,3 +200,26 @@ def test_cli_train_is_an_mlflow_run_with_its_lineage(tmp_path, monkeypatch, caps
     assert main(["train", "--no-mlflow", *[a for s in sets for a in ("--set", s)]]) == 0
     cards = [read_record(p) for p in (tmp_path / "runs" / "cli").iterdir()]
     assert len(cards) == 2 and sum("mlflow_run_id" in c for c in cards) == 1
+
+
+def test_card_names_the_mlflow_run_made_later_from_the_buffer(tmp_path, monkeypatch):
+    """Another process flushing the MLflow buffer when a run starts (two deployment runs at once):
+    the run is created from the buffer later, and the card names it once it exists, not None."""
+    from agent_r1.runs.tracked import train_with_mlflow
+    from agent_r1.tracking.filelock import FileLock
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("AGENT_R1_MLFLOW_BUFFER", str(tmp_path / "buffer"))
+    other = FileLock(tmp_path / "buffer" / ".flush.lock")  # the other process's hold (its own descriptor)
+    assert other.acquire(blocking=False)
+    seen = {}
+
+    def release(it, metrics):  # the run has started, its card written, while the lock was held
+        if other.path.exists() and not seen:
+            seen["card_at_start"] = read_record(Path(cfg.train.out_dir)).get("mlflow_run_id")
+            other.release()
+
+    cfg = load_config(None, _overrides(tmp_path, **{"train.experiment": "late", "train.iterations": 1}))
+    result = train_with_mlflow(cfg, on_iteration=release)
+    assert seen == {"card_at_start": None}  # the id was not known at the start
+    assert result["mlflow_run_id"] and read_record(Path(cfg.train.out_dir))["mlflow_run_id"] == result["mlflow_run_id"]

@@ -79,4 +79,6 @@ def train_with_mlflow(cfg: ExperimentConfig, resume: bool = False, on_iteration:
         status = "FINISHED"
     finally:
         report = tracker.close(status)
+        if tracker.run_id:  # None at the start while another process was flushing the buffer
+            update_record(folder, mlflow_run_id=tracker.run_id)
     return {**result, "mlflow_run_id": tracker.run_id, "tracking": report, "ui": tracker.ui_hint()}
