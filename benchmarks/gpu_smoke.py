@@ -79,6 +79,9 @@ def overrides(args: argparse.Namespace, model_dir: Path, work: Path, run: str) -
         "rollout.max_turns": 2, "rollout.max_tokens_per_turn": args.tokens_per_turn,
         "rollout.max_observation_tokens": 128, "rollout.max_total_tokens": 2048,
         **RUNS[run],
+        # a CPU run asks Ray for no GPU share (a request for one is infeasible there and waits forever)
+        **({} if args.device.startswith("cuda") or "ray.gpus_per_worker" not in RUNS[run]
+           else {"ray.gpus_per_worker": 0.0}),
     }
 
 
