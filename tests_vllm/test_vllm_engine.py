@@ -118,6 +118,18 @@ def test_sampled_logprobs_equal_the_trainers_at_temperature_07(engine, policy):
     assert max_gap(model, ps, outs, 1.0) > 100 * TOL
 
 
+def test_seeded_sampling_survives_a_batch_larger_than_one_engine_step(engine, policy):
+    """Before: 24 seeded prompts of 400 tokens (9,600 > the step's token budget) split a prefill, and the
+    CPU build died rewinding a seeded CPU generator ("CPU Generator does not use offset")."""
+    model, tokenizer = policy
+    eng = engine_with(engine, model)
+    ps = prompts(tokenizer, 24, length=400, seed=11)
+    outs = eng.generate(ps, SamplingParams(max_new_tokens=2, temperature=1.0, seed=12))
+    assert [len(o.token_ids) for o in outs] == [2] * 24
+    again = eng.generate(ps, SamplingParams(max_new_tokens=2, temperature=1.0, seed=12))
+    assert [o.token_ids for o in again] == [o.token_ids for o in outs]  # per-request seeds reproduce
+
+
 def test_several_turns_reuse_the_prefix_cache_and_keep_logprobs_exact(engine, policy):
     model, tokenizer = policy
     eng = engine_with(engine, model)

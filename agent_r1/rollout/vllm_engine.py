@@ -32,6 +32,7 @@ GPU_EXTRA_HINT = ("install vLLM in a GPU environment (`pip install 'agent-r1[gpu
 # the trainer's log-probs are softmax(logits / T): an engine reporting temperature-1 log-probs would
 # make every importance ratio wrong at any other temperature (TRL issue 4159 saw ratios near 2)
 TEMPERATURE_FREE = (0.0, 1.0)
+CPU_BATCH_TOKENS = 8192  # the CPU build's tokens per engine step (at least max_model_len)
 
 
 @dataclass
@@ -112,10 +113,17 @@ class VLLMEngine:
             model=str(model_path), tokenizer=str(model_path), dtype=dtype, seed=seed,
             enable_prefix_caching=True, enforce_eager=options.enforce_eager,
             worker_extension_cls=WORKER_EXTENSION)
-        if not vllm_cpu_build():
-            kwargs["gpu_memory_utilization"] = options.gpu_memory_utilization
         if options.max_model_len or max_model_len:
             kwargs["max_model_len"] = options.max_model_len or max_model_len
+        if vllm_cpu_build():
+            # a prefill split over steps rewinds the request's seeded generator (`set_offset`), which a
+            # CPU generator refuses ("CPU Generator does not use offset"): the engine dies as soon as a
+            # turn's prompts outgrow one step's token budget. Whole prefills only, in a budget that fits
+            # the longest context.
+            kwargs["enable_chunked_prefill"] = False
+            kwargs["max_num_batched_tokens"] = max(kwargs.get("max_model_len") or 0, CPU_BATCH_TOKENS)
+        else:
+            kwargs["gpu_memory_utilization"] = options.gpu_memory_utilization
         try:
             self.llm = LLM(logprobs_mode="processed_logprobs", **kwargs)
             self.processed_logprobs = True
