@@ -108,6 +108,7 @@ class VLLMEngine:
         self.dtype = dtype
         self.generation_config = _generation_config(self.model_path)  # its eos ids end turns too
         self.last_sync_s = 0.0
+        self._owned_folder: Path | None = None  # set by from_model: removed on close
         self.stats = {"prompt_tokens": 0, "cached_prompt_tokens": 0}  # what vLLM's prefix cache saved
         kwargs: dict[str, Any] = dict(
             model=str(model_path), tokenizer=str(model_path), dtype=dtype, seed=seed,
@@ -147,9 +148,8 @@ class VLLMEngine:
         shutdown = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
         if shutdown is not None and hasattr(shutdown, "shutdown"):
             shutdown.shutdown()
-        folder = getattr(self, "_owned_folder", None)
-        if folder is not None:
-            shutil.rmtree(folder, ignore_errors=True)
+        if self._owned_folder is not None:
+            shutil.rmtree(self._owned_folder, ignore_errors=True)
 
     # --- weights --------------------------------------------------------------------------
     def sync_weights(self, model: Any) -> float:
@@ -165,7 +165,7 @@ class VLLMEngine:
         """Loads a state dict with HF parameter names into the running engine."""
         from safetensors.torch import save_file
 
-        folder = _shm_or_tmp()
+        folder = _shm_or_tmp(sum(v.numel() * v.element_size() for v in weights.values()))
         fd, path = tempfile.mkstemp(prefix="agent-r1-weights-", suffix=".safetensors", dir=folder)
         os.close(fd)
         try:
@@ -264,9 +264,13 @@ def _torch_dtype(name: str) -> Any:
     return getattr(torch, name)
 
 
-def _shm_or_tmp() -> str | None:
-    """/dev/shm when it exists (the weights file never reaches a disk), else the default temp dir."""
-    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+def _shm_or_tmp(nbytes: int) -> str | None:
+    """/dev/shm when it has room for the file twice over (it never reaches a disk), else the default temp
+    dir (a container's /dev/shm is often 64 MB)."""
+    shm = "/dev/shm"
+    if os.path.isdir(shm) and os.access(shm, os.W_OK) and shutil.disk_usage(shm).free > 2 * nbytes:
+        return shm
+    return None
 
 
 def _to_output(completion: Any, tokenizer: Any) -> GenerationOutput:
