@@ -192,10 +192,18 @@ def test_in_process_grpo_with_vllm_chosen_by_config_keeps_engine_and_trainer_in_
 
     built = []
 
-    def shared(model, tokenizer, options):  # the module's engine, not a second 40-s start
+    class Borrowed:  # the module's engine, not a second 40-s start; closing it is the fixture's job
+        def __getattr__(self, name):
+            return getattr(engine, name)
+
+        def close(self):
+            pass
+
+    def shared(model, tokenizer, options):
         assert options.dtype == "float32" and options.vllm.kv_cache_gib == 1.0
         built.append(engine)
-        return engine_with(engine, model)
+        engine_with(engine, model)
+        return Borrowed()
 
     monkeypatch.setitem(engines.ENGINES, "vllm", shared)
     monkeypatch.chdir(tmp_path)
@@ -213,3 +221,10 @@ def test_in_process_grpo_with_vllm_chosen_by_config_keeps_engine_and_trainer_in_
     assert len(trained) == 2 and trained[0]["grad_norm"] > 0  # iteration 1 changed the weights
     assert trained[1]["rollout/logprob_diff_max"] <= TOL
     assert trained[1]["rollout/weight_syncs"] >= 2 and trained[1]["rollout/weight_sync_s"] > 0
+
+    # `agent-r1 eval` chooses its engine by the same key
+    report = tmp_path / "eval.json"
+    assert main(["eval", "--model", str(qwen128), "--mode", "agent", "--params", str(params),
+                 "--set", "env.format=hermes", "--set", "rollout.engine=vllm", "--device", "cpu", "-n", "2",
+                 "--questions", str(tmp_path / "data" / "synthetic" / "test.jsonl"), "--json", str(report)]) == 0
+    assert built == [engine, engine] and json.loads(report.read_text())
