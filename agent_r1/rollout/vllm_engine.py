@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent_r1.models.served_folder import write_model_folder
 from agent_r1.rollout.engine import GenerationOutput, SamplingParams
 from agent_r1.rollout.vllm_worker import WORKER_EXTENSION
 
@@ -223,33 +224,6 @@ class VLLMEngine:
         result = self.llm.generate([TokensPrompt(prompt_token_ids=list(ids))], sampling_params=params,
                                    use_tqdm=False)[0]
         return [float(entry[tid].logprob) for tid, entry in zip(ids[1:], result.prompt_logprobs[1:])]
-
-
-def write_model_folder(model: Any, tokenizer: Any, folder: Path, dtype: str) -> Path:
-    """A folder vLLM loads: the config of the (base) model declaring `dtype`, its weights with HF
-    names in `dtype` (LoRA adapters merged), the tokenizer and generation config."""
-    from agent_r1.models.hf_weights import hf_state_dict
-    from agent_r1.models.lora import has_adapters
-
-    base = model.get_base_model() if has_adapters(model) else model
-    weights = hf_state_dict(model, dtype=_torch_dtype(dtype))
-    base.config.save_pretrained(folder)
-    config_path = folder / "config.json"
-    import json
-
-    config = json.loads(config_path.read_text())
-    config["dtype"] = config["torch_dtype"] = dtype  # vLLM's "auto" reads it; transformers 5 writes `dtype`
-    config_path.write_text(json.dumps(config, indent=2))
-    if getattr(base, "generation_config", None) is not None:
-        base.generation_config.save_pretrained(folder)
-    from safetensors.torch import save_file
-
-    # tied embeddings: one tensor under two names; vLLM ties them itself from the config
-    if getattr(base.config, "tie_word_embeddings", False):
-        weights.pop("lm_head.weight", None)
-    save_file({k: v.detach().cpu().contiguous() for k, v in weights.items()}, str(folder / "model.safetensors"))
-    tokenizer.save_pretrained(folder)
-    return folder
 
 
 def _generation_config(folder: Path) -> Any:
