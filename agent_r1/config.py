@@ -29,7 +29,7 @@ from agent_r1.schema import (  # noqa: F401
     safe_yaml,  # re-exported: the config's schema machinery (agent_r1/schema.py)
 )
 
-PRECISIONS = ("fp32", "bf16")  # train.precision (agent_r1/training/compute.py)
+PRECISIONS = ("auto", "fp32", "bf16")  # train.precision (agent_r1/precision.py)
 
 
 @dataclass
@@ -96,7 +96,9 @@ class TrainConfig:
     max_bad_updates: int = 3  # consecutive non-finite losses before the run stops
     # where and how tensors are computed (agent_r1/training/compute.py)
     device: str = "auto"  # auto (CUDA when visible) | cpu | cuda | cuda:N
-    precision: str = "fp32"  # fp32 | bf16 (autocast over float32 master weights and optimiser state)
+    # auto (bf16 where the device computes it natively, else fp32) | fp32 | bf16 (autocast over float32
+    # master weights and optimiser state; emulated on CPUs without bf16 instructions: a warning, and slow)
+    precision: str = "fp32"
     micro_batch_size: int = 0  # rows per forward/backward inside a mini-batch (0 = the whole mini-batch)
     # positions per output-head chunk in log-probs: with a 151,936-token vocabulary a chunk of 1,024
     # costs about 3 GiB (logits, softmax, recompute); lower it on small GPUs

@@ -52,46 +52,95 @@ def R(spec: str) -> Range:
     return Range(float(m[2]), float(m[3]), m[1] == "(", m[4] == ")")
 
 
-GE0, GT0, GE1, UNIT = R(">= 0"), R("> 0"), R(">= 1"), R("[0, 1]")
+UNIT = R("[0, 1]")
+# Every number has a ceiling that fits one machine (issue 31, item 12): `search.k: 1e12` made tantivy ask
+# for 16 TB and abort the process. Counts of things held in memory get ceilings a real run never nears;
+# coefficients get ceilings past any sensible setting, so a typo (1e12) fails at load naming the key.
+MANY = 10**9  # iterations, steps, intervals: far past any run
+TOKENS = R("[1, 1048576]")  # token budgets: 1M tokens, past any model's context
+COEF = R("[0, 1000000]")
 
 #: The allowed range of every number in the config tree, by section and key (the test
-#: tests/test_config_ranges.py fails when a numeric key has none). Optional keys are checked only
-#: when set. Per-sample `env` values (envs/tool_env.py) are checked against the same table.
+#: tests/test_config_ranges.py fails when a numeric key has none, or no upper bound). Optional keys are
+#: checked only when set. Per-sample `env` values (envs/tool_env.py) are checked against the same table.
 LIMITS: dict[str, dict[str, Range]] = {
     "": {"seed": R("[0, 4294967295]")},  # numpy's seed range
-    "model": dict.fromkeys(("hidden_size", "num_layers", "num_heads", "intermediate_size", "max_position_embeddings",
-                            "vocab_size"), GE1),
-    "model.lora": {"r": GE0, "alpha": GT0, "dropout": R("[0, 1)")},
-    "data": {"n_people": GE1},
-    "search": {"k": GE1, "max_chars_per_doc": GE1, "timeout_s": GT0, "es_pool_size": GE1},
-    "env": {"max_calls_per_turn": GE1},
-    "rollout": {**dict.fromkeys(("max_turns", "max_tokens_per_turn", "max_observation_tokens", "max_total_tokens",
-                                 "n_samples"), GE1), "temperature": GE0, "top_k": GE0, "top_p": R("(0, 1]")},
-    "rollout.vllm": {"gpu_memory_utilization": R("(0, 1]"), "kv_cache_gib": GT0, "max_model_len": GE0},
+    "model": {"hidden_size": R("[1, 65536]"), "num_layers": R("[1, 1024]"), "num_heads": R("[1, 1024]"),
+              "intermediate_size": R("[1, 262144]"), "max_position_embeddings": TOKENS,
+              "vocab_size": R("[1, 1048576]")},
+    "model.lora": {"r": R("[0, 4096]"), "alpha": R("(0, 1000000]"), "dropout": R("[0, 1)")},
+    "data": {"n_people": R("[1, 10000000]")},
+    # k hits per query are held in memory for every query of a batch: 1,000 is past any use
+    "search": {"k": R("[1, 1000]"), "max_chars_per_doc": R("[1, 1000000]"), "timeout_s": R("(0, 86400]"),
+               "es_pool_size": R("[1, 1024]")},
+    "env": {"max_calls_per_turn": R("[1, 256]")},
+    "rollout": {"max_turns": R("[1, 10000]"), "max_tokens_per_turn": TOKENS, "max_observation_tokens": TOKENS,
+                "max_total_tokens": TOKENS, "n_samples": R("[1, 4096]"), "temperature": R("[0, 100]"),
+                "top_k": R("[0, 1048576]"), "top_p": R("(0, 1]")},
+    "rollout.vllm": {"gpu_memory_utilization": R("(0, 1]"), "kv_cache_gib": R("(0, 65536]"),
+                     "max_model_len": R("[0, 1048576]")},  # 0: the model's own
     "reward": {"format_penalty": R("[-10, 0]"), "valid_call_reward": R("[-10, 10]"),
                "retrieval_hit_reward": R("[-10, 10]"), "max_process_reward": R("[0, 100]")},
-    "algo": {"offpolicy_clip": GT0, "clip_low": R("[0, 1)"), "clip_high": GE0, "dual_clip": R("> 1"), "gamma": R("(0, 1]"), "lam": UNIT,
-             "kl_coef": GE0, "entropy_coef": GE0, "vf_clip": GT0, "critic_lr": GT0},
-    "algo.rollout_correction": {"token_cap": GT0, "seq_low": R("(0, 1)"), "seq_high": R("> 1")},
-    "train": {"max_staleness": GE0, "iterations": GE0, "prompts_per_iter": GE1, "ppo_epochs": GE1, "minibatch_size": GE1, "lr": GT0,
-              "weight_decay": GE0, "max_grad_norm": GT0, "checkpoint_every": GE1,
-              "keep_checkpoints": GE0,  # 0 keeps every checkpoint
-              "eval_every": GE0, "eval_size": GE0, "threads": GE0, "log_trajectories_every": GE0,
-              "max_bad_updates": GE1, "micro_batch_size": GE0, "warmup_iterations": GE0,
-              "logit_chunk": GE1},
-    "sft": {"steps": GE0, "batch_size": GE1, "lr": GT0, "guess_fraction": UNIT, "log_every": GE1},
-    "ray": {"num_workers": GE1, "cpus_per_worker": GE0, "gpus_per_worker": GE0, "learner_cpus": GE0,
-            "max_restarts": GE0, "num_cpus": GE0, "num_learners": GE1},
+    "algo": {"offpolicy_clip": R("(0, 1000000]"), "clip_low": R("[0, 1)"), "clip_high": R("[0, 1000]"),
+             "dual_clip": R("(1, 1000000]"), "gamma": R("(0, 1]"), "lam": UNIT, "kl_coef": COEF,
+             "entropy_coef": COEF, "vf_clip": R("(0, 1000000]"), "critic_lr": R("(0, 10]")},
+    "algo.rollout_correction": {"token_cap": R("(0, 1000000]"), "seq_low": R("(0, 1)"), "seq_high": R("(1, 1000000]")},
+    "train": {"max_staleness": R("[0, 1000]"), "iterations": R(f"[0, {MANY}]"), "prompts_per_iter": R("[1, 1000000]"),
+              "ppo_epochs": R("[1, 1000]"), "minibatch_size": R("[1, 10000000]"), "lr": R("(0, 10]"),
+              "weight_decay": R("[0, 100]"), "max_grad_norm": R("(0, 1000000]"), "checkpoint_every": R(f"[1, {MANY}]"),
+              "keep_checkpoints": R("[0, 1000000]"),  # 0 keeps every checkpoint
+              "eval_every": R(f"[0, {MANY}]"), "eval_size": R("[0, 10000000]"), "threads": R("[0, 4096]"),
+              "log_trajectories_every": R(f"[0, {MANY}]"), "max_bad_updates": R("[1, 1000000]"),
+              "micro_batch_size": R("[0, 10000000]"), "warmup_iterations": R(f"[0, {MANY}]"),
+              "logit_chunk": R("[1, 10000000]")},
+    "sft": {"steps": R(f"[0, {MANY}]"), "batch_size": R("[1, 1000000]"), "lr": R("(0, 10]"), "guess_fraction": UNIT,
+            "log_every": R(f"[1, {MANY}]")},
+    "ray": {"num_workers": R("[1, 100000]"), "cpus_per_worker": R("[0, 4096]"), "gpus_per_worker": R("[0, 1024]"),
+            "learner_cpus": R("[0, 4096]"), "max_restarts": R("[0, 1000000]"), "num_cpus": R("[0, 1000000]"),
+            "num_learners": R("[1, 100000]")},
 }
+
+
+def limited(section: str, key: str, kind: type = int) -> typing.Callable[[str], Any]:
+    """An argparse `type=` for a command-line number that sets (or stands for) config key
+    `section.key`: parsed as `kind` and held to its LIMITS range, so `--hidden-size 1e12` is a usage
+    error naming the range, never an allocation that aborts the process."""
+    import argparse
+
+    rng = LIMITS[section][key]
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {kind.__name__}, got {text!r}") from None
+        if not rng.contains(value):
+            raise argparse.ArgumentTypeError(f"{value} is not in {rng} (the range of {section}.{key})".replace(" .", " "))
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+#: The longest text of any string key (paths, names, URLs), and the keys allowed more: a setting is never
+#: megabytes (a 20,000,000-character system prompt in a data row was accepted, then tokenised every turn).
+MAX_TEXT_CHARS = 4096
+TEXT_LIMITS: dict[str, dict[str, int]] = {"env": {"system_prompt": 16_384}}
 
 
 def check_limits(obj: Any, section: str = "", label: str | None = None) -> None:
     """Every number of `obj`, the config section `section` (and of the sections inside it), within
-    its `LIMITS` range; errors name `label` (default: the section) and the key."""
+    its `LIMITS` range, and every string within its TEXT_LIMITS length; errors name `label` (default:
+    the section) and the key."""
     limits = LIMITS.get(section, {})
     prefix = f"{section if label is None else label}." if (section or label) else ""
     for f in dataclasses.fields(obj):
         value, key = getattr(obj, f.name), prefix + f.name
+        if isinstance(value, str):
+            most = TEXT_LIMITS.get(section, {}).get(f.name, MAX_TEXT_CHARS)
+            if len(value) > most:
+                raise ValueError(f"{key} is {len(value):,} characters, over its ceiling of {most:,} "
+                                 f"(schema.TEXT_LIMITS): {value[:40]!r}...")
         if dataclasses.is_dataclass(value):
             check_limits(value, f"{section}.{f.name}".lstrip("."), None if label is None else key)
         elif isinstance(value, (int, float)) and not isinstance(value, bool):

@@ -12,9 +12,15 @@
 # rollout worker): an iteration, a checkpoint, a resumed iteration and an evaluation against one
 # unsharded learner, as tests/test_ddp.py::test_fsdp_learner_actors_equal_one_through_a_resume does
 # over gloo on CPU. Fewer GPUs: that part says it was skipped.
+# Then issue 30's checks (benchmarks/gpu_correctness.py): learner ranks with uneven shares (3 vs 2
+# micro-batches, skipped rows, no loss tokens, a non-finite loss on one rank) over NCCL under a
+# deadline and equal to one learner, a bf16 full fine-tune resume equal to the uninterrupted run,
+# and the KL reference equal to the policy at step 0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
+STATUS=0
+"$PY" benchmarks/gpu_correctness.py || STATUS=1
 "$PY" - <<'PY'
 import sys
 import tempfile
@@ -70,3 +76,4 @@ else:
         print(f"fsdp_check ray: FAILED: {err!r}")
 sys.exit(1 if failed else 0)
 PY
+exit $STATUS

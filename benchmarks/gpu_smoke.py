@@ -199,7 +199,7 @@ def main() -> int:
     ap.add_argument("--iterations", type=int, default=3)
     ap.add_argument("--prompts", type=int, default=8, help="prompts per iteration (x 4 samples)")
     ap.add_argument("--tokens-per-turn", type=int, default=128)
-    ap.add_argument("--precision", default="bf16", choices=["bf16", "fp32"])
+    ap.add_argument("--precision", default="bf16", choices=["bf16", "fp32", "auto"])
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--lr", type=float, default=1e-6)
     # random weights earn no reward, so every advantage is 0 and nothing moves; an entropy bonus moves

@@ -5,7 +5,8 @@ Learner peak on one GPU = weights and optimiser state + activations of one micro
 head's log-prob chunk + a flat allowance for the CUDA context and allocator slack:
 
 - full fine-tuning: 16 bytes/parameter (float32 weights, gradients, AdamW m and v); the KL reference
-  a bf16 copy (2 bytes/parameter); PPO's critic a full copy of the decoder at 16 bytes/parameter.
+  a float32 copy (4 bytes/parameter: the policy's master dtype, so both compute alike under autocast
+  and KL is exactly 0 at step 0); PPO's critic a full copy of the decoder at 16 bytes/parameter.
 - LoRA (r=16 on the 7 linear layers of every block): the frozen base in bf16 (2 bytes/parameter),
   adapters at 16 bytes/parameter; the reference is the base with adapters off (no copy); PPO's
   critic a frozen bf16 copy of the decoder with its own adapter (as agent_r1/training/policy.py).
@@ -83,7 +84,7 @@ def learner_gib(m: dict[str, Any], cfg: Any, lora: bool, derived: dict[str, Any]
     if lora:
         static = 2 * p["total"] + 16 * p["lora"] + (2 * p["body"] + 16 * p["lora"] + 4 * m["hidden"] if critic else 0)
     else:
-        static = 16 * p["total"] + (2 * p["total"] if cfg.algo.kl_coef > 0 else 0) + (16 * p["body"] if critic else 0)
+        static = 16 * p["total"] + (4 * p["total"] if cfg.algo.kl_coef > 0 else 0) + (16 * p["body"] if critic else 0)
     tokens = cfg.train.micro_batch_size * cfg.rollout.max_total_tokens
     act = activation_bytes(m, tokens, cfg.model.gradient_checkpointing, derived)
     return (static + act + head) / GIB + CUDA_SLACK_GIB

@@ -12,15 +12,17 @@ Writes benchmarks/results/reliability.json.
   of every type (huge and non-finite numbers, 3,000-deep brackets), as objects or strings;
 - faults injected: the fault-injection tests of FAULT_TESTS (tool raising/hanging/huge, tantivy index
   missing or corrupt, Elasticsearch stopped mid-call and mid-training then resumed, NaN/inf updates,
-  MLflow unreachable then back, and issue 15's crafted/truncated checkpoints, buffer faults, hung
-  tools, index overwrite, hostile numbers, rows and config) run here under pytest, each a fault
-  handled as specified when all its cases pass;
+  MLflow unreachable then back, issue 15's crafted/truncated checkpoints, buffer faults, hung
+  tools, index overwrite, hostile numbers, rows and config, and issue 31's: folders not ours, leaked
+  credentials, poison tracking records, lost replies, lone surrogates, loosening rows, huge numbers,
+  escaping tool processes, symlinks, colliding indexes) run here under pytest, each a fault handled as
+  specified when all its cases pass;
 - resumed cleanly: SIGKILL trials from benchmarks/results/kill_resume.json (benchmarks/kill_resume.py);
   a trial killed before its first checkpoint is started over (`--resume` refuses it) and counted as
   restarted, never as resumed;
 - records lost: 0 when the tracking tests of TRACKING_TESTS pass (MLflow unreachable then back,
-  concurrent writer and flusher, flush killed midway, poison record: each asserts every buffered
-  record was flushed and read back from the store, or set aside with its reason).
+  concurrent writer and flusher, flush killed midway, poison records, a lost reply: each asserts every
+  buffered record was flushed and read back from the store, or set aside with its reason).
 
     python benchmarks/reliability.py --cases 20000 --parse-cases 10000
 """
@@ -103,12 +105,79 @@ FAULT_TESTS = {  # pytest node id -> the fault it injects; an id without [...] s
         "chat control tokens inside a question stay text",
     "tests/test_parse_hardening.py::test_control_tokens_in_tool_output_stay_text":
         "chat control tokens inside documents (tool output) stay text",
+    # issue 31: nothing deleted, nothing leaked, nothing stuck (a path without `::` stands for its whole file)
+    "tests/test_nothing_deleted.py":
+        "folders agent-r1 did not make (data.dir, sft/train out_dir, home, /) refused, never replaced; "
+        "keep_checkpoints after a fallback keeps the good checkpoint",
+    "tests/test_buffer_blobs.py": "a buffered artifacts record naming a foreign folder: nothing uploaded or deleted",
+    "tests/test_es_credentials_scope.py::test_a_manifest_naming_another_host_gets_no_credentials":
+        "retriever.json naming another Elasticsearch host: refused before any request, no credentials sent",
+    "tests/test_es_credentials_scope.py::test_the_search_command_sends_credentials_only_to_the_url_it_is_given":
+        "`agent-r1 search` / `retrieval-eval` over a manifest naming another host: credentials only to --url",
+    "tests/test_es_credentials_scope.py::test_ensure_index_rebuilds_an_index_that_names_another_server":
+        "a run's index folder naming another server: rebuilt at the run's own search.url",
+    "tests/test_tracking_poison.py::test_refused_records_are_set_aside_and_never_block_the_buffer":
+        "12 buffered records MLflow can never take (lone surrogates, wrong shapes): set aside, the rest flushed",
+    "tests/test_tracking_poison.py::test_a_refused_record_sent_directly_does_not_take_mlflow_offline":
+        "the same records sent at once: set aside, MLflow not taken for down, later records sent",
+    "tests/test_tracking_poison.py::test_a_record_whose_reply_was_lost_is_replayed_once":
+        "MLflow commits a run and a table, the reply is lost: one run per run key, no doubled rows",
+    "tests/test_row_text.py::test_a_lone_surrogate_in_a_row_is_refused_naming_file_line_and_field":
+        "a lone surrogate in a data row (question, answers, titles, env, id): refused at load, skippable",
+    "tests/test_row_text.py::test_official_formats_and_the_corpus_refuse_it_too":
+        "a lone surrogate in an official JSON array or a corpus document: refused at load",
+    "tests/test_sample_tighten.py::test_a_row_cannot_loosen_the_runs_settings":
+        "a row turning process rewards on, raising rewards, softening the penalty, a laxer metric, "
+        "a 20 MB system prompt: refused at load",
+    "tests/test_sample_tighten.py::test_every_other_field_of_a_row_has_a_type_and_a_ceiling":
+        "a row's answers, titles, plan, meta or id of the wrong type or over its ceiling: refused at load",
+    "tests/test_tracking_redact.py::test_passwords_sqlalchemy_accepts_are_hidden_whole":
+        "tracking URI passwords holding / # ? or spaces: hidden whole",
+    "tests/test_tracking_redact.py::test_credentials_in_the_query_string_are_hidden":
+        "credentials in a URI's query string (?password=, token=, api_key=): hidden",
+    "tests/test_config_ranges.py::test_numbers_past_what_one_machine_holds_are_refused_at_load":
+        "search.k=1e12 and other numbers past one machine: refused at load naming the range",
+    "tests/test_config_ranges.py::test_the_search_command_and_every_backend_refuse_a_huge_k":
+        "`agent-r1 search -k 1e12`: a clear error, not a SIGABRT",
+    "tests/test_tool_containment.py::test_a_worker_dies_with_a_trainer_killed_during_a_hung_call":
+        "trainer SIGKILLed during a hung tool call: its worker dies with it",
+    "tests/test_tool_containment.py::test_a_setsid_grandchild_dies_with_its_worker_on_timeout_and_on_close":
+        "a tool's setsid child: killed with its worker on a timeout and on close()",
+    "tests/test_tool_containment.py::test_a_tools_metadata_is_clipped_like_its_text":
+        "a tool returning 200,000 titles and 5 MB of metadata: clipped in the worker",
+    "tests/test_upload_links.py::test_links_in_a_checkpoint_are_not_followed_when_sent_at_once":
+        "symlinks (file and folder) in a checkpoint: not followed on upload",
+    "tests/test_upload_links.py::test_links_in_a_checkpoint_are_not_copied_into_the_buffer_nor_uploaded_from_it":
+        "symlinks in a checkpoint logged offline: not copied into the buffer, not uploaded from it",
+    "tests/test_upload_links.py::test_a_resumed_run_uploads_only_the_checkpoint_it_resumes_from_and_later_ones":
+        "a resume does not upload every earlier checkpoint again",
+    "tests/test_upload_links.py::test_a_checkpoint_uploads_only_the_files_its_manifest_lists":
+        "a file dropped into a checkpoint after it was written: not uploaded (only what its manifest lists)",
+    "tests/test_tracking_poison.py::test_a_trace_of_a_call_with_a_lone_surrogate_is_still_sendable":
+        "a model's \\udcff inside a hermes call reaches a trace: the trace is sent with U+FFFD",
+    "tests/test_tracking_poison.py::test_a_run_map_of_the_wrong_shape_is_refused_naming_the_file":
+        "the buffer's runs.json edited into a list or a string: refused naming the file",
+    "tests/test_tracking_poison.py::test_a_record_that_is_no_mapping_is_set_aside_not_raised":
+        "a tracking record that is a string, a list, a number or null: set aside, nothing raised",
+    "tests/test_cli_ceilings.py::test_a_number_past_its_ceiling_is_a_usage_error":
+        "`build-model --hidden-size 1e12`, `rollout --samples 1e9`, `prepare --seed 1e30`: usage errors",
+    "tests/test_es_projects.py::test_a_second_project_cannot_replace_the_first_ones_index":
+        "a second project building the same Elasticsearch index name: refused; replaced anyway: the first told",
+    "tests/test_prepare_out.py::test_a_users_own_files_are_never_written_over":
+        "`prepare <dataset> --out` a folder of the user's own files: refused, nothing written",
+    "tests/test_prepare_out.py::test_a_folder_another_command_made_is_refused":
+        "`prepare <dataset> --out` a run folder, a generated world, another dataset's folder: refused",
+    "tests/test_prepare_out.py::test_its_own_folder_is_prepared_again_without_stale_files":
+        "`prepare` again into its own folder: no stale corpus.jsonl left",
 }
 TRACKING_TESTS = (  # each asserts every record reached the store (or was set aside with its reason)
     "tests/test_tracking.py::test_unreachable_server_buffers_then_flushes",
     "tests/test_tracking_buffer.py::test_concurrent_writer_and_flusher_lose_nothing",
     "tests/test_tracking_buffer.py::test_flush_killed_midway_replays_without_duplicates",
     "tests/test_tracking_buffer.py::test_poison_records_are_set_aside_and_the_rest_flushed",
+    "tests/test_tracking_poison.py::test_refused_records_are_set_aside_and_never_block_the_buffer",
+    "tests/test_tracking_poison.py::test_a_refused_record_sent_directly_does_not_take_mlflow_offline",
+    "tests/test_tracking_poison.py::test_a_record_whose_reply_was_lost_is_replayed_once",
 )
 
 
@@ -195,6 +264,14 @@ def _outcome(statuses: list[str]) -> str:
     return "passed"
 
 
+def _covers(test: str, node: str) -> bool:
+    """Whether FAULT_TESTS' `test` stands for the pytest node `node`: itself, all the parametrized cases
+    of an id without [...] ("test[a]", "test[b]", ...), every test of a file named without `::`."""
+    if "::" not in test:
+        return node.startswith(test + "::")
+    return node == test or ("[" not in test and node.startswith(test + "["))
+
+
 def run_fault_tests() -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         xml = Path(tmp) / "junit.xml"
@@ -215,8 +292,7 @@ def run_fault_tests() -> dict:
                 outcome[node] = status
     rows = []
     for test, fault in FAULT_TESTS.items():
-        # an id without [...] covers all its parametrized cases ("test[a]", "test[b]", ...)
-        cases = [st for node, st in outcome.items() if node == test or ("[" not in test and node.startswith(test + "["))]
+        cases = [st for node, st in outcome.items() if _covers(test, node)]
         rows.append({"test": test, "fault": fault, "cases": len(cases), "cases_passed": cases.count("passed"),
                      "outcome": _outcome(cases)})
     return {"faults": rows, "handled": sum(r["outcome"] == "passed" for r in rows), "injected": len(rows),

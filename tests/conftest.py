@@ -11,6 +11,7 @@ import pytest
 # for runs/, data/ or mlruns/ the session creates in the repository (see tests/isolation.py)
 from tests.isolation import (  # noqa: F401
     pytest_configure,
+    pytest_runtest_teardown,
     pytest_sessionfinish,
     pytest_sessionstart,
     pytest_unconfigure,

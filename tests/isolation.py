@@ -10,7 +10,8 @@
   (a server, a Ray session, a built world) is set up once, not once per worker; the Ray modules
   are one unit, so that no two local Ray clusters (each asking for 3 CPUs) and no two workers'
   Ray sessions in the project's `.ray/` run at once. (xdist's own `--dist loadgroup` does nothing
-  on pytest 9.2: it renames items through `item._nodeid`, which pytest no longer reads.)
+  on pytest 9.2: it renames items through `item._nodeid`, which pytest no longer reads.) Units
+  known to be long go out first (COST_HINTS).
   The units are for cost and load, not isolation: every fixture makes its own tmp folder (per
   worker under xdist), takes ports the OS hands out, and stops only what it started.
 - the repository's own folders: a session that creates runs/, data/, mlruns/ or artifacts/ in
@@ -37,6 +38,13 @@ _MADE = "AGENT_R1_TESTS_PREFECT_HOME"  # the PREFECT_HOME a test session made (n
 
 # Test files that run as one unit (one worker, one after the other), and why: see the docstring.
 GROUPS = {"ray": ("test_ray_trainer.py", "test_async.py", "test_ddp.py", "test_ray_cluster.py")}
+# Rough seconds per unit on 2 idle cores (`pytest --durations=0`), heaviest first: units are handed
+# out in this order, so that no long unit starts last and leaves one worker running it alone. Only
+# the order depends on these numbers, never what runs; a unit not listed goes after them.
+COST_HINTS = {"ray": 300, "test_dense.py": 60, "test_flow.py": 55, "test_deployment.py": 55, "test_dvc.py": 55,
+              "test_traces.py": 50, "test_concurrent_starts.py": 45, "test_kill_resume.py": 40,
+              "test_determinism.py": 35, "test_tracking.py": 30, "test_tracking_buffer.py": 30,
+              "test_ddp_uneven.py": 25}
 
 
 def worker_count() -> int:
@@ -81,22 +89,44 @@ def pytest_xdist_make_scheduler(config, log):
             module = super()._split_scope(nodeid)
             return next((g for g, files in GROUPS.items() if Path(module).name in files), module)
 
+        def _assign_work_unit(self, node) -> None:
+            # longest hinted unit first (the base class pops the queue's front)
+            heaviest = max(self.workqueue, key=lambda scope: COST_HINTS.get(Path(scope).name, 0))
+            self.workqueue.move_to_end(heaviest, last=False)
+            super()._assign_work_unit(node)
+
     return ModuleScheduling(config, log)
 
 
 _BEFORE: set[str] = set()
+_FOUND: dict[str, str] = {}  # folder -> the test after which this process first saw it
 
 
 def pytest_sessionstart(session) -> None:  # noqa: ARG001
     _BEFORE.update(name for name in USER_FOLDERS if (REPO / name).exists())
 
 
+def _new_folders() -> list[str]:
+    return [name for name in USER_FOLDERS if (REPO / name).exists() and name not in _BEFORE]
+
+
+def pytest_runtest_teardown(item) -> None:
+    """Names the test after which a repository folder appeared, as a warning (xdist relays a
+    worker's warnings to the summary; under xdist the other worker's test may have made it, so the
+    name is where to look first: the session check below is the failure)."""
+    for name in _new_folders():
+        if name not in _FOUND:
+            _FOUND[name] = item.nodeid
+            item.warn(pytest.PytestWarning(f"{REPO / name} appeared in the repository after this test"))
+
+
 def pytest_sessionfinish(session, exitstatus) -> None:  # noqa: ARG001
     if os.environ.get("PYTEST_XDIST_WORKER"):
         return  # the controller checks once, after every worker is done
-    new = [name for name in USER_FOLDERS if (REPO / name).exists() and name not in _BEFORE]
+    new = _new_folders()
     if new:
-        # a warning for now, not a failure: a fresh clone's session still creates data/ (a default
-        # 450-person world and its index, from a test not yet found); runs/ and mlruns/ are fixed
-        print(f"\nWARNING: the test session created {new} in the repository ({REPO}): a test must keep its "
-              "runs, data and stores in its tmp_path")
+        # a failure, not a warning: a test that writes into the repository writes into a user's
+        # runs and stores when a developer runs the suite in their working copy
+        print(f"\nFAILED: the test session created {new} in the repository ({REPO}): a test must keep its "
+              "runs, data and stores in its tmp_path (the warnings summary names the test after which each appeared)")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -62,6 +62,7 @@ def resume_run_overrides(tmp_path: Path) -> dict[str, Any]:
     """A tiny real run (60-person world, 1-layer model, PPO with a critic and KL) whose checkpoints
     come every 2 iterations: for resume-equals-uninterrupted tests."""
     return {"data.dir": str(tmp_path / "data"), "search.index_dir": str(tmp_path / "index"),
+            "train.runs_dir": str(tmp_path / "runs"),  # the digest cache too: never the repository's runs/
             "data.n_people": 60, "model.hidden_size": 32, "model.num_layers": 1, "model.num_heads": 2,
             "model.intermediate_size": 64, "model.vocab_size": 300, "train.prompts_per_iter": 4,
             "rollout.n_samples": 2, "rollout.max_turns": 2, "rollout.max_tokens_per_turn": 6,

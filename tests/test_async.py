@@ -93,7 +93,7 @@ def test_trainer_weights_the_policy_loss_by_the_behaviour_ratio(tiny_model, tmp_
     # advantages of tiny untrained models are often all 0 (equal rewards in a group): fix some
     advantages = torch.randn(batch["advantages"].shape, generator=torch.Generator().manual_seed(0))
     batch["advantages"] = advantages * batch["action_mask"]
-    sync_loss = sync._backward_minibatch(batch, idx)["policy_loss"]
+    sync_loss = sync._backward_minibatch(batch, idx)[0]["policy_loss"]
 
     async_trainer = copy.copy(sync)
     async_trainer.cfg = _staleness(copy.deepcopy(sync.cfg), 1, clip=2.0)
@@ -111,7 +111,7 @@ def test_trainer_weights_the_policy_loss_by_the_behaviour_ratio(tiny_model, tmp_
     assert metrics["offpolicy/weight_mean"] == pytest.approx(math.exp(0.5), abs=2e-4)
     assert metrics["offpolicy/truncated_frac"] == 0.0
     # a uniform weight scales the token-mean loss by exactly that weight
-    stale_loss = async_trainer._backward_minibatch(stale_batch, idx)["policy_loss"]
+    stale_loss = async_trainer._backward_minibatch(stale_batch, idx)[0]["policy_loss"]
     assert abs(sync_loss) > 1e-6
     assert stale_loss == pytest.approx(math.exp(0.5) * sync_loss, rel=1e-3)
 

@@ -77,7 +77,7 @@ def test_micro_batches_give_the_one_shot_gradient(tiny_model, tmp_path, agg):
         batch = batch if batch is not None else trainer.prepare(trainer.rollout())
         trainer.optimizer.zero_grad(set_to_none=True)
         rows = torch.arange(batch["input_ids"].shape[0])
-        assert trainer._backward_minibatch(batch, rows) is not None
+        assert trainer._backward_minibatch(batch, rows)[0] is not None
         grads[micro] = torch.cat([p.grad.flatten() for p in trainer.model.parameters() if p.grad is not None])
     assert int(batch["action_mask"].sum()) > 0 and len(set(batch["action_mask"].sum(-1).tolist())) > 1
     for micro in (1, 3):
@@ -161,7 +161,7 @@ def test_lr_schedule_steps_per_iteration_and_resumes(tiny_model, tmp_path):
 
 @pytest.mark.parametrize("key,value,match", [
     ("train.micro_batch_size", 65, r"train\.micro_batch_size=65 is larger than train\.minibatch_size=64"),
-    ("train.precision", "fp16", r"train\.precision='fp16'; choose one of \['bf16', 'fp32'\]"),
+    ("train.precision", "fp16", r"train\.precision='fp16'; choose one of \['auto', 'bf16', 'fp32'\]"),
     ("train.lr_schedule", "step", r"train\.lr_schedule='step'; choose one of"),
 ])
 def test_bad_compute_settings_fail_at_load(key, value, match):

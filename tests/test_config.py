@@ -30,7 +30,7 @@ def test_overrides_are_typed():
         ({"train.lr": "fast"}, r"'train.lr': expected float"),
         ({"train.iterations": 2.5}, r"'train.iterations': expected an integer"),
         ({"algo.loss_mask": "maybe"}, r"'algo.loss_mask': expected true/false"),
-        ({"train.lr": -0.1}, r"train.lr must be > 0"),
+        ({"train.lr": -0.1}, r"train.lr must be in \(0, 10\]"),
         ({"rollout.n_samples": 1}, r"rollout.n_samples >= 2"),
         ({"algo.adv_estimator": "ppo2"}, r"algo.adv_estimator='ppo2'; choose one of"),
         ({"rollout.max_turns": 0}, r"rollout.max_turns must be >= 1"),

@@ -17,22 +17,22 @@ from hypothesis import strategies as st
 from agent_r1.config import LIMITS, ExperimentConfig, load_config, parse_overrides
 
 ABSURD = [  # (key, value, words the message must hold)
-    ("rollout.top_k", -5, ">= 0"), ("search.timeout_s", -1, "> 0"), ("search.timeout_s", 0, "> 0"),
-    ("rollout.temperature", -0.5, ">= 0"), ("rollout.top_p", 0.0, "(0, 1]"), ("rollout.top_p", 1.5, "(0, 1]"),
-    ("train.checkpoint_every", 0, ">= 1"), ("algo.clip_low", -0.1, "[0, 1)"), ("algo.clip_high", -1, ">= 0"),
-    ("algo.gamma", 0.0, "(0, 1]"), ("algo.lam", 1.5, "[0, 1]"), ("algo.kl_coef", -1, ">= 0"),
-    ("algo.entropy_coef", -0.1, ">= 0"), ("algo.critic_lr", 0, "> 0"), ("algo.dual_clip", 0.5, "> 1"),
-    ("algo.vf_clip", 0, "> 0"), ("train.weight_decay", -1, ">= 0"), ("train.max_grad_norm", -1, "> 0"),
-    ("train.keep_checkpoints", -1, ">= 0"), ("train.eval_every", -1, ">= 0"), ("train.eval_size", -3, ">= 0"),
-    ("train.threads", -2, ">= 0"), ("train.log_trajectories_every", -1, ">= 0"),
-    ("train.max_bad_updates", 0, ">= 1"), ("sft.steps", -1, ">= 0"), ("sft.batch_size", 0, ">= 1"),
-    ("sft.log_every", 0, ">= 1"), ("sft.lr", float("nan"), "> 0"), ("search.max_chars_per_doc", 0, ">= 1"),
-    ("ray.max_restarts", -1, ">= 0"), ("ray.num_cpus", -4, ">= 0"), ("model.hidden_size", 0, ">= 1"),
-    ("model.num_heads", -2, ">= 1"), ("model.vocab_size", 0, ">= 1"), ("data.n_people", 0, ">= 1"),
-    ("seed", -1, "[0, 4294967295]"), ("env.max_calls_per_turn", 0, ">= 1"),
+    ("rollout.top_k", -5, "[0, 1048576]"), ("search.timeout_s", -1, "(0, 86400]"), ("search.timeout_s", 0, "(0, 86400]"),
+    ("rollout.temperature", -0.5, "[0, 100]"), ("rollout.top_p", 0.0, "(0, 1]"), ("rollout.top_p", 1.5, "(0, 1]"),
+    ("train.checkpoint_every", 0, "[1, 1000000000]"), ("algo.clip_low", -0.1, "[0, 1)"), ("algo.clip_high", -1, "[0, 1000]"),
+    ("algo.gamma", 0.0, "(0, 1]"), ("algo.lam", 1.5, "[0, 1]"), ("algo.kl_coef", -1, "[0, 1000000]"),
+    ("algo.entropy_coef", -0.1, "[0, 1000000]"), ("algo.critic_lr", 0, "(0, 10]"), ("algo.dual_clip", 0.5, "(1, 1000000]"),
+    ("algo.vf_clip", 0, "(0, 1000000]"), ("train.weight_decay", -1, "[0, 100]"), ("train.max_grad_norm", -1, "(0, 1000000]"),
+    ("train.keep_checkpoints", -1, "[0, 1000000]"), ("train.eval_every", -1, "[0, 1000000000]"), ("train.eval_size", -3, "[0, 10000000]"),
+    ("train.threads", -2, "[0, 4096]"), ("train.log_trajectories_every", -1, "[0, 1000000000]"),
+    ("train.max_bad_updates", 0, "[1, 1000000]"), ("sft.steps", -1, "[0, 1000000000]"), ("sft.batch_size", 0, "[1, 1000000]"),
+    ("sft.log_every", 0, "[1, 1000000000]"), ("sft.lr", float("nan"), "(0, 10]"), ("search.max_chars_per_doc", 0, "[1, 1000000]"),
+    ("ray.max_restarts", -1, "[0, 1000000]"), ("ray.num_cpus", -4, "[0, 1000000]"), ("model.hidden_size", 0, "[1, 65536]"),
+    ("model.num_heads", -2, "[1, 1024]"), ("model.vocab_size", 0, "[1, 1048576]"), ("data.n_people", 0, "[1, 10000000]"),
+    ("seed", -1, "[0, 4294967295]"), ("env.max_calls_per_turn", 0, "[1, 256]"),
     ("reward.format_penalty", float("nan"), "finite"), ("reward.format_penalty", 1e308, "[-10, 0]"),
     ("reward.format_penalty", float("-inf"), "finite"), ("reward.valid_call_reward", 1e308, "[-10, 10]"),
-    ("reward.max_process_reward", -1, "[0, 100]"), ("train.lr", float("inf"), "> 0"),
+    ("reward.max_process_reward", -1, "[0, 100]"), ("train.lr", float("inf"), "(0, 10]"),
 ]
 
 
@@ -63,6 +63,39 @@ def test_every_number_of_every_config_dataclass_has_a_range():
     missing = [key for section, key, name in NUMERIC if name not in LIMITS.get(section, {})]
     assert not missing, f"numeric config keys without a range in config.LIMITS: {missing}"
     assert len(NUMERIC) >= 50
+    unbounded = [key for section, key, name in NUMERIC if not math.isfinite(LIMITS[section][name].hi)]
+    assert not unbounded, f"numeric config keys without a ceiling (issue 31, item 12): {unbounded}"
+
+
+@pytest.mark.parametrize("key, value", [("search.k", 10**12), ("search.k", 1e12), ("rollout.n_samples", 10**9),
+                                        ("rollout.max_total_tokens", 10**12), ("train.prompts_per_iter", 10**12),
+                                        ("model.hidden_size", 10**7), ("search.es_pool_size", 10**9)])
+def test_numbers_past_what_one_machine_holds_are_refused_at_load(key, value):
+    """`search.k=1e12` was accepted and tantivy aborted the process asking for 16 TB (issue 31, item 12)."""
+    with pytest.raises(ValueError) as err:
+        load_config(None, {key: value})
+    assert key in str(err.value) and "in [" in str(err.value), str(err.value)
+
+
+def test_the_search_command_and_every_backend_refuse_a_huge_k(tmp_path, capsys):
+    from agent_r1.cli import main as cli_main
+    from agent_r1.data.corpus import make_document
+    from agent_r1.data.io import write_jsonl
+
+    write_jsonl(tmp_path / "corpus.jsonl", [make_document("Karivo", "a river town")])
+    assert cli_main(["index", "--corpus", str(tmp_path / "corpus.jsonl"), "--out", str(tmp_path / "idx")]) == 0
+    capsys.readouterr()
+    assert cli_main(["search", "--index", str(tmp_path / "idx"), "river", "-k", str(10**12)]) != 0
+    assert "-k" in capsys.readouterr().err
+    from agent_r1.retrieval.base import open_index
+
+    retriever = open_index(tmp_path / "idx")
+    try:
+        with pytest.raises(ValueError, match="k must be in"):
+            retriever.search(["river"], 10**12)
+        assert retriever.search(["river"], 1000)[0][0].title == "Karivo"
+    finally:
+        retriever.close()
 
 
 @settings(max_examples=250, deadline=None)

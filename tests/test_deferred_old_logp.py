@@ -67,3 +67,19 @@ def test_deferred_with_skipped_rows(tiny_model, tmp_path):
     assert n_def == 0 and 0.0 < m_def["skipped_rows_fraction"] < 1.0
     assert m_def["policy_loss"] == pytest.approx(m_plain["policy_loss"], rel=1e-4, abs=1e-6)
     assert 0.0 < m_def["rollout/logprob_diff_max"] < 1e-4
+
+
+@pytest.mark.parametrize("over", [{"model.lora.r": 4, "model.lora.dropout": 0.5}, {"model.dropout": 0.5}],
+                         ids=["lora_dropout", "model_dropout"])
+def test_not_deferred_where_dropout_makes_the_two_forwards_differ(tiny_model, tmp_path, over):
+    """The training forward runs with dropout, the old-log-prob pass (and the engine) without: a
+    deferred pass would take the old log-probs from a dropped-out forward (issue 30, item 5)."""
+    if "model.dropout" in over:  # a dropout inside the model itself (its config), not an adapter's
+        model = copy.deepcopy(tiny_model[0])
+        model.config.attention_dropout = over["model.dropout"]
+        for layer in model.model.layers:
+            layer.self_attn.attention_dropout = over["model.dropout"]
+        tiny_model, over = (model, tiny_model[1]), {}
+    m_plain, m_def, *_, n_plain, n_def = _learn_both(tiny_model, tmp_path, **over)
+    assert (n_plain, n_def) == (1, 1)
+    assert m_def["rollout/logprob_diff_max"] < 1e-4  # the old log-probs are the engine's, not a dropped-out pass

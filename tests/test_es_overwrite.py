@@ -56,7 +56,8 @@ def test_overwrite_flag_replaces_it_and_marks_it_ours(es_server, client, tmp_pat
     assert _index(tmp_path, es_server.url, "replace-me", "--overwrite") == 0
     assert client.count(index="replace-me")["count"] == 2
     mappings = dict(client.indices.get_mapping(index="replace-me"))["replace-me"]["mappings"]
-    assert made_by_agent_r1(mappings) and mappings["_meta"] == MAPPING["_meta"]
+    assert made_by_agent_r1(mappings) and mappings["_meta"]["created_by"] == MAPPING["_meta"]["created_by"]
+    assert mappings["_meta"]["owner"].endswith(str((tmp_path / "idx").resolve()))  # the folder that made it
 
 
 def test_index_made_by_agent_r1_is_rebuilt_without_the_flag(es_server, client, tmp_path):  # noqa: F811

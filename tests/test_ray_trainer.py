@@ -44,6 +44,7 @@ def world(tmp_path_factory):
 
 def _cfg(root, name, **over):
     base = {"data.dir": str(root / "data"), "search.index_dir": str(root / "index"), "data.n_people": 60,
+            "train.runs_dir": str(root / "runs"),  # its digest cache too: never the repository's runs/
             "model.hidden_size": 32, "model.num_layers": 1, "model.num_heads": 2, "model.intermediate_size": 64,
             "model.vocab_size": 300, "train.prompts_per_iter": 4, "rollout.n_samples": 2, "rollout.max_turns": 2,
             "rollout.max_tokens_per_turn": 6, "train.eval_every": 0, "train.eval_size": 4, "train.threads": 1,
@@ -219,6 +220,9 @@ def test_resume_with_nothing_to_resume_fails_in_the_driver_before_ray(tmp_path, 
 
     monkeypatch.setattr(ray_trainer, "init_ray", lambda rc: pytest.fail("Ray was started before the resume check"))
     (tmp_path / "run").mkdir()
-    cfg = load_config(None, {"ray.enabled": True, "train.out_dir": str(tmp_path / "run")})
+    # data and index where a premature build would show (it once built a default world there)
+    cfg = load_config(None, {"ray.enabled": True, "train.out_dir": str(tmp_path / "run"),
+                             "data.dir": str(tmp_path / "data"), "search.index_dir": str(tmp_path / "index")})
     with pytest.raises(NoCheckpointError, match=r"nothing to resume in train.out_dir=.*run: .*no checkpoints/ folder"):
         run_train(cfg, resume=True)
+    assert not (tmp_path / "data").exists() and not (tmp_path / "index").exists()  # checked before anything is built

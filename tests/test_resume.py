@@ -21,6 +21,7 @@ def world(tmp_path_factory):
     """Data and index, built once for the module (each run gets its own out_dir)."""
     root = tmp_path_factory.mktemp("resume_world")
     return {"data.dir": str(root / "data"), "search.index_dir": str(root / "index"), "data.n_people": 60,
+            "train.runs_dir": str(root / "runs"),  # its digest cache too: never the repository's runs/
             "model.hidden_size": 32, "model.num_layers": 1, "model.num_heads": 2, "model.intermediate_size": 64,
             "model.vocab_size": 300, "train.prompts_per_iter": 2, "rollout.n_samples": 2, "rollout.max_turns": 1,
             "rollout.max_tokens_per_turn": 4, "train.eval_every": 0, "train.eval_size": 0, "train.threads": 1,

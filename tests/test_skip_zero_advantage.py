@@ -60,7 +60,7 @@ def _assert_same_update(before, off, on):
 
 def _grads(trainer, batch, idx):
     trainer.optimizer.zero_grad(set_to_none=True)
-    record = trainer._backward_minibatch(batch, idx)
+    record, _ = trainer._backward_minibatch(batch, idx)
     return record, [p.grad.clone() for p in trainer.model.parameters() if p.requires_grad]
 
 

@@ -82,7 +82,7 @@ def test_injection_and_empty_queries_never_raise(retriever):
 
 
 def test_bad_arguments(retriever):
-    with pytest.raises(ValueError, match="k must be >= 1"):
+    with pytest.raises(ValueError, match=r"k must be in \[1, 1000\]"):
         retriever.search(["x"], 0)
     with pytest.raises(TypeError, match="list of queries"):
         retriever.search("x", 1)  # type: ignore[arg-type]

@@ -11,19 +11,16 @@ from pathlib import Path
 import pytest
 
 from agent_r1.tracking import RecordBuffer, RunTracker, main
+from tests.mlflow_store import fresh_store
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> str:
-    """One SQLite store for the module (creating one runs MLflow's migrations: seconds); each test
+    """One SQLite store for the module (a copy of a migrated one: tests/mlflow_store.py); each test
     writes to an experiment of its own."""
-    from mlflow.tracking import MlflowClient
-
-    uri = f"sqlite:///{tmp_path_factory.mktemp('store') / 'mlflow.db'}"
-    MlflowClient(tracking_uri=uri).search_experiments()
-    return uri
+    return fresh_store(tmp_path_factory.mktemp("store"))
 
 
 def _buffer_run(buffer: Path, key: str, src: Path, experiment: str) -> None:
@@ -200,6 +197,6 @@ def test_poison_records_are_set_aside_and_the_rest_flushed(store, tmp_path):
     assert RecordBuffer(buffer).pending() == []
     rejected = [json.loads(line) for line in (buffer / "rejected.jsonl").read_text().splitlines()]
     assert [r["op"] for r in rejected] == ["create_run", "metrics", "bogus", "end"]
-    assert "experiment name" in rejected[0]["error"]
+    assert "'experiment' must be a non-empty string" in rejected[0]["error"]  # refused before it is sent
     assert all("refused by MLflow" in r["error"] for r in (rejected[1], rejected[3]))
     assert "unknown tracking record op 'bogus'" in rejected[2]["error"]

@@ -63,3 +63,37 @@ def test_plain_uris_are_shown_as_they_are(uri):
 
     hint = RunTracker.ui_hint(type("T", (), {"tracking_uri": uri})())
     assert (uri in hint) == uri.startswith("http")
+
+
+@pytest.mark.parametrize("password", ["pa/ss", "pa#ss", "pa?ss", "pa ss", "p/a#s?s w@rd"])
+def test_passwords_sqlalchemy_accepts_are_hidden_whole(password):
+    """SQLAlchemy reads a password up to the first `@` (`/ # ?` and spaces included); urllib reads the
+    user info up to the last `@` before the first `/ ? #`. Whichever reader a library uses, the text
+    shown hides every character either of them could take for the password (issue 31, item 10)."""
+    from sqlalchemy.engine import make_url
+
+    from agent_r1.tracking import redact_uri
+
+    uri = f"postgresql://alice:{password}@db.example:5432/mlflow"
+    if "@" not in password:
+        assert make_url(uri).password == password  # the store really takes it, so it must be hidden
+    shown = redact_uri(uri)
+    assert shown == "postgresql://***@db.example:5432/mlflow", shown
+    message = redact_uri(f"could not connect to {uri}: timeout")
+    assert password not in message and "alice" not in message and "db.example:5432/mlflow" in message
+    for part in password.split():  # no fragment of a spaced password survives either
+        assert part not in message
+
+
+@pytest.mark.parametrize("uri, shown", [
+    ("postgresql://db/mlflow?user=u&password=hunter2", "postgresql://db/mlflow?user=u&password=***"),
+    ("mysql://db/m?sslmode=require&passwd=hunter2&x=1", "mysql://db/m?sslmode=require&passwd=***&x=1"),
+    ("https://mlflow.example/api?token=hunter2", "https://mlflow.example/api?token=***"),
+    ("https://mlflow.example/api?api_key=hunter2#frag", "https://mlflow.example/api?api_key=***#frag"),
+    ("https://mlflow.example/api?q=1", "https://mlflow.example/api?q=1"),
+])
+def test_credentials_in_the_query_string_are_hidden(uri, shown):
+    from agent_r1.tracking import redact_uri
+
+    assert redact_uri(uri) == shown
+    assert "hunter2" not in redact_uri(f"API request to {uri} failed")

@@ -14,6 +14,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from agent_r1.schema import limited
+
 MAX_LISTED = 20  # skipped rows printed with their reason; the rest by line number only
 HOTPOTQA_DEV_DISTRACTOR_URL = "http://curtis.ml.cmu.edu/datasets/hotpot/hotpot_dev_distractor_v1.json"
 
@@ -38,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         p.set_defaults(func=cmd_prepare_qa, download=False)
 
     p = sub.add_parser("synthetic", help="generate the offline synthetic world (questions + corpus)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=limited("", "seed"), default=0)
     p.add_argument("--out", type=Path, required=True)
     p.set_defaults(func=cmd_prepare_synthetic)
 
@@ -74,6 +76,12 @@ def cmd_prepare_qa(args: argparse.Namespace) -> int:
     from agent_r1.data.io import write_jsonl
     from agent_r1.data.loaders import LoadReport, load_dataset
 
+    from agent_r1.data.owned import claim_folder
+
+    # questions.jsonl and corpus.jsonl are written by name: only into a folder this dataset's prepare
+    # made (or a new or empty one), never over a user's files or another command's output
+    out = claim_folder(args.out, "--out", "pass a new or empty folder as --out (or one this same prepare made)",
+                       f"agent-r1 prepare {args.dataset}")
     path: Path | None = args.input
     if args.download:
         path = path or args.out / "raw" / "hotpot_dev_distractor_v1.json"
@@ -83,14 +91,17 @@ def cmd_prepare_qa(args: argparse.Namespace) -> int:
         raise ValueError("give --input FILE (or --download for the official HotpotQA dev set)")
     report = LoadReport()
     samples = load_dataset(args.dataset, path, skip_bad=args.skip_bad, report=report)
-    n_q = write_jsonl(args.out / "questions.jsonl", samples)
-    msg = f"wrote {n_q} questions to {args.out / 'questions.jsonl'}"
+    n_q = write_jsonl(out / "questions.jsonl", samples)
+    msg = f"wrote {n_q} questions to {out / 'questions.jsonl'}"
     if report.n_skipped:
         msg += f" (skipped {report.n_skipped} bad rows)"
     docs = _corpus(args.dataset, path, args.skip_bad)
     if docs is not None:
-        n_d = write_jsonl(args.out / "corpus.jsonl", docs)
-        msg += f"; {n_d} paragraphs to {args.out / 'corpus.jsonl'}"
+        n_d = write_jsonl(out / "corpus.jsonl", docs)
+        msg += f"; {n_d} paragraphs to {out / 'corpus.jsonl'}"
+    elif (out / "corpus.jsonl").exists():  # our own earlier output (the folder is ours): never left stale
+        (out / "corpus.jsonl").unlink()
+        msg += "; removed the corpus.jsonl of an earlier prepare (this input has no paragraphs)"
     print(msg)
     for err in report.skipped[:MAX_LISTED]:  # each skipped row with its file:line and reason
         print(f"  skipped {err}")
@@ -105,7 +116,9 @@ def cmd_prepare_synthetic(args: argparse.Namespace) -> int:
 
     # the world's train/test/corpus files are written over by name: never into a folder of the user's own
     # (an older version's world is recognised by its world.json)
-    claim_folder(args.out, "--out", "pass a new or empty folder as --out", "agent-r1 prepare synthetic", ("world.json",))
+    # (a data.dir that a run generated holds the same world files)
+    claim_folder(args.out, "--out", "pass a new or empty folder as --out", "agent-r1 prepare synthetic", ("world.json",),
+                 also=("data.dir",))
     summary = write_synthetic(args.seed, args.out)
     print(json.dumps(summary, indent=2, default=str))
     return 0

@@ -70,7 +70,15 @@ def iter_records(path: str | os.PathLike[str], *, skip_bad: bool = False,
     if not data.strip():
         raise ValueError(f"{path}: file is empty (expected JSON lines or a JSON array of objects)")
     if data.lstrip()[:1] == b"[":
-        yield from _iter_array(path, data)
+        escapes = "\\ud" if b"\\ud" in data.lower() else ""  # no escape in the file: no row is walked
+        for rec in _iter_array(path, data):
+            try:
+                yield Record(rec.line, _valid_text(path, rec.line, escapes, rec.value))
+            except RowError as err:
+                if not skip_bad:
+                    raise
+                if bad is not None:
+                    bad.append(err)
         return
     for line_no, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
@@ -91,7 +99,7 @@ def _parse_line(path: Path, line: int, text: str) -> Any:
     """One JSONL row. Besides syntax errors, a row nested ~1,000+ levels deep (RecursionError) or with
     an integer over Python's 4,300-digit limit (ValueError) is a bad row, never a crash."""
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as err:
         raise RowError(path, line, f"malformed JSON ({err.msg} at column {err.colno})",
                        "each line must be one complete JSON object") from None
@@ -99,6 +107,31 @@ def _parse_line(path: Path, line: int, text: str) -> Any:
         raise RowError(path, line, "JSON nested too deeply to read", "flatten the row") from None
     except ValueError as err:  # e.g. "Exceeds the limit (4300 digits) for integer string conversion"
         raise RowError(path, line, f"unreadable JSON value ({str(err)[:100]})", "fix the value") from None
+    return _valid_text(path, line, text, value)
+
+
+def _valid_text(path: Path, line: int, text: str, value: Any) -> Any:
+    """`value` when every string in it is valid Unicode. The file is valid UTF-8, but JSON escapes can
+    still spell a lone surrogate (`"\\udcff"`), which Python's reader accepts and no tokenizer or store
+    can encode: a bad row, named by its field. (Only a text holding such an escape is walked.)"""
+    if "\\ud" not in text.lower():
+        return value
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend((f"{where}.{k}" if where else str(k), v) for k, v in item.items())
+            stack.extend((f"{where} (a key)", k) for k in item)
+        elif isinstance(item, list):
+            stack.extend((f"{where}[{i}]", v) for i, v in enumerate(item))
+        elif isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as err:
+                raise RowError(path, line, f"field {where or 'value'!r} holds a lone surrogate "
+                               f"({item[err.start:err.end]!r}), which is not text any tokenizer can encode",
+                               "remove the \\udXXX escape, or write the character it was meant to be") from None
+    return value
 
 
 def _iter_array(path: Path, data: bytes) -> Iterator[Record]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import logging
 import os
 from collections.abc import Callable
@@ -182,6 +183,31 @@ def _bamboogle_row(row: dict[str, Any]) -> QASample:
 _OWN_TYPES = {"supporting_titles": list, "plan": list, "meta": dict, "env": dict, "type": str, "source": str}
 
 
+#: Ceilings of a row's other fields (the question has MAX_QUESTION_CHARS): items in a list field, and
+#: characters of any one text in it (an answer, a title, a plan step) or of `meta` as JSON.
+MAX_LIST_ITEMS = 1000
+MAX_FIELD_CHARS = 4096
+MAX_META_CHARS = 65_536
+
+
+def _check_sizes(row: dict[str, Any]) -> None:
+    for name in ("answers", "supporting_titles", "plan"):
+        items = row.get(name)
+        items = [items] if isinstance(items, str) else items if isinstance(items, list) else []
+        if len(items) > MAX_LIST_ITEMS:
+            raise _FieldError(f"field {name!r} has {len(items):,} items, over the ceiling of {MAX_LIST_ITEMS:,}",
+                              f"keep {name!r} under {MAX_LIST_ITEMS:,} items")
+        longest = max((len(str(t)) for t in items), default=0)
+        if longest > MAX_FIELD_CHARS:
+            raise _FieldError(f"an item of {name!r} is {longest:,} characters, over the ceiling of {MAX_FIELD_CHARS:,}",
+                              f"shorten it to {MAX_FIELD_CHARS:,} characters")
+    for name in ("id", "type", "source"):
+        if isinstance(row.get(name), str) and len(row[name]) > MAX_FIELD_CHARS:
+            raise _FieldError(f"field {name!r} is over {MAX_FIELD_CHARS:,} characters", f"shorten {name!r}")
+    if isinstance(row.get("meta"), dict) and len(json.dumps(row["meta"], default=str)) > MAX_META_CHARS:
+        raise _FieldError(f"field 'meta' is over {MAX_META_CHARS:,} characters as JSON", "keep meta small")
+
+
 def _own_row(row: dict[str, Any], env: Any = None, reward: Any = None) -> QASample:
     """A `QASample.to_dict()` row; its `env` is checked against the run's `env`/`reward` configs when
     given (a sample may only tighten them), else against the config schema alone."""
@@ -192,6 +218,11 @@ def _own_row(row: dict[str, Any], env: Any = None, reward: Any = None) -> QASamp
         if name in row and not isinstance(row[name], kind):
             what = {dict: "a JSON object (mapping)", list: "a JSON array", str: "a string"}[kind]
             raise _FieldError(f"field {name!r} must be {what}, got {type(row[name]).__name__}", f"write {name!r} as {what}")
+    for name in ("supporting_titles", "answers"):
+        items = row.get(name)
+        if isinstance(items, list) and not all(isinstance(t, str) for t in items):
+            raise _FieldError(f"field {name!r} must be a list of strings", f"write {name!r} as [\"text\", ...]")
+    _check_sizes(row)
     sample = QASample.from_dict(row)
     sample.answers = _answers(sample.answers, "answers")
     if sample.env:

@@ -94,12 +94,30 @@ def check_replaceable(folder: str | os.PathLike[str], key: str, fix: str = "",
                                  f"{MARKER} marker; it never deletes or overwrites those: {fix}")
 
 
+def made_by(folder: str | os.PathLike[str]) -> str | None:
+    """What the marker of `folder` says made it ("" when unreadable), or None without a marker."""
+    path = Path(folder) / MARKER
+    if not path.is_file():
+        return None
+    try:
+        by = json.loads(path.read_text()).get("made_by")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    return by if isinstance(by, str) else ""
+
+
 def claim_folder(folder: str | os.PathLike[str], key: str, fix: str, by: str,
-                 legacy: tuple[str, ...] = ()) -> Path:
+                 legacy: tuple[str, ...] = (), also: tuple[str, ...] = ()) -> Path:
     """For a command that writes files by name into `folder`: refuses a folder of someone else's
-    (check_replaceable), then creates and marks it as made by `by`."""
+    (check_replaceable) and a folder another command made (its marker names a maker other than `by`
+    or those in `also`: one command's output is never written over by another's), then creates and
+    marks it as made by `by`."""
     check_replaceable(folder, key, fix, legacy)
     path = Path(folder)
+    maker = made_by(path)
+    if maker is not None and maker not in (by, *also):
+        raise ForeignFolderError(f"{key}={folder} was made by {maker or 'an unreadable marker'!r}, not by {by!r}; "
+                                 f"it never writes over another command's output: {fix}")
     path.mkdir(parents=True, exist_ok=True)
     mark_made(path, by)
     return path

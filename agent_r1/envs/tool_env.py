@@ -30,16 +30,40 @@ class EnvConfig:
 # What a dataset row's "env" mapping may set for its own episode (the format is fixed per run:
 # the rollout stops generation on its tags for the whole batch).
 SAMPLE_ENV_KEYS = ("tools", "max_calls_per_turn", "system_prompt", "format_instructions", "reward")
-# Run values a sample may lower but never raise: (section, key)
-SAMPLE_CEILINGS = (("env", "max_calls_per_turn"), ("reward", "max_process_reward"))
+
+
+def _at_most(mine: Any, run: Any) -> bool:
+    return mine <= run
+
+
+def _no_more_lenient(mine: str, run: str) -> bool:
+    from agent_r1.rewards.scoring import metric_leniency
+
+    return metric_leniency(mine) <= metric_leniency(run)
+
+
+# What "tighten" means for each setting a sample may give, (section, key) -> (rule, how it reads): a
+# budget or a reward may go down, process rewards may be switched off (never on, e.g. in an ablation
+# run), the format penalty may get harsher, the metric may get stricter (rewards/scoring.py
+# METRIC_LENIENCY); tools may only narrow (checked apart). system_prompt and format_instructions
+# change no limit; their text has the schema's ceiling (schema.TEXT_LIMITS).
+SAMPLE_TIGHTEN: dict[tuple[str, str], tuple[Any, str]] = {
+    ("env", "max_calls_per_turn"): (_at_most, "above"),
+    ("reward", "max_process_reward"): (_at_most, "above"),
+    ("reward", "valid_call_reward"): (_at_most, "above"),
+    ("reward", "retrieval_hit_reward"): (_at_most, "above"),
+    ("reward", "format_penalty"): (_at_most, "above (a milder penalty than)"),
+    ("reward", "process_reward"): (_at_most, "on where the run has it off:"),
+    ("reward", "metric"): (_no_more_lenient, "a more lenient answer metric than"),
+}
 
 
 def check_sample_env(overrides: Any, env: EnvConfig | None = None, reward: RewardConfig | None = None,
                      where: str = "env") -> tuple[EnvConfig, RewardConfig]:
     """The run's env and reward configs with a sample's `env` mapping applied, typed and range-checked
     with the run's own schema (config.py: the same coercion, so "2" is read as 2 as `--set` does, and
-    the same LIMITS). With the run's `env`/`reward` given, a sample may also only tighten the run's
-    limits (SAMPLE_CEILINGS, env.tools); without them (data loaded on its own) the defaults stand in
+    the same LIMITS and TEXT_LIMITS). With the run's `env`/`reward` given, a sample may also only tighten
+    the run's settings (SAMPLE_TIGHTEN, env.tools); without them (data loaded on its own) the defaults stand in
     and only types and ranges are checked. Errors are ValueErrors naming `where` + key.
     """
     from agent_r1.schema import build_section, check_limits
@@ -68,12 +92,12 @@ def check_sample_env(overrides: Any, env: EnvConfig | None = None, reward: Rewar
     if missing:
         raise ValueError(f"{where}.tools asks for {missing}, which the run does not provide (env.tools = "
                          f"{env.tools}); add them, e.g. --set env.tools=[{','.join(env.tools + missing)}]")
-    for section, key in SAMPLE_CEILINGS:
+    for (section, key), (tightens, says) in SAMPLE_TIGHTEN.items():
         mine, run = (new_env, env) if section == "env" else (new_reward, run_reward)
-        if getattr(mine, key) > getattr(run, key):
+        if not tightens(getattr(mine, key), getattr(run, key)):
             label = where if section == "env" else f"{where}.reward"
-            raise ValueError(f"{label}.{key}={getattr(mine, key)!r} is above the run's {section}.{key}="
-                             f"{getattr(run, key)!r}: a sample may tighten the run's limits, never loosen them")
+            raise ValueError(f"{label}.{key}={getattr(mine, key)!r} is {says} the run's {section}.{key}="
+                             f"{getattr(run, key)!r}: a sample may tighten the run's settings, never loosen them")
     return new_env, new_reward
 
 

@@ -137,7 +137,7 @@ def evaluate_model(model: str | Path, cfg: Any, datasets: dict[str, list[dict[st
     `index_dir` (default `cfg.search.index_dir`) only when a mode needs one."""
     from agent_r1.models.build import load_model
     from agent_r1.models.checks import check_chat_template
-    from agent_r1.retrieval.base import open_index
+    from agent_r1.retrieval.base import RetrievalConfig, open_index
     from agent_r1.rollout.chat import ChatCodec
     from agent_r1.rollout.engines import build_engine, options_from_config
 
@@ -151,7 +151,8 @@ def evaluate_model(model: str | Path, cfg: Any, datasets: dict[str, list[dict[st
     retriever = None
     if any(m in NEEDS_RETRIEVER for m in modes):
         retriever = open_index(index_dir or cfg.search.index_dir, request_timeout_s=cfg.search.timeout_s,
-                               pool_size=cfg.search.es_pool_size)
+                               pool_size=cfg.search.es_pool_size,  # credentials: only to the config's own URL
+                               credentials_url=cfg.search.url or RetrievalConfig.url)
     start = time.perf_counter()
     engine = None
     try:

@@ -7,12 +7,17 @@ import argparse
 from dataclasses import fields
 
 from agent_r1.models.qwen_like import FAMILIES, LikeShape
+from agent_r1.schema import limited
 
 _SHAPE_HELP = {
     "hidden_size": "hidden width", "num_layers": "decoder layers", "num_heads": "attention heads",
     "num_kv_heads": "key/value heads (grouped-query attention)", "intermediate_size": "MLP width",
     "max_position_embeddings": "longest sequence", "seed": "weight initialisation seed",
 }
+
+
+# the config key whose range (schema.LIMITS) a shape argument has, where it is not model.<its name>
+_SHAPE_LIMIT = {"num_kv_heads": ("model", "num_heads"), "seed": ("", "seed")}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,7 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     defaults = LikeShape()
     for f in fields(LikeShape):
         if f.name in _SHAPE_HELP:
-            p.add_argument("--" + f.name.replace("_", "-"), type=int, default=getattr(defaults, f.name),
+            p.add_argument("--" + f.name.replace("_", "-"), type=limited(*_SHAPE_LIMIT.get(f.name, ("model", f.name))),
+                           default=getattr(defaults, f.name),
                            help=f"{_SHAPE_HELP[f.name]} (default {getattr(defaults, f.name)})")
     p.add_argument("--untied", action="store_true", help="separate input and output embeddings (as Qwen2.5-7B+)")
     p.set_defaults(func=cmd_build_model)

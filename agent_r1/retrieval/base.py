@@ -20,6 +20,17 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from agent_r1.data.schema import Document
 
 MANIFEST = "retriever.json"
+# The most hits one query may ask for: each backend holds k hits per query of a batch in memory, and
+# tantivy allocates for k up front (k = 1e12 asked for 16 TB and aborted the process). The config's
+# search.k has the same ceiling (schema.LIMITS).
+MAX_K = 1000
+
+
+def check_k(k: object) -> int:
+    """`k` when it is an integer in [1, MAX_K]; a ValueError naming the range otherwise."""
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise ValueError(f"k must be in [1, {MAX_K}], got {k!r}")
+    return k
 INDEX_FIX = "build it with `agent-r1 index --corpus CORPUS.jsonl --out DIR`"
 
 
@@ -67,6 +78,11 @@ class RetrievalConfig:
     encode_batch_size: int = 64
     rrf: str = "auto"              # hybrid on Elasticsearch: server (retriever.rrf) | client | auto
     embed_cache_dir: str | None = None  # corpus embeddings cached by content hash (never in retriever.json)
+    # The URL the user's own settings name (a run's search.url, a command's --url): the only one the
+    # Elasticsearch backends send AGENT_R1_ES_* credentials to. None: this config's own `url` (the config
+    # was built from the user's settings); "" (a config read from retriever.json): none until the
+    # caller names one. Never in retriever.json: a file is not the user.
+    credentials_url: str | None = None
 
     def to_manifest(self) -> dict[str, Any]:
         """The retriever.json content: what is needed to reopen this index, nothing secret."""
@@ -81,9 +97,17 @@ class RetrievalConfig:
     @classmethod
     def from_manifest(cls, data: dict[str, Any], index_dir: Path) -> "RetrievalConfig":
         known = {f.name for f in fields(cls)}
-        # overwrite is the user's decision at `agent-r1 index`, never a file's
-        kwargs = {k: v for k, v in data.items() if k in known and k not in ("index_dir", "overwrite", "embed_cache_dir")}
-        return cls(index_dir=index_dir, **kwargs)
+        # overwrite, and whom to trust with credentials, are the user's decisions, never a file's
+        kwargs = {k: v for k, v in data.items() if k in known and k not in _NOT_FROM_FILES}
+        return cls(index_dir=index_dir, **kwargs, credentials_url="")
+
+    def trusted_url(self) -> str:
+        """The URL credentials may go to ("" for none)."""
+        return self.url if self.credentials_url is None else self.credentials_url
+
+
+# fields a retriever.json may not set (the user's own decisions, or this machine's)
+_NOT_FROM_FILES = ("index_dir", "overwrite", "embed_cache_dir", "credentials_url")
 
 
 @runtime_checkable
@@ -194,6 +218,8 @@ def open_index(index_dir: str | os.PathLike[str], check: bool = True, **override
     if check:
         try:
             retriever.count()
+            # a backend may also check the index is still the one this folder made (es_owner.py)
+            getattr(retriever, "check_opened", lambda: None)()
         except BaseException:
             retriever.close()
             raise

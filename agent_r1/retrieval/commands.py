@@ -13,7 +13,7 @@ import os
 import time
 from pathlib import Path
 
-from agent_r1.retrieval.base import backend_names, build_index, open_index
+from agent_r1.retrieval.base import RetrievalConfig, backend_names, build_index, check_k, open_index
 from agent_r1.retrieval.embeddings import VECTOR_BACKENDS
 
 DEFAULT_ES_URL = "http://127.0.0.1:9200"
@@ -58,6 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("search", help="search an index built by `agent-r1 index`")
     p.add_argument("--index", required=True, type=Path, dest="index_dir")
     p.add_argument("query", nargs="+", help="one or more queries (searched as one batch)")
+    _trusted_url_arg(p)
     p.add_argument("-k", type=int, default=5)
     p.add_argument("--json", action="store_true", help="print hits as JSON")
     p.set_defaults(func=cmd_search)
@@ -65,9 +66,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("retrieval-eval", help="recall@k of supporting titles for a questions.jsonl")
     p.add_argument("--index", required=True, type=Path, dest="index_dir")
     p.add_argument("--questions", required=True, type=Path, help="questions.jsonl from `agent-r1 prepare`")
+    _trusted_url_arg(p)
     p.add_argument("-k", type=int, default=5)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_retrieval_eval)
+
+
+def _trusted_url_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--url", default=RetrievalConfig.url, dest="trusted_url",
+                   help="Elasticsearch: the server you trust with AGENT_R1_ES_* credentials; an index whose "
+                        "retriever.json names another one is refused (default: %(default)s)")
 
 
 def cmd_index(args: argparse.Namespace) -> int:
@@ -95,13 +103,15 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
 
 def _check_k(k: int) -> None:
-    if k < 1:
-        raise ValueError(f"-k must be >= 1, got {k}")
+    try:
+        check_k(k)
+    except ValueError as err:
+        raise ValueError(f"-{err}") from None
 
 
 def cmd_search(args: argparse.Namespace) -> int:
     _check_k(args.k)
-    retriever = open_index(args.index_dir)
+    retriever = open_index(args.index_dir, credentials_url=args.trusted_url)
     try:
         results = retriever.search(list(args.query), args.k)
     finally:
@@ -126,7 +136,7 @@ def cmd_retrieval_eval(args: argparse.Namespace) -> int:
 
     _check_k(args.k)
     samples = load_questions_jsonl(args.questions)
-    retriever = open_index(args.index_dir)
+    retriever = open_index(args.index_dir, credentials_url=args.trusted_url)
     try:
         start = time.perf_counter()
         results = retriever.search([s.question for s in samples], args.k)

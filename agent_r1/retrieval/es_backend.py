@@ -17,7 +17,10 @@
   the tool runner's workers) never uses its parent's sockets: the client is re-created on first use
   in a new process id. (A Ray worker is a fresh process: it builds its own client in open_index.)
 - Credentials come only from AGENT_R1_ES_API_KEY or AGENT_R1_ES_USER/AGENT_R1_ES_PASSWORD
-  and are never logged, printed, or written to retriever.json.
+  and are never logged, printed, or written to retriever.json. They go only to the URL the user's
+  own settings name (`RetrievalConfig.credentials_url`: a run's search.url, a command's --url), never
+  to one read from an index folder's retriever.json alone (a DVC output anyone with the remote can
+  write): such a mismatch is refused before any request is sent.
 """
 
 from __future__ import annotations
@@ -34,8 +37,16 @@ from elasticsearch import ApiError, ConnectionError, ConnectionTimeout, Elastics
 from tqdm import tqdm
 
 from agent_r1.data.schema import Document
-from agent_r1.retrieval.base import INDEX_FIX, Hit, RetrievalConfig, register_retriever
+from agent_r1.retrieval.base import INDEX_FIX, Hit, RetrievalConfig, check_k, register_retriever
 from agent_r1.retrieval.errors import ServiceUnavailableError
+from agent_r1.retrieval.es_owner import (  # noqa: F401 (AGENT_R1_MARKER, made_by_agent_r1 re-exported)
+    AGENT_R1_MARKER,
+    made_by_agent_r1,
+    opened_refusal,
+    owner_of,
+    replace_refusal,
+    with_owner,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -45,11 +56,6 @@ ENV_USER = "AGENT_R1_ES_USER"
 ENV_PASSWORD = "AGENT_R1_ES_PASSWORD"
 
 SEARCH_FIELDS = ["title", "text"]
-
-# Written into every index we create (the mapping's `_meta`, kept by Elasticsearch as it is and
-# returned by GET /<index>/_mapping): only an index carrying it is deleted on a rebuild without
-# `overwrite`, so `agent-r1 index --index-name NAME` never drops someone else's index.
-AGENT_R1_MARKER: dict[str, Any] = {"created_by": "agent-r1"}
 
 MAPPING: dict[str, Any] = {
     "_meta": AGENT_R1_MARKER,
@@ -64,12 +70,6 @@ MAPPING: dict[str, Any] = {
     }
 }
 SETTINGS: dict[str, Any] = {"number_of_shards": 1, "number_of_replicas": 0}
-
-
-def made_by_agent_r1(mappings: dict[str, Any]) -> bool:
-    """Whether one index's `mappings` (as GET /<index>/_mapping reports it) carries our marker."""
-    meta = mappings.get("_meta") if isinstance(mappings, dict) else None
-    return isinstance(meta, dict) and all(meta.get(k) == v for k, v in AGENT_R1_MARKER.items())
 
 
 # Guards client re-creation after a fork. Module-level, not per retriever, so it can be replaced in the
@@ -100,6 +100,35 @@ def auth_from_env() -> dict[str, Any]:
     if user or password:
         raise ValueError(f"set both {ENV_USER} and {ENV_PASSWORD} (or {ENV_API_KEY}) for Elasticsearch auth")
     return {}
+
+
+def same_server(a: str, b: str) -> bool:
+    """Whether two URLs reach the same server: scheme, host and port (the default port filled in)."""
+    def origin(url: str) -> tuple[str, str, int | None]:
+        parts = urlsplit(url.strip())
+        scheme = parts.scheme.lower()
+        try:
+            port = parts.port or {"http": 80, "https": 443}.get(scheme)
+        except ValueError:
+            port = -1  # unparsable: equal to nothing real
+        return scheme, (parts.hostname or "").lower(), port
+    return bool(a and b) and origin(a) == origin(b)
+
+
+def auth_for(config: RetrievalConfig) -> dict[str, Any]:
+    """Client auth kwargs for `config.url`: the environment's credentials, only when that URL is the one
+    the user's settings name; refused otherwise (naming both URLs and the fix, never the secret). The URLs
+    hold no credentials (refused at construction), so naming them is safe."""
+    auth = auth_from_env()
+    trusted = config.trusted_url()
+    if auth and not same_server(config.url, trusted):
+        raise ValueError(
+            f"the index folder {config.index_dir}'s retriever.json names the Elasticsearch server {config.url}, "
+            f"but the URL your settings name is {trusted if trusted else '(none)'}; credentials from "
+            f"{ENV_API_KEY} / {ENV_USER}+{ENV_PASSWORD} go only to that one. If you trust {config.url}, "
+            f"name it (search.url={config.url} for a run, --url for a command); otherwise rebuild the "
+            f"index with `agent-r1 index --url YOUR_URL`")
+    return auth
 
 
 def multi_match(query: str, k: int) -> dict[str, Any]:
@@ -136,7 +165,7 @@ class ElasticsearchRetriever:
         # final error message are the same for every operation.
         return Elasticsearch(
             self.config.url, request_timeout=self.config.request_timeout_s, max_retries=0,
-            retry_on_timeout=False, connections_per_node=self.config.pool_size, **auth_from_env(),
+            retry_on_timeout=False, connections_per_node=self.config.pool_size, **auth_for(self.config),
         )
 
     @property
@@ -197,20 +226,18 @@ class ElasticsearchRetriever:
     def create_index(self) -> None:
         """Drop and recreate the index with the explicit mapping (index() is a full rebuild).
 
-        An existing index is dropped only if agent-r1 made it (its mapping's `_meta` marker) or
-        `config.overwrite` is set; otherwise this raises, naming the index and the way out."""
-        mapping = self.index_mapping()
+        An existing index is dropped only if agent-r1 made it from this index folder (its mapping's
+        `_meta`: es_owner.py) or `config.overwrite` is set; otherwise this raises, naming the index, whose
+        it is and the way out."""
+        owner = owner_of(self.config.index_dir)
+        mapping = with_owner(self.index_mapping(), owner)
 
         def create() -> None:
             existing = self._existing_mappings()
             if existing is not None:
-                foreign = sorted(name for name, mappings in existing.items() if not made_by_agent_r1(mappings))
-                if foreign and not self.config.overwrite:
-                    raise RuntimeError(
-                        f"Elasticsearch index {self.index_name!r} at {self.url} already exists and was not made by "
-                        f"agent-r1 (no _meta.created_by = 'agent-r1' in the mapping of {', '.join(foreign)}); "
-                        "refusing to delete it. Pick another --index-name, or pass --overwrite to replace it "
-                        "(its documents are lost)")
+                refusal = replace_refusal(existing, owner, self.index_name, self.url)
+                if refusal and not self.config.overwrite:
+                    raise RuntimeError(refusal)
                 self.client.indices.delete(index=self.index_name, ignore_unavailable=True)
             self.client.indices.create(index=self.index_name, mappings=mapping, settings=SETTINGS)
         self._call("index creation", create)
@@ -278,8 +305,7 @@ class ElasticsearchRetriever:
     def search(self, queries: list[str], k: int) -> list[list[Hit]]:
         if isinstance(queries, str):
             raise TypeError("search() takes a list of queries; wrap a single query as [query]")
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
+        check_k(k)
         results: list[list[Hit]] = [[] for _ in queries]
         # Blank queries are answered locally with no hits (ES would error on some of them).
         todo = [(i, q) for i, q in enumerate(queries) if isinstance(q, str) and q.strip()]
@@ -329,6 +355,13 @@ class ElasticsearchRetriever:
                         f"Elasticsearch index {self.index_name!r} not found at {self.url}; {INDEX_FIX}") from None
                 raise
         return self._call("count", count)
+
+    def check_opened(self) -> None:
+        """Raises when another index folder has rebuilt this folder's index (es_owner.py): its searches
+        would return that folder's corpus. Called by open_index after the first probe."""
+        refusal = opened_refusal(self.mapping(), owner_of(self.config.index_dir), self.index_name, self.url)
+        if refusal:
+            raise RuntimeError(refusal)
 
     def mapping(self) -> dict[str, Any]:
         """The index mapping as the server reports it (for checks and debugging)."""

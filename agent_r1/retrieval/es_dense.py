@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from agent_r1.data.schema import Document
-from agent_r1.retrieval.base import INDEX_FIX, Hit, RetrievalConfig, register_retriever
+from agent_r1.retrieval.base import INDEX_FIX, Hit, RetrievalConfig, check_k, register_retriever
 from agent_r1.retrieval.dense_backend import DenseOptions
 from agent_r1.retrieval.embeddings import embed_documents
 from agent_r1.retrieval.encoders import Encoder, encoder_from_settings, get_encoder
@@ -139,8 +139,7 @@ class _DenseES(ElasticsearchRetriever):
     def search(self, queries: list[str], k: int) -> list[list[Hit]]:
         if isinstance(queries, str):
             raise TypeError("search() takes a list of queries; wrap a single query as [query]")
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
+        check_k(k)
         results: list[list[Hit]] = [[] for _ in queries]
         todo = [(i, q) for i, q in enumerate(queries) if isinstance(q, str) and q.strip()]
         if not todo:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agent_r1.data.schema import Document
-from agent_r1.retrieval.base import Hit, RetrievalConfig, register_retriever
+from agent_r1.retrieval.base import Hit, RetrievalConfig, check_k, register_retriever
 from agent_r1.retrieval.dense_backend import DenseOptions, DenseRetriever
 from agent_r1.retrieval.encoders import Encoder
 from agent_r1.retrieval.tantivy_backend import TantivyRetriever
@@ -68,8 +68,7 @@ class HybridRetriever:
     def search(self, queries: list[str], k: int) -> list[list[Hit]]:
         if isinstance(queries, str):
             raise TypeError("search() takes a list of queries; wrap a single query as [query]")
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
+        check_k(k)
         depth = self.depth_factor * k
         lexical = self.bm25.search(queries, depth)
         semantic = self.dense.search(queries, depth)

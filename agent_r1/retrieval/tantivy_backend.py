@@ -22,7 +22,7 @@ import tantivy
 
 from agent_r1.data.io import replace_dir
 from agent_r1.data.schema import Document
-from agent_r1.retrieval.base import INDEX_FIX, Hit, RetrievalConfig, register_retriever
+from agent_r1.retrieval.base import INDEX_FIX, Hit, RetrievalConfig, check_k, register_retriever
 
 SUBDIR = "tantivy"
 SEARCH_FIELDS = ("title", "text")
@@ -138,8 +138,7 @@ class TantivyRetriever:
     def search(self, queries: list[str], k: int) -> list[list[Hit]]:
         if isinstance(queries, str):
             raise TypeError("search() takes a list of queries; wrap a single query as [query]")
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
+        check_k(k)
         searcher = self._open()
         results: list[list[Hit]] = []
         for q in queries:

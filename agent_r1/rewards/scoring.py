@@ -22,15 +22,28 @@ ANSWER_METRICS: dict[str, AnswerMetric] = {
 }
 
 
-def register_answer_metric(name: str) -> Callable[[AnswerMetric], AnswerMetric]:
+#: How lenient each metric is (0 = all or nothing on the normalised answer; higher gives credit for
+#: less): a data row may switch to a metric no more lenient than the run's (envs/tool_env.py). A metric
+#: registered without one counts as the most lenient, so rows can pick it only in runs that use it.
+METRIC_LENIENCY: dict[str, int] = {"em": 0, "numeric": 0, "f1": 1, "substring": 2}
+MOST_LENIENT = 2
+
+
+def metric_leniency(name: str) -> int:
+    return METRIC_LENIENCY.get(name, MOST_LENIENT)
+
+
+def register_answer_metric(name: str, leniency: int = MOST_LENIENT) -> Callable[[AnswerMetric], AnswerMetric]:
     """Decorator: `@register_answer_metric("my_metric") def score(answer, golds) -> float`;
-    then `reward.metric: my_metric` (or a sample's env {"reward": {"metric": "my_metric"}})."""
+    then `reward.metric: my_metric` (or a sample's env {"reward": {"metric": "my_metric"}}, in a run whose
+    metric is at least as lenient: see METRIC_LENIENCY)."""
 
     def wrap(fn: AnswerMetric) -> AnswerMetric:
         if name in ANSWER_METRICS and ANSWER_METRICS[name] is not fn:
             if getattr(ANSWER_METRICS[name], "__qualname__", None) != fn.__qualname__:
                 raise ValueError(f"answer metric {name!r} is already registered by {ANSWER_METRICS[name]!r}")
         ANSWER_METRICS[name] = fn
+        METRIC_LENIENCY.setdefault(name, leniency)
         return fn
 
     return wrap

@@ -6,14 +6,16 @@ import argparse
 import json
 import sys
 
+from agent_r1.schema import limited
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("rollout", help="run multi-turn rollouts and print them (action / observation spans)")
     p.add_argument("--params", default=None)
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--model", default="", help="model folder or hub id (default: build a fresh small model)")
-    p.add_argument("-n", type=int, default=4, help="number of questions")
-    p.add_argument("--samples", type=int, default=1, help="trajectories per question")
+    p.add_argument("-n", type=limited("train", "eval_size"), default=4, help="number of questions")
+    p.add_argument("--samples", type=limited("rollout", "n_samples"), default=1, help="trajectories per question")
     p.add_argument("--greedy", action="store_true")
     p.add_argument("--json", action="store_true", help="print one JSON record per trajectory")
     p.set_defaults(func=cmd_rollout)

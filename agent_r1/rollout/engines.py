@@ -27,10 +27,20 @@ class EngineOptions:
     vllm: VLLMOptions = field(default_factory=VLLMOptions)
 
 
-def options_from_config(cfg: Any, device: str = "") -> EngineOptions:
-    """The engine options of a run: its precision (bf16 runs serve bf16 weights), seed, budgets."""
+def options_from_config(cfg: Any, device: str = "", precision: str = "") -> EngineOptions:
+    """The engine options of a run: its precision (bf16 runs serve bf16 weights), seed, budgets.
+    `precision`: the learner's resolved one (fp32 | bf16; `train.precision: auto` is resolved on the
+    learner's device), else `train.precision` as written."""
+    import torch
+
+    from agent_r1.precision import resolve_precision
+    from agent_r1.rollout import vllm_engine
+
     r = cfg.rollout
-    return EngineOptions(device=device, dtype="bfloat16" if cfg.train.precision == "bf16" else "float32",
+    if not precision:  # `auto` resolved on the engine's device, as the learner does on its own
+        where = torch.device(device or ("cuda" if vllm_engine.cuda_available() else "cpu"))
+        precision = resolve_precision(cfg.train.precision, where, warn=False)
+    return EngineOptions(device=device, dtype="bfloat16" if precision == "bf16" else "float32",
                          seed=cfg.seed, max_model_len=r.vllm.max_model_len or r.max_total_tokens, vllm=r.vllm)
 
 

@@ -69,11 +69,18 @@ def index_options(cfg: ExperimentConfig) -> dict[str, Any]:
     """Backend options from the config: Elasticsearch's address, the vector backends' encoder."""
     from agent_r1.retrieval.base import VECTOR_BACKENDS
 
-    options: dict[str, Any] = {"url": cfg.search.url, "index_name": cfg.search.index_name} if cfg.search.url else {}
+    options: dict[str, Any] = {"url": run_search_url(cfg), "index_name": cfg.search.index_name}
     if cfg.search.backend in VECTOR_BACKENDS:
         options.update(encoder=cfg.search.encoder, dense_index=cfg.search.dense_index,
                        embed_cache_dir=cfg.search.embed_cache_dir or None)
     return options
+
+
+def run_search_url(cfg: ExperimentConfig) -> str:
+    """The Elasticsearch URL the run's config names (search.url, or the backend's default when empty)."""
+    from agent_r1.retrieval.base import RetrievalConfig
+
+    return cfg.search.url or RetrievalConfig.url
 
 
 def ensure_index(cfg: ExperimentConfig, data_dir: Path) -> Path:
@@ -87,21 +94,33 @@ def ensure_index(cfg: ExperimentConfig, data_dir: Path) -> Path:
     wanted = {"corpus_sha1": corpus_sha1(corpus), "backend": cfg.search.backend}
     if cfg.search.backend in VECTOR_BACKENDS:
         wanted.update(encoder=cfg.search.encoder, dense_index=cfg.search.dense_index)
+    if cfg.search.backend.startswith("elasticsearch"):
+        # an index on another server (or under another name) is not this run's: built where the config says
+        wanted.update(url=run_search_url(cfg), index_name=cfg.search.index_name)
     with _folder_lock(index_dir):
         built = json.loads(manifest.read_text()) if manifest.exists() else {}
-        if any(built.get(k) != v for k, v in wanted.items()):
+        if any(not _same(k, built.get(k), v) for k, v in wanted.items()):
             build_index(corpus, index_dir, cfg.search.backend, **index_options(cfg))
     return index_dir
+
+
+def _same(key: str, built: Any, wanted: Any) -> bool:
+    if key == "url":  # one server, however written (a trailing slash, the default port)
+        from agent_r1.retrieval.es_backend import same_server
+
+        return isinstance(built, str) and same_server(built, wanted)
+    return built == wanted
 
 
 def open_run_index(cfg: ExperimentConfig, index_dir: str | Path, check: bool = True) -> Any:
     """The run's retriever. Elasticsearch requests time out within `search.timeout_s`: the tool runner
     abandons a search thread at that timeout, and the request under it must end soon after instead of
-    holding a socket for the client's default 60 s (each retry attempt is bounded the same way)."""
+    holding a socket for the client's default 60 s (each retry attempt is bounded the same way).
+    Elasticsearch credentials go only to the run's own search URL, whatever retriever.json says."""
     from agent_r1.retrieval.base import open_index
 
     return open_index(index_dir, check=check, request_timeout_s=cfg.search.timeout_s,
-                      pool_size=cfg.search.es_pool_size)
+                      pool_size=cfg.search.es_pool_size, credentials_url=run_search_url(cfg))
 
 
 def load_samples(path: str | Path, limit: int | None = None,
@@ -141,8 +160,13 @@ def build_policy(cfg: ExperimentConfig, data_dir: Path, source: str = "") -> tup
         check_chat_template(tokenizer, str(path), cfg.env.format)
         return model, tokenizer
     model, tokenizer = build_local_model(corpus_texts(data_dir), cfg.model, seed=cfg.seed)
-    # the dtype a loaded or resumed policy gets too, so a run keeps one precision from start to resume
-    return model.to(torch_dtype(cfg.model.dtype)), tokenizer
+    # the dtype a loaded or resumed policy gets too, so a run keeps one precision from start to resume;
+    # parameters only, as from_pretrained(dtype=...) loads them: buffers (rotary frequencies) stay
+    # float32, else a resumed run (loaded from its checkpoint) would rotate by other angles
+    dtype = torch_dtype(cfg.model.dtype)
+    for p in model.parameters():
+        p.data = p.data.to(dtype)
+    return model, tokenizer
 
 
 def torch_dtype(name: str) -> Any:

@@ -17,7 +17,7 @@ from agent_r1.training.metrics_log import JsonlMetrics
 def tracked_sink(cfg: ExperimentConfig, tracker: Any, resume: bool) -> Any:
     """An MlflowSink over `tracker` that also writes the run folder's metrics.jsonl. A fresh start
     sets a previous run's history in a pinned folder aside first (with its checkpoints, together);
-    a resume drops the steps logged after its checkpoint."""
+    a resume drops the steps logged after its checkpoint, and uploads no checkpoint older than it."""
     from agent_r1.runs.train import set_aside_previous_run
     from agent_r1.tracking import MlflowSink
 
@@ -27,7 +27,12 @@ def tracked_sink(cfg: ExperimentConfig, tracker: Any, resume: bool) -> Any:
         set_aside_previous_run(out)
     jsonl = JsonlMetrics(out / "metrics.jsonl",
                          resume_from_step=ckpt.checkpoint_iteration(latest) + 1 if latest else None)
-    return MlflowSink(tracker, also=[jsonl], checkpoints_dir=out / "checkpoints")
+    sink = MlflowSink(tracker, also=[jsonl], checkpoints_dir=out / "checkpoints")
+    if latest is not None:
+        # the earlier run uploaded the checkpoints before the one resumed from; that one goes to this run
+        # again (the earlier run may have been killed before uploading it), and so do later ones
+        sink.logged_checkpoints.update(p.name for p in (out / "checkpoints").glob("iter_*") if p.name < latest.name)
+    return sink
 
 
 def stamp_result(tracker: Any, result: dict[str, Any]) -> dict[str, str]:

@@ -44,7 +44,8 @@ def prepare_run(cfg: ExperimentConfig, resume: bool = False) -> RunParts:
 
     With `resume`, a folder with no usable checkpoint is an error (never a silent restart); without
     it, a previous run's history in the folder is moved aside first (`set_aside_previous_run`).
-    Policy and reference are loaded in `model.dtype`, as a fresh start builds them."""
+    Policy and reference are loaded in `model.dtype`, as a fresh start builds them; a resumed full
+    fine-tune then gets back the float32 master weights its checkpoint saved."""
     from agent_r1.models.build import load_model, save_model
     from agent_r1.models.lora import apply_lora
     from agent_r1.runs.assembly import build_policy, ensure_data, ensure_index, load_samples
@@ -60,6 +61,8 @@ def prepare_run(cfg: ExperimentConfig, resume: bool = False) -> RunParts:
     lora = cfg.model.lora.enabled  # the reference is then the policy with its adapters off: no copy
     if latest is not None:  # a LoRA checkpoint is an adapter folder: load_model puts it over its base
         model, tokenizer = load_model(latest, cfg.model.dtype)
+        if not lora:  # the float32 masters a bf16 full fine-tune saved, not their bf16 rounding
+            ckpt.restore_master_weights(model, latest)
         reference = load_model(init_dir, cfg.model.dtype)[0] if cfg.algo.kl_coef > 0 and not lora else None
     else:
         model, tokenizer = build_policy(cfg, data_dir, cfg.train.init_from)
@@ -135,6 +138,10 @@ def run_train(cfg: ExperimentConfig, resume: bool = False, sink: Any = None, on_
                                          start_card)
 
     check_resume(cfg, resume)
+    if resume:
+        # before data, index, a warm start or Ray are built: nothing to resume fails at once, naming
+        # the folder (on the Ray path the same error would otherwise arrive wrapped in an actor error)
+        resume_checkpoint(Path(cfg.train.out_dir))
     if cfg.train.out_dir:
         check_pinned_run_folder(cfg)  # before a warm start is trained, not after
     resolve_init(cfg)
@@ -227,10 +234,6 @@ def run_train_ray(cfg: ExperimentConfig, resume: bool = False, sink: Any = None,
     from agent_r1.training.ray_trainer import RayTrainer
 
     out = Path(cfg.train.out_dir)
-    if resume:
-        # checked here too: inside the Learner the same NoCheckpointError would reach the user
-        # wrapped in a Ray actor error, after Ray and the actor had started
-        resume_checkpoint(out)
     with RayTrainer(cfg, assembly(), resume=resume) as trainer:
         if trainer.resumed_from:
             print(f"resumed from {trainer.resumed_from} at iteration {trainer.iteration}")

@@ -15,7 +15,6 @@ Where a call runs decides what a timeout can do:
 
 from __future__ import annotations
 
-import json
 import multiprocessing as mp
 import os
 import signal
@@ -32,6 +31,8 @@ import jsonschema
 
 from agent_r1.retrieval.errors import ServiceUnavailableError
 from agent_r1.tools.base import ServiceTimeoutError, Tool, ToolResult
+from agent_r1.tools.clip import clip_result as _clip
+from agent_r1.tools.procs import contain_worker, kill_tree
 
 
 @dataclass
@@ -211,7 +212,8 @@ def tool_metrics(step_infos: list[dict[str, Any]]) -> dict[str, float]:
 # Worker processes for isolated tools. They are forked, not spawned: a forked worker inherits the
 # tool objects, so any tool works as it is (closures, notebook functions, plugin instances holding
 # clients) with no pickling, and a worker starts in milliseconds. Only arguments and results cross
-# the pipe. Each worker leads its own process group, so killing it also ends what its tool started.
+# the pipe. Each worker leads its own process group, dies with the runner's process and keeps what its
+# tools start among its descendants (procs.py), so killing it also ends what its tool started.
 
 _START_TIMEOUT_S = 30.0
 
@@ -242,17 +244,9 @@ def invoke(tool: Tool, args: list[dict[str, Any]], batched: bool, max_chars: int
         return Outcome("error", f"{type(exc).__name__}: {exc}")
 
 
-def _clip(result: Any, max_chars: int) -> ToolResult:
-    if not isinstance(result, ToolResult):
-        result = ToolResult(text=json.dumps(result) if not isinstance(result, str) else result)
-    if len(result.text) > max_chars:
-        result.text = result.text[:max_chars] + " ...[truncated]"
-        result.metadata["clipped"] = True
-    return result
-
-
 def _serve(conn: Connection, tools: dict[str, Tool], parent_pid: int) -> None:
     """A worker's loop: one job at a time, until the pipe closes or the runner's process is gone."""
+    contain_worker(parent_pid)  # dies with the runner's process, keeps what its tools start (procs.py)
     os.setpgid(0, 0)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the runner's to handle; it stops us
     conn.send("ready")
@@ -288,12 +282,14 @@ class _Worker:
         self.conn.recv()
 
     def kill(self) -> None:
-        """SIGKILL to its process group, then reap it: once this returns, the call is over for good."""
-        for stop in (lambda: os.killpg(self.proc.pid, signal.SIGKILL), self.proc.kill):
-            try:
-                stop()
-            except (ProcessLookupError, PermissionError):
-                pass
+        """SIGKILL to it, its process group and everything its tools started (a `setsid` child too), then
+        reap it: once this returns, the call is over for good."""
+        if self.proc.pid is not None:
+            kill_tree(self.proc.pid)
+        try:
+            self.proc.kill()
+        except (ProcessLookupError, PermissionError):
+            pass
         self.proc.join(10)
         self.conn.close()
 

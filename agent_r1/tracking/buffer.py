@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from agent_r1.tracking.filelock import FileLock
-from agent_r1.tracking.transport import BadRecord
+from agent_r1.tracking.files import copy_artifact
+from agent_r1.tracking.records import BadRecord
 
 _RID = re.compile(r"[0-9a-f]{32}")  # what `append` gives a record: uuid4().hex, a safe folder name
 
@@ -101,11 +102,14 @@ class RecordBuffer:
     def run_ids(self) -> dict[str, str]:
         if not self.map_path.exists():
             return {}
+        fix = f"it maps buffered runs to MLflow run ids: restore it, or delete it only if {self.pending_path} is empty"
         try:
-            return json.loads(self.map_path.read_text())
+            ids = json.loads(self.map_path.read_text())
         except ValueError as err:  # written atomically, so only a hand edit gets here
-            raise ValueError(f"{self.map_path} is not valid JSON ({err}); it maps buffered runs to MLflow "
-                             f"run ids: restore it, or delete it only if {self.pending_path} is empty") from err
+            raise ValueError(f"{self.map_path} is not valid JSON ({err}); {fix}") from err
+        if not (isinstance(ids, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in ids.items())):
+            raise ValueError(f"{self.map_path} is not a mapping of run keys to run ids (a {type(ids).__name__}); {fix}")
+        return ids
 
     def remember(self, key: str, run_id: str) -> None:
         with self.lock:
@@ -154,16 +158,27 @@ class RecordBuffer:
             # else touches it before the line naming it is written
             blob = self.root / "blobs" / record["rid"]
             src = Path(record["local_path"])
-            if src.is_dir():
-                shutil.copytree(src, blob)
+            if src.is_dir() and not src.is_symlink():
+                copy_artifact(src, blob, record.get("files"))  # its own files: links never followed (files.py)
             else:
                 blob.mkdir(parents=True)
-                shutil.copy2(src, blob / src.name)
+                shutil.copy2(src, blob / src.name, follow_symlinks=False)  # a link is copied as one, never followed
                 record = {**record, "file_name": src.name}
             record = {**record, "local_path": str(blob), "blob": True}
         line = json.dumps(record, default=str).encode()
         with self.lock:
             _append_line(self.pending_path, line)
+
+    def begin(self, record: dict[str, Any]) -> dict[str, Any]:
+        """Appends a record about to be sent at once, with its begin mark, in one step under the lock: if
+        the send's outcome is never learnt, a flush replays it as uncertain (see transport.py)."""
+        self._ensure()
+        record = {**record, "rid": record.get("rid") or uuid.uuid4().hex}
+        line = json.dumps(record, default=str).encode()
+        with self.lock:
+            _append_line(self.pending_path, line)
+            _append_line(self.journal_path, f"b {record['rid']}".encode())
+        return record
 
     def mark(self, rid: str, done: bool) -> None:
         with self.lock:

@@ -1,10 +1,11 @@
 """The state shared by a run and its child runs: transport, buffer, counters, back-off.
 
-A record is sent at once while MLflow answers, and appended to the buffer otherwise. A flush sends
-buffered records in order, journaling each one (buffer.py), so it can be stopped at any point and
-replayed. Order matters only within a run, so a run whose records cannot go yet (its parent is not
+A record is sent at once while MLflow answers, and appended to the buffer otherwise; either way it is
+journalled before it is attempted (buffer.py), so a send or a flush can be stopped at any point and
+replayed without writing anything twice. Order matters only within a run, so a run whose records cannot go yet (its parent is not
 created) waits without holding up other runs; a record MLflow refuses, and every later record of a
-run MLflow refused to create, is set aside with the reason instead of blocking the buffer.
+run MLflow refused to create, is set aside with the reason instead of blocking the buffer: only a
+failure of the network keeps a record waiting (records.py).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from typing import Any
 
 from agent_r1.tracking.buffer import RecordBuffer
 from agent_r1.tracking.location import quiet_http_defaults, redact_uri
-from agent_r1.tracking.transport import BadRecord, NotYet, _Transport, check_record, is_rejected
+from agent_r1.tracking.records import BadRecord, check_record, is_rejected
+from agent_r1.tracking.transport import NotYet, _Transport
 
 # how long `close()` waits for another process's flush of the same buffer before giving up
 CLOSE_FLUSH_WAIT_S = 60.0
@@ -76,29 +78,67 @@ class _Channel:
 
     def submit(self, record: dict[str, Any]) -> None:
         with self.lock:
+            try:
+                check_record(record)  # before it is buffered: a malformed record never enters the queue
+            except BadRecord as err:
+                self._reject(record, err)
+                return
             if self.offline and time.monotonic() < self.retry_at:
                 self._append(record)
                 return
-            if not self.flush():
-                self._append(record)
+            # held while the record is sent, so no other process's flush sends it at the same time
+            if not self.buffer.flush_lock.acquire(timeout=0):
+                self._append(record)  # another process is flushing: the record queues behind its records
                 return
             try:
-                self._send(record)
-                self.counts["sent"] += 1
-            except NotYet:
-                self._append(record)
-            except Exception as err:  # noqa: BLE001 - whatever the cause, the record is kept
-                if is_rejected(err):
-                    self._reject(record, err)
+                if self._flush():
+                    self._send_now(record)
                 else:
-                    self._go_offline(err)
                     self._append(record)
+            finally:
+                self.buffer.flush_lock.release()
+
+    def _send_now(self, record: dict[str, Any]) -> None:
+        """Sends a record at once, journalled before it is attempted: it is appended to the buffer with a
+        begin mark, so if MLflow commits it and the reply is lost (or this process dies), the replay knows
+        it may have been sent and looks before it writes (transport.py): one run per run key, no doubled
+        table. Artifacts are the exception: an upload is idempotent (same paths overwritten) and its
+        journal entry would be a copy of the files, so one is copied into the buffer only if it fails."""
+        journalled = record.get("op") != "artifacts"
+        if journalled:
+            record = self.buffer.begin(record)
+        try:
+            self._send(record)
+        except NotYet:
+            self._keep(record, journalled)
+            return
+        except Exception as err:  # noqa: BLE001 - the network's: kept; anything else: set aside
+            if is_rejected(err):
+                self._reject(record, err)
+                if journalled:
+                    self.buffer.mark(record["rid"], done=True)
+            else:
+                self._go_offline(err)
+                self._keep(record, journalled)
+            return
+        if journalled:
+            self.buffer.mark(record["rid"], done=True)
+        self.counts["sent"] += 1
+
+    def _keep(self, record: dict[str, Any], journalled: bool) -> None:
+        """A record that could not go now stays in the buffer (a journalled one is there already)."""
+        if journalled:
+            self.counts["buffered"] += 1
+        else:
+            self._append(record)
 
     def _append(self, record: dict[str, Any]) -> None:
         self.buffer.append(record)
         self.counts["buffered"] += 1
 
-    def _reject(self, record: dict[str, Any], err: BaseException) -> None:
+    def _reject(self, record: Any, err: BaseException) -> None:
+        if not isinstance(record, dict):  # set aside as what it was, so rejected.jsonl stays one object a line
+            record = {"op": None, "record": repr(record)[:1000]}
         reason = redact_uri(f"{type(err).__name__}: {err}")
         self.buffer.reject(record, reason)
         self.counts["rejected"] += 1

@@ -13,16 +13,27 @@ from pathlib import Path
 
 DEFAULT_EXPERIMENT = "agent-r1"
 
-# `scheme://userinfo@`: the user info of any URI, whether the text is the URI alone or an error
-# message quoting it. As in urllib.parse, the authority ends at `/ ? #` and the user info runs to its
-# last `@`, so a password holding a raw `@` is hidden whole.
-_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)[^/?#\s]+@")
+# Two readers of a URI's user info disagree, and a secret must be hidden from both:
+# - urllib (requests, MLflow's REST client): the authority ends at the first `/ ? #`, and the user
+#   info runs to its last `@`, so a password holding a raw `@` is hidden whole (_USERINFO);
+# - SQLAlchemy (the database stores): after `user:`, the password runs to an `@` and may hold `/ # ?`
+#   and spaces (_PASSWORD). It ends at the first `@` that a host follows (a host ends at `/ ? # :`,
+#   a space or the end), so `p@ss@host` hides `p@ss`. In free text this can hide more than the
+#   password (`http://h:5000/x ... a@b` hides up to `@b`): shown text errs on hiding.
+_SCHEME = r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)"
+_PASSWORD = re.compile(_SCHEME + r"[^:/?#\s@]*:[^\n]*?@(?=[^\s/?#@]+(?:[/?#\s]|$))")
+_USERINFO = re.compile(_SCHEME + r"[^/?#\s]+@")
+# Credentials in the query string (`?password=`, `&token=`, `api_key=`): the value is hidden.
+_QUERY_SECRET = re.compile(r"(?P<key>[?&;][^=&#\s]*?(?:pass|pwd|token|secret|key|auth|credential|signature)"
+                           r"[^=&#\s]*=)[^&#\s]*", re.IGNORECASE)
 
 
 def redact_uri(text: str) -> str:
-    """`http://user:pass@host:5000` -> `http://***@host:5000`; any other text is returned with the user
-    info of every URI it quotes hidden the same way."""
-    return _USERINFO.sub(r"\g<scheme>***@", str(text))
+    """`http://user:pass@host:5000` -> `http://***@host:5000`, `?password=x` -> `?password=***`; any other
+    text is returned with the credentials of every URI it quotes hidden the same way."""
+    text = _PASSWORD.sub(r"\g<scheme>***@", str(text))
+    text = _USERINFO.sub(r"\g<scheme>***@", text)
+    return _QUERY_SECRET.sub(r"\g<key>***", text)
 
 
 def project_dir() -> Path:

@@ -41,7 +41,7 @@ class RunTracker:
         self.key = uuid.uuid4().hex
         self.closed = False
         self.channel.submit({"op": "create_run", "key": self.key, "name": name, "experiment": experiment,
-                             "tags": dict(tags or {}), "parent_key": parent.key if parent else None,
+                             "tags": _texts(tags), "parent_key": parent.key if parent else None,
                              "time_ms": _now_ms()})
 
     # identity
@@ -67,14 +67,14 @@ class RunTracker:
     # writes
     def log_params(self, params: dict[str, Any]) -> None:
         if params:
-            self.channel.submit({"op": "params", "key": self.key, "params": {k: str(v) for k, v in params.items()}})
+            self.channel.submit({"op": "params", "key": self.key, "params": _texts(params)})
 
     def log_config(self, config: dict[str, Any]) -> None:
         self.log_params(flatten_params(config))
 
     def set_tags(self, tags: dict[str, Any]) -> None:
         if tags:
-            self.channel.submit({"op": "tags", "key": self.key, "tags": {k: str(v) for k, v in tags.items()}})
+            self.channel.submit({"op": "tags", "key": self.key, "tags": _texts(tags)})
 
     def log_metrics(self, metrics: dict[str, Any], step: int = 0) -> None:
         clean = {k: float(v) for k, v in metrics.items()
@@ -95,9 +95,12 @@ class RunTracker:
 
         self.channel.submit(trace_record(self.key, self.experiment, step, index, trajectory))
 
-    def log_artifacts(self, local_path: str | Path, artifact_path: str | None = None) -> None:
-        self.channel.submit({"op": "artifacts", "key": self.key, "local_path": str(local_path),
-                             "artifact_path": artifact_path})
+    def log_artifacts(self, local_path: str | Path, artifact_path: str | None = None,
+                      files: list[str] | None = None) -> None:
+        """A file, or a folder's regular files (links are never followed); `files`: only these of them
+        (relative paths, e.g. what a checkpoint's manifest lists)."""
+        record = {"op": "artifacts", "key": self.key, "local_path": str(local_path), "artifact_path": artifact_path}
+        self.channel.submit({**record, "files": list(files)} if files is not None else record)
 
     def log_dict(self, data: dict[str, Any], artifact_file: str) -> None:
         """A small JSON artifact (e.g. final metrics), written to a temp file first."""
@@ -137,6 +140,12 @@ class RunTracker:
         if uri.startswith("http"):
             return f"open {redact_uri(uri)} in a browser"
         return "run `make ui` (or infra/mlflow/server.sh) and open http://127.0.0.1:5000"
+
+
+def _texts(values: dict[str, Any] | None) -> dict[str, str]:
+    """Param and tag values as MLflow stores them (text), so a record never fails its shape check
+    (records.py) for a caller's int or None."""
+    return {str(k): str(v) for k, v in (values or {}).items()}
 
 
 def _now_ms() -> int:

@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from agent_r1.tracking.rows import trajectory_rows
 from agent_r1.tracking.run import RunTracker
+
+
+def manifest_files(checkpoint: Path) -> list[str] | None:
+    """The files a checkpoint's manifest.json lists (its `sizes`), with the manifest itself: what was
+    written as the checkpoint, so a file dropped in later stays local. None without a readable manifest
+    (a checkpoint from before manifests): its regular files are all sent."""
+    try:
+        listed = json.loads((checkpoint / "manifest.json").read_text())["sizes"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(listed, dict):
+        return None
+    return sorted({*map(str, listed), "manifest.json"})
 
 
 class MlflowSink:
@@ -26,7 +40,7 @@ class MlflowSink:
         self.checkpoints_dir = Path(checkpoints_dir) if checkpoints_dir else None
         self.max_table_rows = max_table_rows
         self.max_traces = max_traces
-        self.logged_checkpoints: set[str] = set()
+        self.logged_checkpoints: set[str] = set()  # checkpoint folder names uploaded (or not to upload)
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         for sink in self.also:
@@ -58,7 +72,7 @@ class MlflowSink:
         new = []
         for path in sorted(self.checkpoints_dir.glob("iter_*")):
             if path.name not in self.logged_checkpoints and (path / "state.pt").exists():
-                self.tracker.log_artifacts(path, f"checkpoints/{path.name}")
+                self.tracker.log_artifacts(path, f"checkpoints/{path.name}", files=manifest_files(path))
                 self.logged_checkpoints.add(path.name)
                 new.append(path.name)
         return new

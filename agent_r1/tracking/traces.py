@@ -140,8 +140,25 @@ def trace_record(run_key: str, experiment: str, step: int, index: int, traj: Any
                  end_ns: int | None = None) -> dict[str, Any]:
     """The `trace` record of the `index`-th trajectory logged at iteration `step` of run `run_key`."""
     return {"op": "trace", "key": run_key, "experiment": experiment, "trace_key": f"{run_key}/{int(step)}/{index}",
-            "tags": {"iteration": str(int(step)), "sample_id": str(traj.sample_id)},
-            "root": trajectory_span(step, traj, end_ns).to_dict()}
+            "tags": {"iteration": str(int(step)), "sample_id": _valid(str(traj.sample_id))},
+            "root": _valid(trajectory_span(step, traj, end_ns).to_dict())}
+
+
+def _valid(value: Any) -> Any:
+    """`value` with every lone surrogate replaced by U+FFFD. A model can write one as a JSON escape inside a
+    hermes call ("\\udcff"); the parsed arguments keep it, and no store can encode it (records.py would set
+    the whole trace aside)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    if isinstance(value, dict):
+        return {_valid(k): _valid(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_valid(v) for v in value]
+    return value
 
 
 # ---- to MLflow's entities (at send time) -------------------------------------------------------

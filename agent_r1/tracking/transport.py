@@ -17,46 +17,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
+from agent_r1.tracking.records import BadRecord, check_record, is_network, is_rejected  # noqa: F401 (re-exported)
+
 RUN_KEY_TAG = "agent_r1.run_key"
-# MLflow error codes that mean "MLflow answered and refused this record": retrying cannot help.
-REJECTED_CODES = {"INVALID_PARAMETER_VALUE", "BAD_REQUEST", "RESOURCE_ALREADY_EXISTS", "INVALID_STATE",
-                  "RESOURCE_DOES_NOT_EXIST", "PERMISSION_DENIED", "UNAUTHENTICATED", "MALFORMED_REQUEST"}
-# the fields each op needs; a record without them is refused before anything is sent
-REQUIRED_FIELDS = {
-    "create_run": ("key", "experiment", "time_ms"), "params": ("key", "params"), "tags": ("key", "tags"),
-    "metrics": ("key", "metrics", "step", "time_ms"), "table": ("key", "columns", "artifact_file"),
-    "artifacts": ("key", "local_path"), "end": ("key", "status", "time_ms"),
-    "trace": ("key", "experiment", "trace_key", "root"),
-}
 
 
 class NotYet(Exception):
     """A record whose run does not exist in MLflow yet: keep it for a later flush."""
-
-
-class BadRecord(Exception):
-    """A record that can never be sent (malformed, its run refused, its artifact copy gone)."""
-
-
-def is_rejected(err: BaseException) -> bool:
-    """MLflow answered and refused (4xx-style), or the record itself is unsendable."""
-    if isinstance(err, BadRecord):
-        return True
-    code = getattr(err, "error_code", None)
-    return isinstance(code, str) and code in REJECTED_CODES
-
-
-def check_record(record: Any) -> None:
-    if not isinstance(record, dict):
-        raise BadRecord(f"a record must be a JSON object, got {type(record).__name__}")
-    op = record.get("op")
-    if op not in REQUIRED_FIELDS:
-        raise BadRecord(f"unknown tracking record op {op!r} (known: {', '.join(REQUIRED_FIELDS)})")
-    missing = [f for f in REQUIRED_FIELDS[op] if f not in record]
-    if missing:
-        raise BadRecord(f"a {op!r} record lacks {', '.join(missing)}")
-    if not isinstance(record["key"], str) or not record["key"]:
-        raise BadRecord(f"a {op!r} record has no run key")
 
 
 class _Transport:
@@ -225,14 +192,20 @@ class _Transport:
 
     @staticmethod
     def _artifacts(c: Any, run_id: str, record: dict[str, Any]) -> None:
+        from agent_r1.tracking.files import artifact_files
+
         path = Path(record["local_path"])
         target = path / record["file_name"] if record.get("file_name") else path
-        if not target.exists():
+        if not (target.exists() or target.is_symlink()):
             raise BadRecord(f"the artifact copy {target} is gone")
-        if target.is_dir():
-            c.log_artifacts(run_id, str(target), record.get("artifact_path"))
-        else:
+        if target.is_file() and not target.is_symlink():
             c.log_artifact(run_id, str(target), record.get("artifact_path"))
+            return
+        # file by file, the folder's own regular files only: MLflow's log_artifacts follows links
+        base = record.get("artifact_path")
+        for rel in artifact_files(target, record.get("files")):
+            parent = "/".join(p for p in (base, rel.parent.as_posix()) if p and p != ".")
+            c.log_artifact(run_id, str(target / rel), parent or None)
 
     @staticmethod
     def _end(c: Any, run_id: str, record: dict[str, Any]) -> None:

@@ -1,7 +1,7 @@
 """Atomic, durable, safe checkpoints.
 
 A folder `iter_000010/` holds the policy (save_pretrained), `state.pt` with optimiser, critic, RNG
-states, the data position and the iteration, and `manifest.json` (every file's size). It is written
+states, the data position and the iteration, and `manifest.json` (every file's size and sha256). It is written
 to a temporary folder, fsynced (files, then the folder), renamed into place, and the parent folder
 is fsynced; `latest` names the newest complete checkpoint and is replaced the same way. So a kill
 or a power cut at any moment leaves a usable checkpoint.
@@ -14,6 +14,7 @@ more is refused with `UnsafeCheckpointError`, naming it; its payload never runs.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -124,8 +125,11 @@ def save_checkpoint(root: str | Path, iteration: int, model: Any, tokenizer: Any
     torch.save({**state, "iteration": iteration, "rng": rng_state()}, tmp / STATE_FILE)
     # fail in the run that wrote it, not at a resume days later, if someone adds an object to the state
     _read_state_file(tmp / STATE_FILE, mmap=True)
-    sizes = {str(p.relative_to(tmp)): p.stat().st_size for p in sorted(tmp.rglob("*")) if p.is_file()}
-    (tmp / MANIFEST_FILE).write_text(json.dumps({"iteration": iteration, "sizes": sizes}, indent=1))
+    files = [p for p in sorted(tmp.rglob("*")) if p.is_file()]
+    sizes = {str(p.relative_to(tmp)): p.stat().st_size for p in files}
+    digests = {str(p.relative_to(tmp)): file_sha256(p) for p in files}
+    (tmp / MANIFEST_FILE).write_text(json.dumps({"iteration": iteration, "sizes": sizes, "sha256": digests},
+                                                indent=1))
     _fsync_tree(tmp)
     stale = root / f".stale_{final.name}_{os.getpid()}"
     if final.exists():  # the same iteration saved again: move the old copy away, never leave neither
@@ -177,21 +181,35 @@ def load_state(path: str | Path) -> dict[str, Any]:
     return _read_state_file(Path(path) / STATE_FILE)
 
 
+def file_sha256(file: Path) -> str:
+    digest = hashlib.sha256()
+    with file.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def check_checkpoint(path: str | Path) -> int:
     """Raises CorruptCheckpointError / UnsafeCheckpointError unless checkpoint `path` is usable;
-    returns its iteration. Cheap: sizes against the manifest and state.pt's structure (memory-mapped)."""
+    returns its iteration. Every file is checked against the manifest by size (cheap: truncation)
+    and by sha256 (damage that keeps the size: overwritten header bytes would pass a size check and
+    fail at load, with no fallback), then state.pt's structure (memory-mapped)."""
     path = Path(path)
     manifest = path / MANIFEST_FILE
     if manifest.exists():  # checkpoints written before manifests existed are checked by state.pt alone
         try:
-            sizes = json.loads(manifest.read_text())["sizes"]
-        except (ValueError, KeyError, TypeError) as e:
+            recorded = json.loads(manifest.read_text())
+            sizes, digests = recorded["sizes"], recorded.get("sha256", {})  # sha256: manifests since issue 31
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise CorruptCheckpointError(f"{manifest} is unreadable: {e}") from e
         for name, size in sizes.items():
             f = path / name
             actual = f.stat().st_size if f.is_file() else None
             if actual != size:
                 raise CorruptCheckpointError(f"{f} is truncated or missing: {actual} bytes, the manifest says {size}")
+        for name, digest in digests.items():
+            if file_sha256(path / name) != digest:
+                raise CorruptCheckpointError(f"{path / name} is damaged: its sha256 differs from the manifest's")
     return int(_read_state_file(path / STATE_FILE, mmap=True)["iteration"])
 
 
@@ -218,6 +236,31 @@ def latest_checkpoint(root: str | Path) -> Path | None:
         except CorruptCheckpointError as e:
             log.warning("checkpoint %s is unusable (%s); falling back to the previous checkpoint", path, e)
     return None
+
+
+def restore_master_weights(model: Any, path: str | Path) -> int:
+    """Puts the checkpoint's own values back into a policy loaded from it in a narrower dtype.
+
+    A bf16 full fine-tune trains float32 master weights (`place_policy`) and saves them in float32;
+    loading that folder in `model.dtype` (bfloat16) rounds every weight, so at lr 1e-6 a resume
+    undid 99% of the moves while Adam's state carried on. Every parameter the folder holds in a
+    wider float dtype gets those values (in that dtype: `place_policy` keeps float32 masters as
+    they are); buffers and narrower tensors stay as loaded. Returns how many were restored."""
+    from safetensors import safe_open
+
+    params = dict(model.named_parameters())
+    restored = 0
+    for file in sorted(Path(path).glob("*.safetensors")):
+        with safe_open(str(file), framework="pt") as f:
+            for name in f.keys():
+                p = params.get(name)
+                if p is None or not p.dtype.is_floating_point:
+                    continue
+                saved = f.get_tensor(name)
+                if saved.dtype.is_floating_point and saved.dtype.itemsize > p.dtype.itemsize:
+                    p.data = saved.to(p.device)
+                    restored += 1
+    return restored
 
 
 def checkpoint_iteration(path: str | Path) -> int:

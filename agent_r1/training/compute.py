@@ -22,6 +22,7 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from agent_r1.config import PRECISIONS  # the names the config accepts (defined there, checked here too)
+from agent_r1.precision import resolve_precision
 
 
 def resolve_device(name: str) -> torch.device:
@@ -46,7 +47,7 @@ class Compute:
     """The run's device and precision; `micro_batch_size` rows go through one forward/backward."""
 
     device: torch.device
-    precision: str = "fp32"
+    precision: str = "fp32"  # resolved: fp32 | bf16 (`train.precision: auto` is resolved in from_config)
     micro_batch_size: int = 0  # 0 = the whole mini-batch at once
     temperature: float = 1.0  # the sampling temperature every trainer log-prob divides by
     logit_chunk: int = 1024  # positions per output-head chunk
@@ -57,10 +58,7 @@ class Compute:
         if t.precision not in PRECISIONS:
             raise ValueError(f"train.precision={t.precision!r}; choose one of {list(PRECISIONS)}")
         device = resolve_device(t.device)
-        if t.precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
-            raise ValueError(f"train.precision=bf16 but {torch.cuda.get_device_name(device)} cannot compute in "
-                             "bf16; set train.precision: fp32")
-        return cls(device=device, precision=t.precision, micro_batch_size=t.micro_batch_size,
+        return cls(device=device, precision=resolve_precision(t.precision, device), micro_batch_size=t.micro_batch_size,
                    temperature=logprob_temperature(cfg.rollout.temperature), logit_chunk=t.logit_chunk)
 
     def autocast(self) -> contextlib.AbstractContextManager:
@@ -90,6 +88,26 @@ class Compute:
             yield idx, self.to_device(mb)
 
 
+def micro_batch_count(compute: Compute, rows: int) -> int:
+    """How many micro-batches `Compute.micro_batches` yields for `rows` rows."""
+    if rows == 0:
+        return 0
+    size = compute.micro_batch_size or rows
+    return -(-rows // size)
+
+
+def pad_micro_batch(compute: Compute, batch: dict[str, Any]) -> dict[str, Any]:
+    """A micro-batch that trains nothing: batch row 0's first two tokens, every mask and value 0
+    but one log-prob position, so a forward reaches the output head and a backward of `0 * logp`
+    passes through every layer. Learner ranks with less work run these, so every rank enters the
+    same FSDP collectives (an all-gather per forward, a reduce-scatter per backward)."""
+    mb = {k: torch.zeros_like(v[:1, :2]) for k, v in batch.items() if isinstance(v, torch.Tensor) and v.dim() == 2}
+    mb["input_ids"] = batch["input_ids"][:1, :2].clone()
+    mb["attention_mask"] = torch.ones_like(mb["attention_mask"])
+    mb["logp_mask"] = torch.tensor([[0.0, 1.0]], dtype=mb["attention_mask"].dtype)
+    return compute.to_device(mb)
+
+
 def place_policy(model: Any, compute: Compute, gradient_checkpointing: bool = False) -> Any:
     """Moves the policy to the device once; trainable weights become float32 master weights (AdamW
     steps on bf16 weights lose updates smaller than bf16's resolution: 1e-6 steps change nothing)."""
@@ -108,12 +126,19 @@ def place_policy(model: Any, compute: Compute, gradient_checkpointing: bool = Fa
     return model
 
 
-def place_frozen(model: Any, compute: Compute) -> Any:
-    """A frozen copy (the reference policy) on the device; in bf16 runs it is stored in bf16."""
+def master_dtype(policy: Any) -> torch.dtype:
+    """The dtype the policy's trainable weights are kept in (float32 masters after `place_policy`)."""
+    return next((p.dtype for p in policy.parameters() if p.requires_grad), torch.float32)
+
+
+def place_frozen(model: Any, compute: Compute, dtype: torch.dtype = torch.float32) -> Any:
+    """A frozen copy (the full fine-tune's KL reference) on the device, in `dtype`: the policy's
+    master dtype. Both then run the same arithmetic under the same autocast, so at step 0 the KL is
+    exactly 0; a bf16 copy would skip autocast's float32 norms and softmax and pull the policy
+    toward a rounded model (mean |delta log-prob| 0.017 on a 12-layer Qwen2-like model). That costs
+    the reference's memory twice over in bf16 runs; LoRA runs have no copy at all."""
     model.eval().requires_grad_(False)
-    if compute.precision == "bf16":
-        model.to(torch.bfloat16)
-    return model.to(compute.device)
+    return model.to(device=compute.device, dtype=dtype)
 
 
 def logprob_temperature(temperature: float) -> float:

@@ -14,8 +14,12 @@ Design (the simplest thing that is exactly right):
   one-learner gradient. One all-reduce SUM of a flat buffer per step makes the gradients equal on
   every rank; then the same clipping and the same optimiser step keep the replicas equal. The
   critic is updated the same way.
-- A non-finite loss on any rank makes every rank skip the step (a flag all-reduced with MIN), so
-  no rank waits in a collective the others never enter.
+- Every rank runs the same number of forward and backward passes, whatever its share (FSDP makes
+  each one a collective): the ranks agree on the most micro-batches any of them has, and the
+  others add padding micro-batches that train nothing (a forward and a backward of a zero loss).
+  A micro-batch without a loss token, or with a non-finite loss, still runs a zero backward.
+- A non-finite loss on any rank makes every rank skip the step (a flag all-reduced with MIN, after
+  every rank has run all its passes), so no rank waits in a collective the others never enter.
 - Metrics: the additive shares (policy_loss, entropy, kl, value_loss) are summed over ranks and
   equal one learner's; per-micro-batch means (clipfrac, approx_kl, ratio_mean) are averaged over
   ranks (diagnostics, not exact).
@@ -37,6 +41,7 @@ from typing import Any
 
 import torch
 
+from agent_r1.training.compute import micro_batch_count, pad_micro_batch
 from agent_r1.training.fsdp import check_fsdp, is_sharded, shard_policy
 
 ADDITIVE = ("policy_loss", "entropy", "kl", "value_loss")  # shares of the mini-batch value: they add up
@@ -85,9 +90,17 @@ class DataParallel(LocalGroup):
 
     def micro_batches(self, compute: Any, batch: dict[str, Any],
                       rows: torch.Tensor | None = None) -> Iterator[tuple[torch.Tensor, dict[str, Any]]]:
+        """This rank's share in micro-batches, then padding micro-batches (empty row indices, see
+        `pad_micro_batch`) up to the most any rank runs: with FSDP every forward and backward is a
+        collective, so a rank with fewer passes would leave the others waiting for ever."""
         rows = torch.arange(batch["input_ids"].shape[0]) if rows is None else rows
         mine = self.share(rows)
-        return compute.micro_batches(batch, mine) if len(mine) else iter(())
+        count = micro_batch_count(compute, len(mine))
+        most = int(self._all_reduce(torch.tensor([count]), torch.distributed.ReduceOp.MAX).item())
+        if len(mine):
+            yield from compute.micro_batches(batch, mine)
+        for _ in range(most - count):
+            yield torch.zeros(0, dtype=torch.long), pad_micro_batch(compute, batch)
 
     def gather_rows(self, out: torch.Tensor) -> torch.Tensor:
         """Each rank filled its rows of a zero tensor: the SUM is every row, exactly."""

@@ -13,7 +13,21 @@ from torch import nn
 
 from agent_r1.training.compute import token_logprobs
 
-__all__ = ["ValueModel", "token_logprobs"]
+__all__ = ["ValueModel", "has_dropout", "token_logprobs"]
+
+
+def has_dropout(model: Any) -> bool:
+    """Whether a forward in train mode can differ from one in eval mode: a dropout module with
+    p > 0 (LoRA's `lora_dropout`, a model's own), or a model that drops out functionally (attention
+    dropout read from an attribute or its config, as transformers' attention layers do)."""
+    for m in model.modules():
+        if isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0:
+            return True
+        if float(getattr(m, "attention_dropout", 0.0) or 0.0) > 0:
+            return True
+    config = getattr(model, "config", None)
+    fields = config.to_dict() if hasattr(config, "to_dict") else {}
+    return any(k.endswith(("dropout", "pdrop")) and isinstance(v, (int, float)) and v > 0 for k, v in fields.items())
 
 
 class ValueModel(nn.Module):

@@ -129,6 +129,7 @@ class Learner:
 
     def info(self) -> dict[str, Any]:
         return {"iteration": self.trainer.iteration, "version": self.version, "index_dir": self.index_dir,
+                "precision": self.trainer.compute.precision,
                 "resumed_from": self.resumed_from, "eval_samples": self.trainer.eval_samples, "pid": os.getpid()}
 
     def policy(self) -> tuple[Any, Any, int]:
@@ -214,9 +215,15 @@ class RolloutWorker:
     """A generation engine + env + retriever; rolls out shards with the learner's latest weights."""
 
     def __init__(self, cfg: ExperimentConfig, assembly: Assembly, index_dir: str, policy: tuple[Any, Any, int],
-                 threads: int = 1):
+                 threads: int = 1, precision: str = "fp32"):
+        """`precision`: the learner's resolved `train.precision` (fp32 | bf16): a transformers engine
+        samples under the same autocast as the learner's forward, so the trajectories' log-probs are
+        the learner's own (vLLM runs in its own dtype; the drift metric shows it)."""
         from agent_r1.rollout.chat import ChatCodec
+        import torch
+
         from agent_r1.rollout.engines import EngineWeights, build_engine, options_from_config
+        from agent_r1.training.compute import Compute
 
         _threads(threads)
         model, tokenizer, self.version = policy
@@ -224,8 +231,11 @@ class RolloutWorker:
         self.retriever = assembly.open_index(cfg, index_dir)  # tantivy opens read-only in many processes
         self.make_env = assembly.env_factory(cfg, self.retriever)
         self.codec = ChatCodec(tokenizer)
-        self.engine = build_engine(cfg.ray.engine, model, tokenizer, options_from_config(cfg))
+        self.engine = build_engine(cfg.ray.engine, model, tokenizer, options_from_config(cfg, precision=precision))
         self.engine_weights = EngineWeights(self.engine, model)
+        # the transformers engine computes in this process: under the learner's autocast
+        device = self.engine.device if isinstance(getattr(self.engine, "device", None), str) else None
+        self.compute = Compute(device=torch.device(device or "cpu"), precision=precision if device else "fp32")
 
     def pid(self) -> int:
         return os.getpid()
@@ -256,8 +266,9 @@ class RolloutWorker:
         syncs = self.engine_weights.syncs
         engine = self.engine_weights.current()
         sync_s = self.engine_weights.last_sync_s if self.engine_weights.syncs > syncs else 0.0
-        trajs = run_rollout(engine, self.codec, self.make_env, samples, self.cfg.rollout, self.cfg.reward,
-                            seed=rollout_seed(self.cfg.seed, iteration, shard))
+        with self.compute.autocast():  # the learner's precision (RLTrainer.rollout does the same)
+            trajs = run_rollout(engine, self.codec, self.make_env, samples, self.cfg.rollout, self.cfg.reward,
+                                seed=rollout_seed(self.cfg.seed, iteration, shard))
         for t in trajs:
             t.policy_version = version
         return ShardResult(trajs, node_id(), os.getpid(), started, time.time(), sync_s)

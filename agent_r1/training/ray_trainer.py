@@ -166,7 +166,8 @@ class RayTrainer:
                 num_cpus=rc.cpus_per_worker, num_gpus=rc.gpus_per_worker,
                 max_restarts=rc.max_restarts, max_task_retries=0,  # the driver re-submits, with fresh weights
                 scheduling_strategy="SPREAD")  # one worker per node while nodes last: a node's loss costs fewer shards
-            self.workers = [worker_cls.remote(cfg, assembly, info["index_dir"], policy, threads) for _ in range(rc.num_workers)]
+            self.workers = [worker_cls.remote(cfg, assembly, info["index_dir"], policy, threads, info["precision"])
+                            for _ in range(rc.num_workers)]
             ray.get([w.pid.remote() for w in self.workers])  # fail here, not mid-iteration
         except BaseException:
             self.close()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -29,18 +28,18 @@ from agent_r1.algos import (
 from agent_r1.algos.offpolicy import behaviour_weights, offpolicy_advantages
 from agent_r1.algos.rollout_correction import rollout_correction
 from agent_r1.config import ExperimentConfig
-from agent_r1.evaluation.agent_eval import evaluate_policy, trajectory_stats
+from agent_r1.evaluation.agent_eval import evaluate_policy
 from agent_r1.models.lora import apply_lora, has_adapters, reference_context
 from agent_r1.rollout.chat import ChatCodec
 from agent_r1.rollout.engines import EngineWeights, build_engine, options_from_config
 from agent_r1.rollout.loop import run_rollout
-from agent_r1.tools.runner import tool_metrics
 from agent_r1.training import checkpoint as ckpt
-from agent_r1.training.compute import Compute, place_frozen, place_policy
+from agent_r1.training.compute import Compute, master_dtype, pad_micro_batch, place_frozen, place_policy
 from agent_r1.training.distributed import LocalGroup
 from agent_r1.training.fit import TrainingBackend, fit_loop, log_finite, rollout_seed  # noqa: F401  (re-exported)
+from agent_r1.training.iteration_metrics import iteration_metrics
 from agent_r1.training.metrics_log import MetricsSink
-from agent_r1.training.policy import ValueModel, token_logprobs
+from agent_r1.training.policy import ValueModel, has_dropout, token_logprobs
 from agent_r1.training.sampler import PromptSampler
 from agent_r1.training.schedule import make_scheduler
 from agent_r1.training.zero_advantage import finish_skipped, trained_rows
@@ -74,12 +73,13 @@ class RLTrainer:
         self.out_dir = Path(cfg.train.out_dir)
         self.codec = ChatCodec(tokenizer)
         self.engine = build_engine(cfg.rollout.engine, model, tokenizer,
-                                   options_from_config(cfg, str(self.compute.device)))
+                                   options_from_config(cfg, str(self.compute.device), self.compute.precision))
         self.engine_weights = EngineWeights(self.engine, model)  # vLLM: its own copy, synced after updates
         self.sampler = PromptSampler(train_samples, cfg.seed)
         self.sink = sink
         self.dp = LocalGroup()  # one learner; distributed.join makes this trainer one rank of several
         self.defer_old_logp = True  # learn(): old log-probs from the first mini-batch's forward, where exact
+        self._dropout = has_dropout(model)  # train and eval forwards differ: never deferred
         self.iteration = 0
         self.bad_updates = 0  # consecutive non-finite updates (stops the run at the limit)
         self.skipped_updates = 0  # all non-finite updates so far (a metric)
@@ -90,7 +90,8 @@ class RLTrainer:
         self.ref_in_policy = a.kl_coef > 0 and has_adapters(model)
         self.reference = None
         if a.kl_coef > 0 and not self.ref_in_policy:
-            self.reference = place_frozen(reference if reference is not None else copy.deepcopy(model), self.compute)
+            self.reference = place_frozen(reference if reference is not None else copy.deepcopy(model), self.compute,
+                                          master_dtype(model))
         self.critic = (ValueModel(model).to(self.compute.device) if needs_critic(a.adv_estimator) else None)
         self.optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.train.lr,
                                            weight_decay=cfg.train.weight_decay)
@@ -113,8 +114,9 @@ class RLTrainer:
         out = torch.zeros_like(batch["attention_mask"])
         with self.compute.autocast():
             for rows, mb in self.dp.micro_batches(self.compute, batch):
-                values = fn(model, mb).float().cpu()
-                out[rows, :values.shape[1]] = values
+                values = fn(model, mb).float().cpu()  # a padding micro-batch (no rows) runs for its collectives
+                if len(rows):
+                    out[rows, :values.shape[1]] = values
         return self.dp.gather_rows(out)
 
     def _reference(self) -> contextlib.AbstractContextManager:
@@ -175,7 +177,10 @@ class RLTrainer:
         """One optimiser step over rows `idx` (gradients accumulated over micro-batches)."""
         t = self.cfg.train
         self.optimizer.zero_grad(set_to_none=True)
-        record = self.dp.sync_policy(self, self._backward_minibatch(batch, idx))
+        record, lost = self._backward_minibatch(batch, idx)
+        record = self.dp.sync_policy(self, record)  # None on every rank when any rank cannot step
+        if lost:  # counted after every rank's collectives: a raise here leaves no rank waiting
+            self._bad_update(lost)
         if record is None:
             return
         grad_norm = self.dp.clip_grad_norm([p for p in self.model.parameters() if p.requires_grad], t.max_grad_norm)
@@ -190,19 +195,21 @@ class RLTrainer:
         for k, v in record.items():
             stats.setdefault(k, []).append(v)
 
-    def _backward_minibatch(self, batch: dict[str, Any], idx: torch.Tensor) -> dict[str, float] | None:
+    def _backward_minibatch(self, batch: dict[str, Any], idx: torch.Tensor) -> tuple[dict[str, float] | None, str]:
         """Policy-loss gradients of rows `idx` into `.grad`, one micro-batch at a time. Each
         micro-batch's loss is normalised by the whole mini-batch's token (or sequence) count, so the
-        accumulated gradient equals the one-shot mini-batch gradient. None: nothing to step on."""
+        accumulated gradient equals the one-shot mini-batch gradient. Returns (record, why the step
+        is lost): record None = nothing to step on; why = a non-finite loss on this rank."""
         a = self.cfg.algo
         denom = loss_denominator(batch["loss_mask"][idx], a.loss_agg)
         if denom == 0:  # nothing to train on (e.g. every action truncated and masked): no step at all
-            return None
+            return None, ""
         # algo.skip_zero_advantage: rows whose policy-loss gradient is exactly 0 skip forward/backward
         rows = trained_rows(batch["advantages"], batch["loss_mask"], idx) if a.skip_zero_advantage else idx
         self.model.train()
         record: dict[str, float] = {}
         micro = 0
+        bad = ""  # why this mini-batch cannot step (a non-finite loss)
         fill = None if "old_logp" in batch else torch.zeros_like(batch["attention_mask"])
         for mb_rows, mb in self.dp.micro_batches(self.compute, batch, rows):  # this rank's share of the rows
             mask = mb["loss_mask"]
@@ -210,6 +217,9 @@ class RLTrainer:
                 logp, entropy = token_logprobs(self.model, mb["input_ids"], mb["attention_mask"],
                                                self.compute.temperature, positions=mb["logp_mask"], with_entropy=True,
                                                entropy_grad=a.entropy_coef != 0, chunk=self.compute.logit_chunk)
+            if not len(mb_rows) or bad:  # padding (another rank has more micro-batches), or a step already lost
+                self._zero_backward(logp, batch)
+                continue
             advantages = offpolicy_advantages(mb["advantages"], mb.get("offpolicy_weight"))
             old_logp = mb["old_logp"] if fill is None else logp.detach()  # deferred: this forward is the pass
             if fill is not None:
@@ -225,15 +235,22 @@ class RLTrainer:
                 if not a.kl_in_reward:
                     loss = loss + a.kl_coef * kl_value
             if not torch.isfinite(loss):
-                self._bad_update(f"policy loss is {loss.item()}")
-                return None
-            if loss.requires_grad:  # a micro-batch without trained tokens has no graph
+                bad = f"policy loss is {loss.item()}"
+                if self.dp.world == 1:
+                    break
+                self._zero_backward(logp, batch)  # the other ranks' passes still need this rank's
+                continue
+            if loss.requires_grad:
                 loss.backward()
+            else:  # a micro-batch without a log-prob position has no graph
+                self._zero_backward(logp, batch)
             micro += 1
             for k, v in {"policy_loss": pg_loss, "entropy": ent, "kl": kl_value}.items():
                 record[k] = record.get(k, 0.0) + float(v.detach())  # shares of the mini-batch value: they add up
             for k, v in pg_metrics.items():
                 record[k] = record.get(k, 0.0) + float(v)
+        if bad:
+            return None, bad
         for k in ("clipfrac", "clipfrac_lower", "approx_kl", "ratio_mean"):
             if k in record:
                 record[k] /= max(micro, 1)  # per-micro-batch means: averaged
@@ -242,7 +259,19 @@ class RLTrainer:
         if fill is not None:  # only rows that ran have old log-probs (skipped rows never need them)
             batch["old_logp"], batch["old_logp_rows"] = fill, torch.zeros(len(fill), dtype=torch.bool)
             batch["old_logp_rows"][rows] = True
-        return record
+        return record, ""
+
+    def _zero_backward(self, logp: torch.Tensor, batch: dict[str, Any]) -> None:
+        """A backward that adds nothing, for ranks that must match another rank's pass (with FSDP
+        a backward is a collective). One learner has no other rank: nothing to do."""
+        if self.dp.world == 1:
+            return
+        if not logp.requires_grad:  # no log-prob position, so no graph: a padding micro-batch's instead
+            mb = pad_micro_batch(self.compute, batch)
+            with self.compute.autocast():
+                logp = token_logprobs(self.model, mb["input_ids"], mb["attention_mask"], self.compute.temperature,
+                                      positions=mb["logp_mask"], chunk=self.compute.logit_chunk)[0]
+        (logp.sum() * 0.0).backward()
 
     def _step_critic(self, batch: dict[str, Any], idx: torch.Tensor) -> dict[str, float]:
         a, t = self.cfg.algo, self.cfg.train
@@ -252,7 +281,9 @@ class RLTrainer:
         self.critic.train()
         self.critic_optimizer.zero_grad(set_to_none=True)
         record: dict[str, float] = {"value_loss": 0.0}
-        for _, mb in self.dp.micro_batches(self.compute, batch, idx):
+        for rows, mb in self.dp.micro_batches(self.compute, batch, idx):
+            if not len(rows):  # padding: the critic is a replica on every rank, its passes are not collectives
+                continue
             with self.compute.autocast():
                 values = self.critic(mb["input_ids"], mb["attention_mask"])
             vloss, vmetrics = value_loss(values, mb["old_values"], mb["returns"], mb["adv_mask"], a.vf_clip,
@@ -301,51 +332,17 @@ class RLTrainer:
         """Whether the old-log-prob pass can be the first mini-batch's own forward (one no-grad
         forward saved, as TRL does at num_iterations 1): it must cover every row and run before any
         optimiser step (one mini-batch per epoch), on one learner, with nothing in `prepare` reading
-        the old log-probs (a KL in the reward, the asynchronous behaviour weights, a rollout correction)."""
+        the old log-probs (a KL in the reward, the asynchronous behaviour weights, a rollout correction),
+        and without dropout: the training forward would drop out, the old-log-prob pass (like the engine) does not."""
         a, t = self.cfg.algo, self.cfg.train
         kl_reads = ((a.kl_in_reward and (self.reference is not None or self.ref_in_policy))
                     or a.rollout_correction.enabled)
         return (self.defer_old_logp and t.minibatch_size >= rows and not kl_reads and t.max_staleness == 0
-                and self.dp.world == 1)
+                and self.dp.world == 1 and not self._dropout)
 
     def _metrics(self, trajs, batch, upd, rollout_s, update_s) -> dict[str, float]:
-        scores = batch["scores"]
-        groups: dict[str, list[float]] = {}
-        for gid, s in zip(batch["group_ids"], scores.tolist()):
-            groups.setdefault(gid, []).append(s)
-        stats = trajectory_stats(trajs)
-        reasons = Counter(t.stop_reason for t in trajs)
-        sampled = int(batch["action_mask"].sum())
-        # engine vs trainer log-probs of the sampled tokens: any drift (temperature, precision,
-        # KV reuse, another engine) between the policy that sampled and the one trained shows here
-        act = batch["action_mask"] > 0
-        if "old_logp_rows" in batch:  # deferred old log-probs exist for the rows that were trained
-            act = act & batch["old_logp_rows"][:, None]
-        drift = (batch["sampled_logprobs"] - batch["old_logp"]).abs()[act]
-        m = {
-            "reward_mean": float(scores.mean()), "reward_std": float(scores.std()) if len(scores) > 1 else 0.0,
-            "em": stats["em"], "f1": stats["f1"], "search_first_rate": stats["search_first_rate"],
-            "turns_per_trajectory": stats["mean_turns"], "tool_calls_per_trajectory": stats["tool_calls_per_question"],
-            "valid_call_rate": stats["valid_call_rate"],
-            "response_length": float(batch["response_mask"].sum(-1).mean()),
-            "action_tokens": float(batch["action_mask"].sum(-1).mean()),
-            "groups_all_equal": sum(max(v) == min(v) for v in groups.values()) / max(len(groups), 1),
-            "rollout_tokens_per_s": sampled / max(rollout_s, 1e-9),
-            "update_tokens_per_s": self.cfg.train.ppo_epochs * float(batch["attention_mask"].sum()) / max(update_s, 1e-9),
-            "rollout_s": rollout_s, "update_s": update_s,
-            "skipped_updates": float(self.skipped_updates),
-            "truncated_actions": float(sum(t.truncated for tr in trajs for t in tr.turns)),
-            "truncated_observations": float(sum(t.observation_truncated for tr in trajs for t in tr.turns)),
-            "masked_truncated_turns": float(sum(t.masked for tr in trajs for t in tr.turns)),
-            "rollout/logprob_diff_max": float(drift.max()) if drift.numel() else 0.0,
-            "rollout/logprob_diff_mean": float(drift.mean()) if drift.numel() else 0.0,
-            **{f"stop/{k}": float(v) for k, v in reasons.items()},
-        }
-        m.update(upd)
-        m.update(self.engine_weights.metrics())
-        m.update(batch.get("offpolicy_metrics", {}))
-        m.update(tool_metrics([t.info for tr in trajs for t in tr.turns]))
-        return m
+        return iteration_metrics(trajs, batch, upd, rollout_s, update_s, self.cfg.train.ppo_epochs,
+                                 self.skipped_updates, engine=self.engine_weights.metrics())
 
     # --- evaluation, checkpoints, the loop ---------------------------------------------------
     def evaluate(self, greedy: bool = True) -> dict[str, float]:

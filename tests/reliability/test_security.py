@@ -242,13 +242,14 @@ def test_credentials_never_printed_by_index_and_search(es_server, tmp_path, monk
     out = tmp_path / "idx"
     assert cli_main(["index", "--corpus", str(tmp_path / "corpus.jsonl"), "--backend", "elasticsearch",
                      "--out", str(out), "--url", es_server.url, "--index-name", f"sec-{int(api_key)}"]) == 0
-    assert cli_main(["search", "--index", str(out), "river town", "-k", "1"]) == 0
-    assert cli_main(["search", "--index", str(out), "river", "-k", "1", "--json"]) == 0
+    # credentials go only to the URL the user names (issue 31, item 2)
+    assert cli_main(["search", "--index", str(out), "--url", es_server.url, "river town", "-k", "1"]) == 0
+    assert cli_main(["search", "--index", str(out), "--url", es_server.url, "river", "-k", "1", "--json"]) == 0
     # and the error path: a server that is not there
     (tmp_path / "dead").mkdir()
     (tmp_path / "dead" / "retriever.json").write_text(json.dumps(
         {"backend": "elasticsearch", "url": "http://127.0.0.1:1", "index_name": "x", "retry_attempts": 1}))
-    assert cli_main(["search", "--index", str(tmp_path / "dead"), "x"]) == 2
+    assert cli_main(["search", "--index", str(tmp_path / "dead"), "--url", "http://127.0.0.1:1", "x"]) == 2
     captured = capsys.readouterr()
     assert "Karivo" in captured.out and "127.0.0.1:1" in captured.err
     for where, text in (("stdout", captured.out), ("stderr", captured.err), ("logs", caplog.text),

@@ -1,0 +1,80 @@
+"""How long `make test` takes on a fresh clone, and where the time goes: issue 28's "at most 8
+minutes of tests on 2 cores", measured.
+
+Runs `make test` itself (the Makefile's target, nothing added but PYTEST_ADDOPTS asking every pytest
+session it starts for its durations) in a clone that `make install` has installed. Records each
+pytest session's own "in N s" (the tests' time, install excluded), the command's wall time, the
+seconds per test module (the figures tests/isolation.py's COST_HINTS come from), and the load averages before and after, which say
+whether the cores were idle. Writes benchmarks/results/suite_time.json of this checkout.
+
+    git clone . /tmp/fresh && make -C /tmp/fresh install
+    python benchmarks/suite_time.py --clone /tmp/fresh
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DURATION = re.compile(r"^\s*(\d+\.\d+)s (setup|call|teardown)\s+(\S+)")
+SUMMARY = re.compile(r"(\d+) (passed|failed|errors?|skipped)")
+
+
+def parse(output: str) -> dict:
+    """Seconds per test module (setup + call + teardown of its tests; a group tests/isolation.py
+    runs as one unit is the sum of its modules) and each pytest session's summary line."""
+    units: dict[str, float] = defaultdict(float)
+    for line in output.splitlines():
+        m = DURATION.match(line)
+        if m:
+            units[m[3].split("::", 1)[0]] += float(m[1])
+    sessions = []
+    for line in output.splitlines():
+        if line.startswith("=") and " in " in line and re.search(r"\d+ (passed|failed)", line):
+            counts = {kind.rstrip("s") if kind.startswith("error") else kind: int(n)
+                      for n, kind in SUMMARY.findall(line)}
+            seconds = float(re.search(r" in (\d+\.\d+)s", line)[1])
+            sessions.append({"seconds": seconds, **counts})
+    return {"sessions": sessions, "modules": {m: round(t, 2) for m, t in sorted(units.items(), key=lambda kv: -kv[1])}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--clone", type=Path, required=True, help="a fresh clone that `make install` has installed")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "suite_time.json")
+    args = ap.parse_args()
+    clone = args.clone.resolve()
+    if not (clone / ".venv" / ".installed").exists():
+        sys.exit(f"{clone} is not installed: run `make -C {clone} install` first")
+    load_before = os.getloadavg()
+    env = {**os.environ, "PYTEST_ADDOPTS": "--durations=0 --durations-min=0.05"}
+    started = time.perf_counter()
+    proc = subprocess.run(["make", "test"], cwd=clone, env=env, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - started
+    output = proc.stdout + proc.stderr
+    (args.out.parent / "logs").mkdir(parents=True, exist_ok=True)
+    (args.out.parent / "logs" / "suite_time.log").write_text(output)
+    parsed = parse(output)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=clone, capture_output=True, text=True).stdout
+    result = {"command": "make test", "rc": proc.returncode, "wall_s": round(wall, 1),
+              "tests_s": round(sum(s["seconds"] for s in parsed["sessions"]), 1), **parsed,
+              "commit": commit.strip(), "load_before": [round(x, 2) for x in load_before],
+              "load_after": [round(x, 2) for x in os.getloadavg()],
+              "machine": {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
+                          "python": platform.python_version()}}
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps({k: result[k] for k in ("rc", "wall_s", "tests_s", "sessions")}, indent=1))
+    sys.exit(proc.returncode)
+
+
+if __name__ == "__main__":
+    main()
