@@ -71,7 +71,7 @@ def overrides(args: argparse.Namespace, model_dir: Path, work: Path, run: str) -
         "train.iterations": args.iterations,
         "train.prompts_per_iter": args.prompts, "rollout.n_samples": 4, "train.minibatch_size": args.prompts * 4,
         "train.micro_batch_size": 4, "train.ppo_epochs": 1, "train.precision": args.precision,
-        "train.device": args.device, "train.lr": 1e-6, "train.eval_size": 0, "train.log_trajectories_every": 0,
+        "train.device": args.device, "train.lr": args.lr, "algo.entropy_coef": args.entropy_coef, "train.eval_size": 0, "train.log_trajectories_every": 0,
         "train.checkpoint_every": 1000, "train.threads": args.threads,
         # every row's old log-probs computed: random weights give all-equal groups, whose rows a skip
         # leaves out, and rollout/logprob_diff_max would then report 0 over no tokens
@@ -79,6 +79,9 @@ def overrides(args: argparse.Namespace, model_dir: Path, work: Path, run: str) -
         "rollout.max_turns": 2, "rollout.max_tokens_per_turn": args.tokens_per_turn,
         "rollout.max_observation_tokens": 128, "rollout.max_total_tokens": 2048,
         **RUNS[run],
+        # a CPU run asks Ray for no GPU share (a request for one is infeasible there and waits forever)
+        **({} if args.device.startswith("cuda") or "ray.gpus_per_worker" not in RUNS[run]
+           else {"ray.gpus_per_worker": 0.0}),
     }
 
 
@@ -198,6 +201,10 @@ def main() -> int:
     ap.add_argument("--tokens-per-turn", type=int, default=128)
     ap.add_argument("--precision", default="bf16", choices=["bf16", "fp32", "auto"])
     ap.add_argument("--threads", type=int, default=4)
+    ap.add_argument("--lr", type=float, default=1e-6)
+    # random weights earn no reward, so every advantage is 0 and nothing moves; an entropy bonus moves
+    # the weights, which makes iteration 2's rollout/logprob_diff_max a check of the engine's weight sync
+    ap.add_argument("--entropy-coef", type=float, default=0.0)
     ap.add_argument("--timeout", type=float, default=900, help="seconds per run")
     ap.add_argument("--work", default=None, help="work folder (default: benchmarks/.work/gpu_smoke)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -225,7 +232,7 @@ def main() -> int:
         "device": torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "cpu",
         "versions": {"python": sys.version.split()[0], "torch": torch.__version__,
                      "transformers": transformers.__version__},
-        "settings": {"iterations": args.iterations, "trajectories_per_iteration": args.prompts * 4,
+        "settings": {"iterations": args.iterations, "lr": args.lr, "entropy_coef": args.entropy_coef, "trajectories_per_iteration": args.prompts * 4,
                      "precision": args.precision, "micro_batch_size": 4, "algo": "grpo, 1 PPO epoch",
                      "max_tokens_per_turn": args.tokens_per_turn, "max_turns": 2},
         "runs": {},

@@ -336,4 +336,17 @@ PROFILE: list[Figure] = [
          ("grad_clip", "optimizer_step", "rest:prepare", "rest:learn")))
 ]
 
-REGISTRY: list[Figure] = LEARNING + PAPER + PERF + MEMORY + RETRIEVAL + SCALE + RELIABILITY + PROFILE + MAKE_RUN
+VC = "vllm_cpu.json"
+VLLM_CPU: list[Figure] = [
+    Figure("vllm cpu: vLLM tokens/s", VC, "vllm_tokens_per_s", num(1), "batch: vLLM sampled @@ tokens/s"),
+    Figure("vllm cpu: transformers tokens/s", VC, "transformers_tokens_per_s", num(1),
+           "against the transformers engine's @@; a weight"),
+    Figure("vllm cpu: weight sync seconds", VC, "weight_sync_s_median", num(3), "a weight sync took @@ s (median"),
+    Figure("vllm cpu: engine start seconds", VC, "vllm_start_s", num(1), "the engine started in @@ s"),
+    Figure("vllm cpu: parameters", VC, "model.parameters", num(1, scale=1e-6), "folder of @@M parameters"),
+    Figure("vllm cpu: log-prob gap at T 0.7", VC, "logprob_gap_max_t07", lambda v: f"{v:.1e}",
+           "log-prob of a sampled token was @@."),
+]
+
+REGISTRY: list[Figure] = (LEARNING + PAPER + PERF + MEMORY + RETRIEVAL + SCALE + RELIABILITY + PROFILE + MAKE_RUN
+                          + VLLM_CPU)

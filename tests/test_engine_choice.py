@@ -38,7 +38,7 @@ def test_a_lora_policy_is_written_as_a_full_model_folder_with_the_adapters_merge
     vLLM could not start on a LoRA run."""
     from transformers import AutoModelForCausalLM
 
-    from agent_r1.rollout.vllm_engine import write_model_folder
+    from agent_r1.models.served_folder import write_model_folder
 
     model, tokenizer = qwen
     peft_model = lora_policy(model)
@@ -60,7 +60,7 @@ def test_a_bf16_run_writes_the_engine_folder_in_bf16(qwen, tmp_path):
     """Before: the folder handed to vLLM said float32 whatever train.precision was."""
     from safetensors import safe_open
 
-    from agent_r1.rollout.vllm_engine import write_model_folder
+    from agent_r1.models.served_folder import write_model_folder
 
     model, tokenizer = qwen
     folder = write_model_folder(model, tokenizer, tmp_path / "served", "bfloat16")

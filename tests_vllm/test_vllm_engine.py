@@ -118,6 +118,18 @@ def test_sampled_logprobs_equal_the_trainers_at_temperature_07(engine, policy):
     assert max_gap(model, ps, outs, 1.0) > 100 * TOL
 
 
+def test_seeded_sampling_survives_a_batch_larger_than_one_engine_step(engine, policy):
+    """Before: 24 seeded prompts of 400 tokens (9,600 > the step's token budget) split a prefill, and the
+    CPU build died rewinding a seeded CPU generator ("CPU Generator does not use offset")."""
+    model, tokenizer = policy
+    eng = engine_with(engine, model)
+    ps = prompts(tokenizer, 24, length=400, seed=11)
+    outs = eng.generate(ps, SamplingParams(max_new_tokens=2, temperature=1.0, seed=12))
+    assert [len(o.token_ids) for o in outs] == [2] * 24
+    again = eng.generate(ps, SamplingParams(max_new_tokens=2, temperature=1.0, seed=12))
+    assert [o.token_ids for o in again] == [o.token_ids for o in outs]  # per-request seeds reproduce
+
+
 def test_several_turns_reuse_the_prefix_cache_and_keep_logprobs_exact(engine, policy):
     model, tokenizer = policy
     eng = engine_with(engine, model)
@@ -173,17 +185,25 @@ def test_lora_policy_is_served_merged_and_the_reference_stays_the_base(engine, p
 def test_in_process_grpo_with_vllm_chosen_by_config_keeps_engine_and_trainer_in_step(engine, qwen128, tmp_path,
                                                                                    monkeypatch):
     """`rollout.engine: vllm` through `agent-r1 train`: after iteration 1's update the engine must serve the
-    new weights, so iteration 2's log-prob gap stays at float rounding (stale weights show ~1e-2)."""
+    new weights, so iteration 2's log-prob gap stays at float rounding."""
     from agent_r1.cli import main
     from agent_r1.rollout import engines
     from tests.pipeline_helpers import write_micro_params
 
     built = []
 
-    def shared(model, tokenizer, options):  # the module's engine, not a second 40-s start
+    class Borrowed:  # the module's engine, not a second 40-s start; closing it is the fixture's job
+        def __getattr__(self, name):
+            return getattr(engine, name)
+
+        def close(self):
+            pass
+
+    def shared(model, tokenizer, options):
         assert options.dtype == "float32" and options.vllm.kv_cache_gib == 1.0
         built.append(engine)
-        return engine_with(engine, model)
+        engine_with(engine, model)
+        return Borrowed()
 
     monkeypatch.setitem(engines.ENGINES, "vllm", shared)
     monkeypatch.chdir(tmp_path)
@@ -192,10 +212,19 @@ def test_in_process_grpo_with_vllm_chosen_by_config_keeps_engine_and_trainer_in_
                  "--set", "env.format=hermes", "--set", "rollout.engine=vllm", "--set", "rollout.temperature=0.7",
                  "--set", "train.device=cpu", "--set", "train.eval_every=0", "--set", "train.eval_size=2",
                  "--set", "train.prompts_per_iter=2", "--set", "train.lr=1e-2",
-                 "--set", "algo.skip_zero_advantage=false"]) == 0
+                 # a random policy earns no reward, so every advantage is 0: the entropy bonus is what
+                 # moves the weights (and so what a stale engine would miss)
+                 "--set", "algo.entropy_coef=0.01", "--set", "algo.skip_zero_advantage=false"]) == 0
     assert built == [engine]
     metrics = [json.loads(line) for line in (tmp_path / "runs" / "default" / "metrics.jsonl").read_text().splitlines()]
     trained = [m for m in metrics if m.get("step", 0) > 0]
-    assert len(trained) == 2
+    assert len(trained) == 2 and trained[0]["grad_norm"] > 0  # iteration 1 changed the weights
     assert trained[1]["rollout/logprob_diff_max"] <= TOL
     assert trained[1]["rollout/weight_syncs"] >= 2 and trained[1]["rollout/weight_sync_s"] > 0
+
+    # `agent-r1 eval` chooses its engine by the same key
+    report = tmp_path / "eval.json"
+    assert main(["eval", "--model", str(qwen128), "--mode", "agent", "--params", str(params),
+                 "--set", "env.format=hermes", "--set", "rollout.engine=vllm", "--device", "cpu", "-n", "2",
+                 "--questions", str(tmp_path / "data" / "synthetic" / "test.jsonl"), "--json", str(report)]) == 0
+    assert built == [engine, engine] and json.loads(report.read_text())

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent_r1.models.served_folder import write_model_folder
 from agent_r1.rollout.engine import GenerationOutput, SamplingParams
 from agent_r1.rollout.vllm_worker import WORKER_EXTENSION
 
@@ -32,6 +33,7 @@ GPU_EXTRA_HINT = ("install vLLM in a GPU environment (`pip install 'agent-r1[gpu
 # the trainer's log-probs are softmax(logits / T): an engine reporting temperature-1 log-probs would
 # make every importance ratio wrong at any other temperature (TRL issue 4159 saw ratios near 2)
 TEMPERATURE_FREE = (0.0, 1.0)
+CPU_BATCH_TOKENS = 8192  # the CPU build's tokens per engine step (at least max_model_len)
 
 
 @dataclass
@@ -107,15 +109,23 @@ class VLLMEngine:
         self.dtype = dtype
         self.generation_config = _generation_config(self.model_path)  # its eos ids end turns too
         self.last_sync_s = 0.0
+        self._owned_folder: Path | None = None  # set by from_model: removed on close
         self.stats = {"prompt_tokens": 0, "cached_prompt_tokens": 0}  # what vLLM's prefix cache saved
         kwargs: dict[str, Any] = dict(
             model=str(model_path), tokenizer=str(model_path), dtype=dtype, seed=seed,
             enable_prefix_caching=True, enforce_eager=options.enforce_eager,
             worker_extension_cls=WORKER_EXTENSION)
-        if not vllm_cpu_build():
-            kwargs["gpu_memory_utilization"] = options.gpu_memory_utilization
         if options.max_model_len or max_model_len:
             kwargs["max_model_len"] = options.max_model_len or max_model_len
+        if vllm_cpu_build():
+            # a prefill split over steps rewinds the request's seeded generator (`set_offset`), which a
+            # CPU generator refuses ("CPU Generator does not use offset"): the engine dies as soon as a
+            # turn's prompts outgrow one step's token budget. Whole prefills only, in a budget that fits
+            # the longest context.
+            kwargs["enable_chunked_prefill"] = False
+            kwargs["max_num_batched_tokens"] = max(kwargs.get("max_model_len") or 0, CPU_BATCH_TOKENS)
+        else:
+            kwargs["gpu_memory_utilization"] = options.gpu_memory_utilization
         try:
             self.llm = LLM(logprobs_mode="processed_logprobs", **kwargs)
             self.processed_logprobs = True
@@ -139,9 +149,8 @@ class VLLMEngine:
         shutdown = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
         if shutdown is not None and hasattr(shutdown, "shutdown"):
             shutdown.shutdown()
-        folder = getattr(self, "_owned_folder", None)
-        if folder is not None:
-            shutil.rmtree(folder, ignore_errors=True)
+        if self._owned_folder is not None:
+            shutil.rmtree(self._owned_folder, ignore_errors=True)
 
     # --- weights --------------------------------------------------------------------------
     def sync_weights(self, model: Any) -> float:
@@ -157,7 +166,7 @@ class VLLMEngine:
         """Loads a state dict with HF parameter names into the running engine."""
         from safetensors.torch import save_file
 
-        folder = _shm_or_tmp()
+        folder = _shm_or_tmp(sum(v.numel() * v.element_size() for v in weights.values()))
         fd, path = tempfile.mkstemp(prefix="agent-r1-weights-", suffix=".safetensors", dir=folder)
         os.close(fd)
         try:
@@ -217,33 +226,6 @@ class VLLMEngine:
         return [float(entry[tid].logprob) for tid, entry in zip(ids[1:], result.prompt_logprobs[1:])]
 
 
-def write_model_folder(model: Any, tokenizer: Any, folder: Path, dtype: str) -> Path:
-    """A folder vLLM loads: the config of the (base) model declaring `dtype`, its weights with HF
-    names in `dtype` (LoRA adapters merged), the tokenizer and generation config."""
-    from agent_r1.models.hf_weights import hf_state_dict
-    from agent_r1.models.lora import has_adapters
-
-    base = model.get_base_model() if has_adapters(model) else model
-    weights = hf_state_dict(model, dtype=_torch_dtype(dtype))
-    base.config.save_pretrained(folder)
-    config_path = folder / "config.json"
-    import json
-
-    config = json.loads(config_path.read_text())
-    config["dtype"] = config["torch_dtype"] = dtype  # vLLM's "auto" reads it; transformers 5 writes `dtype`
-    config_path.write_text(json.dumps(config, indent=2))
-    if getattr(base, "generation_config", None) is not None:
-        base.generation_config.save_pretrained(folder)
-    from safetensors.torch import save_file
-
-    # tied embeddings: one tensor under two names; vLLM ties them itself from the config
-    if getattr(base.config, "tie_word_embeddings", False):
-        weights.pop("lm_head.weight", None)
-    save_file({k: v.detach().cpu().contiguous() for k, v in weights.items()}, str(folder / "model.safetensors"))
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
 def _generation_config(folder: Path) -> Any:
     from transformers import GenerationConfig
 
@@ -256,9 +238,13 @@ def _torch_dtype(name: str) -> Any:
     return getattr(torch, name)
 
 
-def _shm_or_tmp() -> str | None:
-    """/dev/shm when it exists (the weights file never reaches a disk), else the default temp dir."""
-    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+def _shm_or_tmp(nbytes: int) -> str | None:
+    """/dev/shm when it has room for the file twice over (it never reaches a disk), else the default temp
+    dir (a container's /dev/shm is often 64 MB)."""
+    shm = "/dev/shm"
+    if os.path.isdir(shm) and os.access(shm, os.W_OK) and shutil.disk_usage(shm).free > 2 * nbytes:
+        return shm
+    return None
 
 
 def _to_output(completion: Any, tokenizer: Any) -> GenerationOutput:

@@ -64,6 +64,7 @@ class ShardResult:
     pid: int
     started: float = 0.0
     finished: float = 0.0
+    weight_sync_s: float = 0.0  # seconds this shard's engine spent taking new weights (vLLM; 0 otherwise)
 
 
 def node_id() -> str:
@@ -262,12 +263,15 @@ class RolloutWorker:
 
             self.load_weights(ray.get(weights_box[0]))
             self.version = version
+        syncs = self.engine_weights.syncs
+        engine = self.engine_weights.current()
+        sync_s = self.engine_weights.last_sync_s if self.engine_weights.syncs > syncs else 0.0
         with self.compute.autocast():  # the learner's precision (RLTrainer.rollout does the same)
-            trajs = run_rollout(self.engine_weights.current(), self.codec, self.make_env, samples, self.cfg.rollout,
-                                self.cfg.reward, seed=rollout_seed(self.cfg.seed, iteration, shard))
+            trajs = run_rollout(engine, self.codec, self.make_env, samples, self.cfg.rollout, self.cfg.reward,
+                                seed=rollout_seed(self.cfg.seed, iteration, shard))
         for t in trajs:
             t.policy_version = version
-        return ShardResult(trajs, node_id(), os.getpid(), started, time.time())
+        return ShardResult(trajs, node_id(), os.getpid(), started, time.time(), sync_s)
 
 
 def max_staleness(cfg: ExperimentConfig) -> int:

@@ -248,7 +248,8 @@ class RayTrainer:
                 pending[self.workers[k].rollout.remote(shards[k], job.iteration, k, version, box)] = k
         self.last_shard_nodes = [{"shard": k, "prompts": len(shards[k]), "node_id": r.node_id, "pid": r.pid,
                                   "attempts": retries[k] + 1, "died_on": died_on.get(k, []),
-                                  "version": version, "started": r.started, "finished": r.finished}
+                                  "version": version, "started": r.started, "finished": r.finished,
+                                  "weight_sync_s": r.weight_sync_s}
                                  for k, r in sorted(results.items())]
         return [t for k in range(len(shards)) for t in (results[k].trajectories if k in results else [])]
 
@@ -302,6 +303,9 @@ class RayTrainer:
         metrics["ray/worker_failures"] = float(self.worker_failures)
         metrics["ray/nodes_used"] = float(len({s["node_id"] for s in self.last_shard_nodes}))
         metrics["async/in_flight"] = float(len(self._in_flight))
+        syncs = [s.get("weight_sync_s", 0.0) for s in self.last_shard_nodes]
+        if any(syncs):  # engines with their own weights (vLLM): the slowest worker's sync this iteration
+            metrics["rollout/weight_sync_s"] = max(syncs)
         self._record_shards()
         return metrics
 
