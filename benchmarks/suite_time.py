@@ -39,7 +39,8 @@ def parse(output: str) -> dict:
             units[m[3].split("::", 1)[0]] += float(m[1])
     sessions = []
     for line in output.splitlines():
-        if line.startswith("=") and " in " in line and re.search(r"\d+ (passed|failed)", line):
+        # pytest's last line ("=== 3 passed in 1.2s ===", undecorated under -q), never a test's output
+        if re.search(r"\d+ (passed|failed).* in \d+\.\d+s", line) and "::" not in line:
             counts = {kind.rstrip("s") if kind.startswith("error") else kind: int(n)
                       for n, kind in SUMMARY.findall(line)}
             seconds = float(re.search(r" in (\d+\.\d+)s", line)[1])

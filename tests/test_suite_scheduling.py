@@ -83,12 +83,12 @@ def test_suite_time_benchmark_reads_every_session_and_module():
 40.18s setup    tests/test_ray_trainer.py::test_two_workers_roll_out_every_prompt_once
 2.50s teardown tests/test_ray_trainer.py::test_two_workers_roll_out_every_prompt_once
 0.06s call     tests/test_ddp.py::test_x[grpo]
-=========== 908 passed, 40 warnings in 481.73s (0:08:01) ===========
+1 failed, 908 passed, 40 warnings in 481.73s (0:08:01)
 12.00s setup    tests_vllm/test_vllm_engine.py::test_token_ids
 ========= 1 failed, 6 passed in 95.20s (0:01:35) =========
 """
     parsed = bench.parse(output)
-    assert parsed["sessions"] == [{"seconds": 481.73, "passed": 908}, {"seconds": 95.2, "failed": 1, "passed": 6}]
+    assert parsed["sessions"] == [{"seconds": 481.73, "failed": 1, "passed": 908}, {"seconds": 95.2, "failed": 1, "passed": 6}]
     assert parsed["modules"] == {"tests/test_deployment.py": 110.74, "tests/test_ray_trainer.py": 42.68,
                                  "tests_vllm/test_vllm_engine.py": 12.0, "tests/test_ddp.py": 0.06}
     assert list(parsed["modules"])[0] == "tests/test_deployment.py"  # longest first
