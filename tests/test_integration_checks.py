@@ -90,7 +90,7 @@ def test_training_fails_at_load_on_a_row_that_loosens_the_runs_env(tmp_path):
     data = _prepared_data(tmp_path / "data", {"max_calls_per_turn": 9})
     cfg = load_config(None, {
         "data.source": "prepared", "data.dir": str(data), "search.index_dir": str(tmp_path / "index"),
-        "train.out_dir": str(tmp_path / "run"), "env.max_calls_per_turn": 4,
+        "train.out_dir": str(tmp_path / "run"), "train.runs_dir": str(tmp_path / "runs"), "env.max_calls_per_turn": 4,
         "model.hidden_size": 16, "model.num_layers": 1, "model.num_heads": 2, "model.intermediate_size": 32,
         "model.vocab_size": 300})
     with pytest.raises(RowError, match=r"train\.jsonl:2.*max_calls_per_turn"):

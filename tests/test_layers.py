@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1] / "agent_r1"
 
 # bottom to top; a module may import its own layer and those below it
 LAYERS: list[set[str]] = [
-    {"trajectory", "schema"},
+    {"trajectory", "schema", "precision"},  # precision: what the device computes natively (torch only)
     {"algos", "rewards", "data", "retrieval", "tools", "models", "tracking"},
     # data.loaders reads question rows, whose own `env` settings it checks with the envs' schema
     {"envs", "rollout", "data.loaders", "tasks"},

@@ -253,7 +253,8 @@ def test_a_tiny_training_run_fills_the_traces_tab(tmp_path):
         "model.hidden_size": 32, "model.num_layers": 1, "model.num_heads": 2, "model.intermediate_size": 64,
         "model.vocab_size": 300, "train.prompts_per_iter": 2, "rollout.n_samples": 2, "rollout.max_turns": 2,
         "rollout.max_tokens_per_turn": 8, "train.eval_every": 0, "train.eval_size": 0, "train.threads": 1,
-        "train.iterations": 2, "train.log_trajectories_every": 1, "train.out_dir": str(tmp_path / "run")})
+        "train.iterations": 2, "train.log_trajectories_every": 1, "train.out_dir": str(tmp_path / "run"),
+        "train.runs_dir": str(root / "runs")})  # its digest cache too: never the repository's runs/
     uri = _store(tmp_path)
     tracker = RunTracker("e2e", experiment="traces", tracking_uri=uri, buffer_dir=tmp_path / "buffer", verbose=False)
     run_train(cfg, sink=MlflowSink(tracker, max_traces=3))

@@ -200,3 +200,22 @@ def test_poison_records_are_set_aside_and_the_rest_flushed(store, tmp_path):
     assert "'experiment' must be a non-empty string" in rejected[0]["error"]  # refused before it is sent
     assert all("refused by MLflow" in r["error"] for r in (rejected[1], rejected[3]))
     assert "unknown tracking record op 'bogus'" in rejected[2]["error"]
+
+
+def test_a_runs_report_counts_its_own_records_not_another_process_s(store, tmp_path):
+    """The buffer is shared: a record another process journals while it sends it is not this run's
+    undelivered work (two deployment runs at once: one's report said 12 pending, all the other's)."""
+    from agent_r1.tracking.filelock import FileLock
+
+    buffer = tmp_path / "buffer"
+    mine = RunTracker("mine", experiment="own-report", tracking_uri=store, buffer_dir=buffer, verbose=False)
+    theirs = RunTracker("theirs", experiment="own-report", tracking_uri=store, buffer_dir=buffer, verbose=False)
+    mine.log_metrics({"loss": 1.0}, step=1)
+    sending = FileLock(buffer / ".flush.lock")  # the other process, in the middle of a send
+    assert sending.acquire(blocking=False)
+    RecordBuffer(buffer).begin({"op": "tags", "key": theirs.key, "tags": {"t": "x"}})
+    report = mine.report()
+    assert report["pending"] == 0 and report["pending_in_buffer"] == 1  # its record, not mine
+    sending.release()
+    assert theirs.close()["pending"] == 0 and mine.close()["pending"] == 0
+    assert not RecordBuffer(buffer).pending()  # delivered: the replay of the journalled one included

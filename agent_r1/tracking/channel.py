@@ -36,6 +36,7 @@ class _Channel:
         self.backoff = 5.0
         self.last_error = ""
         self.counts = {"sent": 0, "buffered": 0, "flushed": 0, "rejected": 0, "partial_lines": 0}
+        self.own_keys: set[str] = set()  # the runs this process created: its report is about their records
         self.run_ids = self.buffer.run_ids()
         self.rejected_runs = self.buffer.rejected_runs()
 
@@ -78,6 +79,8 @@ class _Channel:
 
     def submit(self, record: dict[str, Any]) -> None:
         with self.lock:
+            if record.get("op") == "create_run" and isinstance(record.get("key"), str):
+                self.own_keys.add(record["key"])
             try:
                 check_record(record)  # before it is buffered: a malformed record never enters the queue
             except BadRecord as err:
@@ -202,7 +205,11 @@ class _Channel:
 
     def report(self) -> dict[str, Any]:
         scan = self.buffer.scan()
-        return {**self.counts, "pending": len(scan.records),
+        # the buffer is shared: another process's records (queued, or journalled while it sends them)
+        # are its own to deliver, so a run's report counts its own runs' records; a channel that made
+        # no run (the flush command) counts them all
+        own = [r for r in scan.records if r.get("key") in self.own_keys] if self.own_keys else scan.records
+        return {**self.counts, "pending": len(own), "pending_in_buffer": len(scan.records),
                 "partial_lines": self.counts["partial_lines"] + len(scan.partial),
                 "offline": self.offline, "buffer": str(self.buffer.pending_path), "last_error": self.last_error,
                 "set_aside": self.buffer.rejected_count(), "tracking_uri": self.display_uri}
