@@ -56,10 +56,17 @@ rollout: $(STAMP)
 # Two xdist workers (pytest-xdist, dev extra): the suite took 11-14 min serial on 2 cores. loadfile
 # keeps a module on one worker (its module-scoped servers and worlds are built once), and the Ray
 # modules are one unit (tests/isolation.py). `pytest tests/test_x.py` alone stays serial.
-# Then the vLLM tests (tests_vllm/) in .venv-vllm: one engine for the module, about 3 min on 2 cores.
+# The vLLM tests (tests_vllm/, in .venv-vllm: one engine for the module) run beside the main suite,
+# not after it: the main suite leaves the cores partly idle (servers starting, processes waiting on
+# each other), so both finished in 7.6 min where one after the other took about 10 (benchmarks/
+# suite_time.py). Their output follows the main suite's; either failing fails the target.
+VLLM_LOG := $(VLLM_VENV)/last-test.log
 test: $(STAMP) $(VLLM_STAMP)
-	$(PY) -m pytest -p no:cacheprovider -n 2 --dist loadfile
-	$(VLLM_PY) -m pytest -p no:cacheprovider tests_vllm
+	@$(VLLM_PY) -m pytest -p no:cacheprovider tests_vllm > $(VLLM_LOG) 2>&1 & vllm=$$!; \
+	trap 'kill $$vllm 2>/dev/null' INT TERM; \
+	$(PY) -m pytest -p no:cacheprovider -n 2 --dist loadfile; main=$$?; \
+	wait $$vllm; rc=$$?; echo "---- tests_vllm (.venv-vllm) ----"; cat $(VLLM_LOG); \
+	test $$main -eq 0 && test $$rc -eq 0
 
 # Quick versions by default; `make bench FULL=1` runs the long ones. The perf benchmarks need the
 # `bench` extra (trl) for perf_trl.py; on a GPU host add DEVICE=cuda (perf_* only).
