@@ -79,13 +79,13 @@ class _Channel:
 
     def submit(self, record: dict[str, Any]) -> None:
         with self.lock:
-            if record.get("op") == "create_run" and isinstance(record.get("key"), str):
-                self.own_keys.add(record["key"])
             try:
                 check_record(record)  # before it is buffered: a malformed record never enters the queue
             except BadRecord as err:
                 self._reject(record, err)
                 return
+            if record["op"] == "create_run":
+                self.own_keys.add(record["key"])
             if self.offline and time.monotonic() < self.retry_at:
                 self._append(record)
                 return

@@ -8,7 +8,8 @@ from agent_r1.training.killtest import kill_and_resume
 
 def micro_overrides(tmp_path):
     return {"data.dir": str(tmp_path / "data"), "search.index_dir": str(tmp_path / "index"),
-            "train.out_dir": str(tmp_path / "run"), "data.n_people": 60, "model.hidden_size": 32,
+            "train.out_dir": str(tmp_path / "run"), "train.runs_dir": str(tmp_path / "runs"),  # digest cache too
+            "data.n_people": 60, "model.hidden_size": 32,
             "model.num_layers": 1, "model.num_heads": 2, "model.intermediate_size": 64, "model.vocab_size": 300,
             "train.iterations": 6, "train.checkpoint_every": 1, "train.prompts_per_iter": 4,
             "rollout.n_samples": 2, "rollout.max_turns": 2, "rollout.max_tokens_per_turn": 6,
