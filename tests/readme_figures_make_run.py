@@ -87,3 +87,12 @@ MAKE_RUN: list[Figure] = [
     Figure("make run seeds: seed 1 lift, earlier machine", OLD, "per_seed.1.lift", num(0, sign=True),
            "lifted it by only @@ ("),
 ]
+
+# `make test` on a fresh clone (benchmarks/suite_time.py): its wall time, and how many tests each
+# of its two sessions (the main suite, the vLLM tests beside it) passed
+T = "suite_time.json"
+MAKE_RUN += [
+    Figure("make test: wall time on a fresh clone", T, "wall_s", minutes_seconds, "`make test` took @@ ("),
+    Figure("make test: main suite tests passed", T, "sessions.0.passed", num(0, comma=True), "(@@ tests in the main suite"),
+    Figure("make test: vLLM tests passed", T, "sessions.1.passed", num(0), "and the @@ vLLM tests beside them"),
+]
