@@ -68,3 +68,21 @@ def resume_run_overrides(tmp_path: Path) -> dict[str, Any]:
             "rollout.n_samples": 2, "rollout.max_turns": 2, "rollout.max_tokens_per_turn": 6,
             "train.checkpoint_every": 2, "train.eval_every": 0, "train.eval_size": 4, "train.threads": 1,
             "algo.adv_estimator": "gae", "algo.kl_coef": 0.01}
+
+
+def lora_policy(model: Any, seed: int = 0) -> Any:
+    """A LoRA copy of `model` whose adapters change its output (peft starts lora_B at 0): for tests
+    that a LoRA policy is served merged (tests/test_engine_choice.py, tests_vllm/)."""
+    import copy
+
+    import torch
+
+    from agent_r1.models.lora import LoraConfig, apply_lora
+
+    peft_model = apply_lora(copy.deepcopy(model), LoraConfig(r=4, alpha=8))
+    with torch.no_grad():
+        g = torch.Generator().manual_seed(seed)
+        for name, p in peft_model.named_parameters():
+            if "lora_B" in name:
+                p.copy_(torch.randn(p.shape, generator=g) * 0.05)
+    return peft_model

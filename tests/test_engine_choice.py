@@ -4,13 +4,13 @@ another temperature. vLLM itself runs in tests_vllm/ (in .venv-vllm)."""
 
 from __future__ import annotations
 
-import copy
 import json
 
 import pytest
 import torch
 
 from agent_r1.rollout.engine import SamplingParams, TransformersEngine
+from tests.pipeline_helpers import lora_policy
 from tests.qwen_helpers import qwen_dir  # noqa: F401  (a session fixture)
 
 
@@ -19,18 +19,6 @@ def qwen(qwen_dir):  # noqa: F811
     from agent_r1.models.build import load_model
 
     return load_model(qwen_dir, "float32")
-
-
-def lora_policy(model):
-    from agent_r1.models.lora import LoraConfig, apply_lora
-
-    peft_model = apply_lora(copy.deepcopy(model), LoraConfig(r=4, alpha=8))
-    with torch.no_grad():  # adapters that change the output (peft starts lora_B at 0)
-        g = torch.Generator().manual_seed(0)
-        for name, p in peft_model.named_parameters():
-            if "lora_B" in name:
-                p.copy_(torch.randn(p.shape, generator=g) * 0.05)
-    return peft_model
 
 
 def test_a_lora_policy_is_written_as_a_full_model_folder_with_the_adapters_merged(qwen, tmp_path):

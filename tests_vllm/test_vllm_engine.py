@@ -164,15 +164,11 @@ def test_a_weight_sync_makes_the_engine_score_with_the_learners_weights(engine, 
 
 
 def test_lora_policy_is_served_merged_and_the_reference_stays_the_base(engine, policy):
-    from agent_r1.models.lora import LoraConfig, apply_lora, reference_context
+    from agent_r1.models.lora import reference_context
+    from tests.pipeline_helpers import lora_policy
 
     model, tokenizer = policy
-    peft_model = apply_lora(copy.deepcopy(model), LoraConfig(r=4, alpha=8))
-    with torch.no_grad():  # adapters that change the output (peft starts lora_B at 0)
-        g = torch.Generator().manual_seed(8)
-        for name, p in peft_model.named_parameters():
-            if "lora_B" in name:
-                p.copy_(torch.randn(p.shape, generator=g) * 0.05)
+    peft_model = lora_policy(model, seed=8)
     eng = engine_with(engine, peft_model)
     ps = prompts(tokenizer, 4, seed=9)
     outs = eng.generate(ps, SamplingParams(max_new_tokens=12, temperature=0.7, seed=1))
