@@ -15,7 +15,7 @@
   The units are for cost and load, not isolation: every fixture makes its own tmp folder (per
   worker under xdist), takes ports the OS hands out, and stops only what it started.
 - the repository's own folders: a session that creates runs/, data/, mlruns/ or artifacts/ in
-  the repository says so at the end (a test must write into its tmp_path).
+  the repository fails, naming the test after which each appeared (a test writes into its tmp_path).
 """
 
 from __future__ import annotations
