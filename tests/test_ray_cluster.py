@@ -205,7 +205,11 @@ def test_losing_a_node_mid_iteration_rolls_its_shard_out_again(cluster, micro, m
             steps.append((metrics, trainer.last_trajectories, trainer.last_shard_nodes))
             print(f"iteration {len(steps) - 1}: {time.perf_counter() - t0:.1f} s, shards on "
                   f"{[(s['shard'], s['node_id'][:8], s['attempts']) for s in trainer.last_shard_nodes]}")
-        alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+        # the GCS declares the killed node dead after its health checks fail (~3-6 s with ENV): the
+        # two micro iterations can end sooner, so it is given until a deadline to say so
+        deadline = time.monotonic() + 60
+        while (alive := {n["NodeID"] for n in ray.nodes() if n["Alive"]}) != {head} and time.monotonic() < deadline:
+            time.sleep(0.5)
         failures = trainer.worker_failures
     assert cluster.nodes["node2"].wait(30) is not None and alive == {head}
 
