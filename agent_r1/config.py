@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from agent_r1.algos.rollout_correction import RolloutCorrectionConfig
 from agent_r1.envs.tool_env import EnvConfig
 from agent_r1.models.build import ModelConfig
+from agent_r1.retrieval.search import SearchConfig
 from agent_r1.rewards.scoring import RewardConfig
 from agent_r1.rollout.loop import RolloutConfig
 from agent_r1.schema import (  # noqa: F401
@@ -129,23 +130,6 @@ class DataConfig:
     eval_file: str = "test.jsonl"
     n_people: int = 450  # synthetic world size
     question_types: tuple[str, ...] = ("one_hop", "bridge", "comparison")  # synthetic question types
-
-
-@dataclass
-class SearchConfig:
-    backend: str = "tantivy"  # tantivy | elasticsearch (BM25) | dense | hybrid | elasticsearch-dense | elasticsearch-hybrid
-    index_dir: str = "data/index"
-    url: str = ""  # Elasticsearch URL (auth comes from environment variables)
-    index_name: str = "agent-r1-corpus"
-    k: int = 3
-    max_chars_per_doc: int = 300
-    timeout_s: float = 10.0
-    es_pool_size: int = 10  # Elasticsearch: HTTP connections per process (one pooled client per rollout worker)
-    # dense / hybrid backends: the encoder (minilm works offline; hf:<id or folder> for bge, e5, ...),
-    # the faiss index (flat | hnsw), and where corpus embeddings are cached by content hash
-    encoder: str = "minilm"
-    dense_index: str = "flat"
-    embed_cache_dir: str = ""  # "" = $AGENT_R1_EMBED_CACHE or ~/.cache/agent-r1/embeddings
 
 
 @dataclass

@@ -276,3 +276,65 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
         k, v = item.split("=", 1)
         out[k.strip()] = safe_yaml(v, f"override {item[:60]!r}") if v.strip() else ""  # `key=`: an empty string
     return out
+
+
+# --------------------------------------------------------------------------- a frozen config tree
+class FrozenConfigError(AttributeError):
+    """A key of a run's config was set after `Run.open` froze it."""
+
+
+def freeze(section: Any) -> Any:
+    """Makes a config tree read-only in place (every nested section too) and returns it. Setting a key
+    then raises FrozenConfigError naming it: a run's config is settled once (`agent_r1/runs/run.py`),
+    so no part built later can see another value than the one written to its config.json.
+
+    Each section's class is swapped for a read-only subclass of it, so isinstance, `dataclasses.fields`
+    and `==` keep working; `dataclasses.replace`, `copy.deepcopy` and pickling give a writable copy of
+    the plain class (a copy is someone else's config; a Ray actor gets the plain class)."""
+    if not dataclasses.is_dataclass(section) or isinstance(section, type):
+        return section
+    for f in dataclasses.fields(section):
+        freeze(getattr(section, f.name))
+    if not getattr(type(section), "_read_only", False):
+        object.__setattr__(section, "__class__", _read_only(type(section)))
+    object.__setattr__(section, "_frozen", True)
+    return section
+
+
+def is_frozen(section: Any) -> bool:
+    return bool(getattr(section, "_frozen", False))
+
+
+def _thaw(cls: type, state: dict[str, Any]) -> Any:
+    obj = cls.__new__(cls)
+    obj.__dict__.update({k: v for k, v in state.items() if k != "_frozen"})
+    return obj
+
+
+_READ_ONLY: dict[type, type] = {}
+
+
+def _read_only(cls: type) -> type:
+    if cls in _READ_ONLY:
+        return _READ_ONLY[cls]
+    names = [f.name for f in dataclasses.fields(cls)]
+
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        if self.__dict__.get("_frozen"):  # an instance being built (replace) is not frozen yet
+            raise FrozenConfigError(f"the run's config is frozen: cannot set {cls.__name__}.{name}; pass it as "
+                                    "an override before the run opens (Run.open), or copy the config first")
+        object.__setattr__(self, name, value)
+
+    def __eq__(self: Any, other: Any) -> Any:
+        if not isinstance(other, cls):
+            return NotImplemented
+        return all(getattr(self, n) == getattr(other, n) for n in names)
+
+    def __reduce_ex__(self: Any, protocol: Any) -> Any:
+        return _thaw, (cls, dict(self.__dict__))
+
+    body = {"__setattr__": __setattr__, "__delattr__": __setattr__, "__eq__": __eq__, "__hash__": None,
+            "__reduce_ex__": __reduce_ex__, "_read_only": True, "__module__": cls.__module__,
+            "__qualname__": cls.__qualname__, "__doc__": cls.__doc__}
+    _READ_ONLY[cls] = type(cls.__name__, (cls,), body)
+    return _READ_ONLY[cls]

@@ -1,10 +1,7 @@
-"""Held-out evaluation of a trained run, Prefect-free: used by the flow's `evaluate` task and by the
-DVC `evaluate` stage (`python -m flows.evaluate --params params.yaml`).
-
-Greedy rollouts of the final checkpoint ("rl") and of the run's starting point ("start": the SFT warm
-start the RL began from) on the held-out question file, `train.eval_size` questions (numbers the
-trainer measured on exactly those questions at step 0 and at the end are reused). Writes
-`{train.out_dir}/eval_metrics.json`: {dataset: {model: {em, f1, substring_em, ...}}}.
+"""Held-out evaluation of a trained run, Prefect-free: the DVC `evaluate` stage
+(`python -m flows.evaluate --params params.yaml --set train.out_dir=RUN`) and the curves `dvc plots`
+reads. The evaluation itself is the run's (`Run.evaluate`, agent_r1/runs/evaluate.py), the same one
+the flow's `evaluate` task runs.
 """
 
 from __future__ import annotations
@@ -12,78 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-
-def _trainer_evals(cfg: Any, checkpoint: Path, n: int) -> dict[str, dict[str, float]]:
-    """The trainer already rolled out the start (step 0) and final policy greedily on these very
-    questions (same file, size, seed and rollout config): reuse those numbers rather than
-    recomputing them. Empty when they do not cover exactly this evaluation."""
-    from agent_r1.training.metrics_log import read_metrics
-
-    rows = {r["step"]: r for r in read_metrics(Path(cfg.train.out_dir) / "metrics.jsonl") if "eval/em" in r}
-    final_step = int(checkpoint.name.split("_")[-1]) if checkpoint.name.startswith("iter_") else -1
-    found = {}
-    for label, step in (("start", 0), ("rl", final_step)):
-        row = rows.get(step)
-        if row and row.get("eval/n") == n:
-            found[label] = {k[len("eval/"):]: v for k, v in row.items() if k.startswith("eval/")}
-    return found if len(found) == 2 else {}
-
-
-def evaluate_run(cfg: Any, checkpoint: str | Path | None = None, log: Callable[[str], None] = print,
-                 reuse: bool = True) -> dict[str, dict[str, dict[str, float]]]:
-    from agent_r1.evaluation.agent_eval import evaluate_policy
-    from agent_r1.models.build import load_model
-    from agent_r1.rollout.chat import ChatCodec
-    from agent_r1.rollout.engine import TransformersEngine
-    from agent_r1.runs.assembly import (
-        ensure_data,
-        ensure_index,
-        load_samples,
-        make_env_factory,
-        open_run_index,
-        set_threads,
-    )
-    from agent_r1.training import checkpoint as ckpt
-
-    set_threads(cfg.train.threads)
-    out = Path(cfg.train.out_dir)
-    checkpoint = checkpoint or ckpt.latest_checkpoint(out / "checkpoints")
-    if checkpoint is None:
-        raise FileNotFoundError(f"no checkpoint in {out / 'checkpoints'}; train first")
-    models = {"rl": str(checkpoint)}
-    if (out / "init_model").exists():
-        models["start"] = str(out / "init_model")
-    data_dir = ensure_data(cfg)
-    retriever = open_run_index(cfg, ensure_index(cfg, data_dir))
-    datasets = {Path(cfg.data.eval_file).stem: data_dir / cfg.data.eval_file}
-    results: dict[str, dict[str, dict[str, float]]] = {}
-    try:
-        env_factory = make_env_factory(cfg, retriever)
-        for name, path in datasets.items():
-            samples = load_samples(path, cfg.train.eval_size, cfg=cfg)
-            known = (_trainer_evals(cfg, Path(checkpoint), len(samples))
-                     if reuse and path == data_dir / cfg.data.eval_file else {})
-            for label, m in known.items():
-                results.setdefault(name, {})[label] = {**m, "n": float(len(samples)), "source": "trainer"}
-                log(f"{label} on {name} ({len(samples)} questions, measured by the trainer): EM {m['em']:.1f} "
-                    f"F1 {m['f1']:.1f} search-first {m['search_first_rate']:.0f}%")
-            for label, model_dir in models.items():
-                if label in known:
-                    continue
-                model, tok = load_model(model_dir)
-                m = evaluate_policy(TransformersEngine(model, tok), ChatCodec(tok), env_factory, samples,
-                                    cfg.rollout, cfg.reward, greedy=True, seed=cfg.seed)
-                results.setdefault(name, {})[label] = {**m, "n": float(len(samples))}
-                log(f"{label} on {name} ({len(samples)} questions): EM {m['em']:.1f} F1 {m['f1']:.1f} "
-                    f"search-first {m['search_first_rate']:.0f}%")
-    finally:
-        retriever.close()
-    (out / "eval_metrics.json").write_text(json.dumps(results, indent=1))
-    return results
 
 
 CURVES = {
@@ -94,11 +21,12 @@ CURVES = {
 }
 
 
-def write_curves(cfg: Any) -> Path:
+def write_curves(run: Any) -> Path:
     """`{train.out_dir}/plots/{train,eval,sft}.json`: per-step curves in a format `dvc plots` reads
     (a JSON list of rows; JSONL is not one). Keys keep their names with '/' -> '_'."""
     from agent_r1.training.metrics_log import read_metrics
 
+    cfg = run.cfg
     out = Path(cfg.train.out_dir) / "plots"
     out.mkdir(parents=True, exist_ok=True)
     sft = Path(cfg.sft.out_dir) / "metrics.jsonl" if cfg.sft.out_dir else Path(cfg.train.init_from).parent / "metrics.jsonl"
@@ -115,6 +43,7 @@ def write_curves(cfg: Any) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     from agent_r1.config import load_config, parse_overrides
+    from agent_r1.runs.run import Run
 
     p = argparse.ArgumentParser(prog="python -m flows.evaluate", description=__doc__.splitlines()[0])
     p.add_argument("--params", default="params.yaml")
@@ -125,8 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     cfg = load_config(args.params, parse_overrides(args.overrides))
     if not cfg.train.out_dir:
         raise SystemExit("name the run to evaluate: --set train.out_dir=RUN_FOLDER (`agent-r1 runs` lists them)")
-    evaluate_run(cfg, args.checkpoint, reuse=not args.fresh)
-    write_curves(cfg)
+    run = Run.load(cfg.train.out_dir)
+    run.evaluate(args.checkpoint, reuse=not args.fresh)
+    write_curves(run)
     return 0
 
 

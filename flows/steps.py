@@ -20,6 +20,13 @@ def _config(params: str | None, overrides: dict[str, Any] | None):
     return load_config(params or None, dict(overrides or {}))
 
 
+def run_config(run_dir: str):
+    """The config a task works on: its run's own (the folder's config.json, written by `Run.open`)."""
+    from agent_r1.runs.run import Run
+
+    return Run.load(run_dir).cfg
+
+
 def _sections(cfg: Any, keys: tuple[str, ...]) -> dict[str, Any]:
     tree = cfg.to_dict()
     return {k: tree[k] for k in keys}
@@ -68,13 +75,13 @@ def _abs(path: str) -> str:
 def data_key(context: Any, inputs: dict[str, Any]) -> str:
     """Same seed + data config + folder -> same data: a re-run reuses the result. (The flow refreshes
     the cache if the folder was deleted since.)"""
-    cfg = _config(inputs["params"], inputs["overrides"])
+    cfg = run_config(inputs["run_dir"])
     return "prepare-data-" + _digest(_sections(cfg, DATA_KEYS), _abs(cfg.data.dir), inputs.get("dvc"))
 
 
 def index_key(context: Any, inputs: dict[str, Any]) -> str | None:
     """Same corpus bytes + search config + folder -> same index."""
-    cfg = _config(inputs["params"], inputs["overrides"])
+    cfg = run_config(inputs["run_dir"])
     corpus = Path(inputs["data_dir"]) / "corpus.jsonl"
     if not corpus.exists():
         return None  # no caching
@@ -85,7 +92,7 @@ def index_key(context: Any, inputs: dict[str, Any]) -> str | None:
 def embed_key(context: Any, inputs: dict[str, Any]) -> str | None:
     """Same corpus bytes + backend + encoder settings -> the same embeddings (the cache itself is
     content-addressed too: this only spares loading the model)."""
-    cfg = _config(inputs["params"], inputs["overrides"])
+    cfg = run_config(inputs["run_dir"])
     corpus = Path(inputs["data_dir"]) / "corpus.jsonl"
     if not corpus.exists():
         return None

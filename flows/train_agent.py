@@ -1,7 +1,9 @@
 """The `train-agent` Prefect flow: prepare_data -> build_index -> sft -> train -> evaluate.
 
-Each task is a thin call into `agent_r1`; the flow reads the same `params.yaml` as `dvc repro` and the
-CLI, plus dotted overrides (`{"algo.adv_estimator": "rloo", "train.iterations": 10}`).
+The flow reads the same `params.yaml` as `dvc repro` and the CLI, plus dotted overrides
+(`{"algo.adv_estimator": "rloo", "train.iterations": 10}`), and opens the run once (`Run.open`:
+its folder, config.json, the frozen config). Each task is handed the run folder and reopens the run
+from it (`Run.load`), so a task, a retried task and a cache key all see the run's one config.
 
 Run it:
     python -m flows.train_agent                       # params.yaml, a local (ephemeral) Prefect API
@@ -44,45 +46,42 @@ from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 
 from flows.steps import _config, data_key, dvc_repro, embed_key, index_key, use_dvc  # noqa: E402
+from agent_r1.runs.run import Run  # noqa: E402
 
 
 # --- tasks ----------------------------------------------------------------------------------------
 @task(name="prepare_data", retries=2, retry_delay_seconds=5, cache_key_fn=data_key)
-def prepare_data(params: str | None, overrides: dict[str, Any], dvc: bool) -> str:
+def prepare_data(run_dir: str, dvc: bool) -> str:
     """The data folder (synthetic world, or a prepared dataset). Idempotent, so retried and cached."""
-    from agent_r1.runs.assembly import ensure_data
-
     logger = get_run_logger()
-    cfg = _config(params, overrides)
     if dvc:
         logger.info("dvc repro prepare\n%s", dvc_repro("prepare"))
-    path = ensure_data(cfg)
+    path = Run.load(run_dir).data_dir
     logger.info("data ready in %s", path)
     return str(path)
 
 
 @task(name="embed", retries=1, retry_delay_seconds=5, cache_key_fn=embed_key)
-def embed(params: str | None, overrides: dict[str, Any], data_dir: str) -> str | None:
+def embed(run_dir: str, data_dir: str) -> str | None:
     """Corpus embeddings for a dense or hybrid search backend (cached by content; skipped otherwise)."""
     from agent_r1.retrieval.embeddings import embed_for_search
 
-    cfg = _config(params, overrides)
+    cfg = Run.load(run_dir).cfg
     path = embed_for_search(cfg.search, data_dir)
     get_run_logger().info("corpus embedded with %s: %s", cfg.search.encoder, path)
     return str(path) if path else None
 
 
 @task(name="build_index", retries=2, retry_delay_seconds=5, cache_key_fn=index_key)
-def build_index(params: str | None, overrides: dict[str, Any], data_dir: str, dvc: bool) -> dict[str, Any]:
+def build_index(run_dir: str, data_dir: str, dvc: bool) -> dict[str, Any]:
     """The retrieval index over the corpus; rebuilt only when the corpus or search config changed."""
-    from agent_r1.runs.assembly import ensure_data, ensure_index
-
     logger = get_run_logger()
-    cfg = _config(params, overrides)
+    run = Run.load(run_dir)
+    cfg = run.cfg
     if dvc:
         for stage in ("embed", "index"):  # embed: the corpus vectors the index stage depends on (none for BM25)
             logger.info("dvc repro %s\n%s", stage, dvc_repro(stage))
-    index_dir = ensure_index(cfg, ensure_data(cfg))
+    index_dir = run.index_dir
     manifest = index_dir / "retriever.json"
     info = json.loads(manifest.read_text()) if manifest.exists() else {}
     logger.info("index ready in %s (%s documents, %s)", index_dir, info.get("num_docs", "?"), cfg.search.backend)
@@ -91,16 +90,18 @@ def build_index(params: str | None, overrides: dict[str, Any], data_dir: str, dv
 
 
 @task(name="sft", retries=1, retry_delay_seconds=5, cache_policy=NO_CACHE)
-def sft(params: str | None, overrides: dict[str, Any], tracker: Any) -> dict[str, Any]:
+def sft(run_dir: str, tracker: Any) -> dict[str, Any]:
     """The supervised warm start: reused when one made from the same data, index, model, SFT and env
-    settings exists (runs/warm_starts/<hash>), else trained once (deterministic: a retry redoes it)."""
+    settings exists (runs/warm_starts/<hash>), else trained once (deterministic: a retry redoes it).
+    The run then starts from it (its config.json names the warm start's model: `Run.with_start`)."""
     from agent_r1.runs.warm_start import ensure_warm_start
     from agent_r1.training.metrics_log import read_metrics
 
     logger = get_run_logger()
-    cfg = _config(params, overrides)
+    run = Run.load(run_dir)
     started = time.perf_counter()
-    warm = ensure_warm_start(cfg, log=logger.info)
+    warm = ensure_warm_start(run.cfg, log=logger.info)
+    run.with_start(warm.model_dir, warm.dir)
     for row in read_metrics(warm.dir / "metrics.jsonl"):  # the warm start's curve, on every run using it
         step = int(row.pop("step"))
         tracker.log_metrics(row, step)
@@ -113,20 +114,20 @@ def sft(params: str | None, overrides: dict[str, Any], tracker: Any) -> dict[str
 
 
 @task(name="train", retries=1, retry_delay_seconds=10, cache_policy=NO_CACHE)
-def train(params: str | None, overrides: dict[str, Any], tracker: Any) -> dict[str, Any]:
+def train(run_dir: str, tracker: Any) -> dict[str, Any]:
     """The RL iterations (in-process or through Ray, as `ray.enabled` says). A retry resumes from the
     latest complete checkpoint, which restores the exact state, so retrying is safe."""
     from prefect.runtime import task_run
 
     from agent_r1.runs.tracked import stamp_result, tracked_sink
-    from agent_r1.runs.train import run_train
     from agent_r1.training import checkpoint as ckpt
 
     logger = get_run_logger()
-    cfg = _config(params, overrides)
-    out = Path(cfg.train.out_dir)
+    out = Path(run_dir)
     latest = ckpt.latest_checkpoint(out / "checkpoints")
     resume = (task_run.run_count or 1) > 1 and latest is not None
+    run = Run.load(run_dir, resume=resume)
+    cfg = run.cfg
     resume_step = ckpt.checkpoint_iteration(latest) + 1 if resume else None
     sink = tracked_sink(cfg, tracker, resume)  # metrics.jsonl (what `dvc plots` reads) and MLflow
     total = cfg.train.iterations
@@ -144,7 +145,7 @@ def train(params: str | None, overrides: dict[str, Any], tracker: Any) -> dict[s
 
     if resume:
         logger.warning("retry: resuming from %s", latest)
-    result = run_train(cfg, resume=resume, sink=sink, on_iteration=on_iteration)
+    result = run.train(sink=sink, on_iteration=on_iteration)
     sink.log_checkpoints()
     tracker.log_metrics({"train/duration_s": time.perf_counter() - started}, result["iterations"])
     final = result["final"] or {}
@@ -156,22 +157,21 @@ def train(params: str | None, overrides: dict[str, Any], tracker: Any) -> dict[s
 
 
 @task(name="evaluate", retries=2, retry_delay_seconds=5, cache_policy=NO_CACHE)
-def evaluate(params: str | None, overrides: dict[str, Any], checkpoint: str, checkpoint_sha256: str,
-             tracker: Any) -> dict[str, Any]:
+def evaluate(run_dir: str, checkpoint: str, checkpoint_sha256: str, tracker: Any) -> dict[str, Any]:
     """Greedy held-out evaluation of exactly the checkpoint this run's train stage produced (its
     content hash is checked first) and of its starting point, per question set; read-only, so retried."""
     from agent_r1.runs.lineage import checkpoint_hash
-    from flows.evaluate import evaluate_run, write_curves
+    from flows.evaluate import write_curves
 
     logger = get_run_logger()
-    cfg = _config(params, overrides)
+    run = Run.load(run_dir)
     found = checkpoint_hash(checkpoint)
     if found != checkpoint_sha256:
         raise RuntimeError(f"checkpoint {checkpoint} changed since training wrote it (sha256 {found[:16]}, trained "
                            f"{checkpoint_sha256[:16]}): refusing to score another run's weights")
     tracker.set_tags({"checkpoint": checkpoint, "checkpoint.sha256": found})
-    results = evaluate_run(cfg, checkpoint, log=logger.info)
-    write_curves(cfg)  # the files `dvc plots show` reads
+    results = run.evaluate(checkpoint, log=logger.info)
+    write_curves(run)  # the files `dvc plots show` reads
     for name, per in results.items():
         for label, m in per.items():
             tracker.log_metrics({f"{name}/{label}/{k}": v for k, v in m.items()})
@@ -214,7 +214,7 @@ def train_agent(params: str = "params.yaml", overrides: dict[str, Any] | None = 
     from prefect.runtime import flow_run
 
     from agent_r1.runs.folders import update_record
-    from agent_r1.runs.lifecycle import fail_card, open_run
+    from agent_r1.runs.lifecycle import fail_card
     from agent_r1.tracking import RunTracker, dvc_lock_hashes, git_tags, machine_tags
 
     logger = get_run_logger()
@@ -224,9 +224,11 @@ def train_agent(params: str = "params.yaml", overrides: dict[str, Any] | None = 
         overrides["train.experiment"] = experiment
     cfg = _config(params, overrides)  # fails fast on a bad key, before any work
     via_dvc = use_dvc(params, overrides, dvc)
-    # the run's own folder, pinned for every task (and for a retried one) through the overrides
-    run_dir = open_run(cfg, name=flow_run.name or None)
-    overrides["train.out_dir"] = str(run_dir)
+    # the run, opened once: its folder and config.json, which every task (and a retried one) reopens;
+    # the warm start is the sft stage's (tracked as a child run), not trained inside the opening
+    run = Run.open(cfg, name=flow_run.name or None, resolve_start=False, log=logger.info)
+    run_dir = run.folder
+    cfg = run.cfg
     experiment = cfg.train.experiment
     tree = cfg.to_dict()
     tracker = RunTracker(run_dir.name, experiment=experiment,
@@ -239,16 +241,17 @@ def train_agent(params: str = "params.yaml", overrides: dict[str, Any] | None = 
     logger.info("run folder %s; MLflow run %s at %s", run_dir, tracker.run_id, tracker.display_uri)  # never credentials
     status = "FAILED"
     try:
-        data_dir = prepare_data(params, overrides, via_dvc)
+        folder = str(run_dir)
+        data_dir = prepare_data(folder, via_dvc)
         if not (Path(data_dir) / cfg.data.train_file).exists():  # cached, but deleted since
-            data_dir = prepare_data.with_options(refresh_cache=True)(params, overrides, via_dvc)
+            data_dir = prepare_data.with_options(refresh_cache=True)(folder, via_dvc)
         from agent_r1.retrieval.base import VECTOR_BACKENDS
 
         if cfg.search.backend in VECTOR_BACKENDS and not via_dvc:  # vectors first (DVC's index stage has its own)
-            tracker.set_tags({"embeddings": embed(params, overrides, data_dir) or ""})
-        index = build_index(params, overrides, data_dir, via_dvc)
+            tracker.set_tags({"embeddings": embed(folder, data_dir) or ""})
+        index = build_index(folder, data_dir, via_dvc)
         if not (Path(index["index_dir"]) / "retriever.json").exists():
-            index = build_index.with_options(refresh_cache=True)(params, overrides, data_dir, via_dvc)
+            index = build_index.with_options(refresh_cache=True)(folder, data_dir, via_dvc)
         tags = {"data.dir": data_dir, "index.dir": index["index_dir"], "index.num_docs": index["num_docs"],
                 "index.corpus_sha1": index["corpus_sha1"]}
         if via_dvc:
@@ -257,19 +260,18 @@ def train_agent(params: str = "params.yaml", overrides: dict[str, Any] | None = 
 
         if _wants_sft(cfg):
             warm = _stage(tracker, "sft", {"seed": tree["seed"], "model": tree["model"], "sft": tree["sft"]},
-                          sft, params, overrides)
-            overrides.update({"train.init_from": warm["model_dir"], "sft.out_dir": warm["dir"]})
+                          sft, folder)
             tracker.set_tags({"warm_start.hash": warm["hash"], "warm_start.reused": str(warm["reused"]).lower()})
         else:
             logger.info("no SFT stage: train.init_from=%r", cfg.train.init_from)
 
-        trained = _stage(tracker, "train", _config(params, overrides).to_dict(), train, params, overrides)
+        trained = _stage(tracker, "train", Run.load(folder).cfg.to_dict(), train, folder)
         final = trained["final"]
         tracker.log_metrics({k: v for k, v in final.items() if isinstance(v, (int, float))}, trained["iterations"])
         tracker.set_tags({"checkpoint": trained["checkpoint"] or "", "checkpoint.sha256": trained["checkpoint_sha256"],
                           **{f"lineage.{k}": v for k, v in trained["lineage"].items()}})
 
-        results = _stage(tracker, "evaluate", None, evaluate, params, overrides, trained["checkpoint"],
+        results = _stage(tracker, "evaluate", None, evaluate, folder, trained["checkpoint"],
                          trained["checkpoint_sha256"])
         flat = {f"final/{d}/{label}/{k}": v for d, per in results.items() for label, vals in per.items()
                 for k, v in vals.items()}

@@ -153,12 +153,12 @@ def _cfg(root, name, **over):
 
 @pytest.fixture(scope="module")
 def async_run(ray_session, world):
-    from agent_r1.runs.train import assembly
+    from agent_r1.runs.run import Run
     from agent_r1.training import checkpoint as ckpt
     from agent_r1.training.ray_trainer import RayTrainer
 
     cfg = _staleness(_cfg(world, "async"), 1)
-    with RayTrainer(cfg, assembly()) as trainer:
+    with RayTrainer(Run(cfg).spec()) as trainer:
         steps = []
         for i in range(ITERATIONS):
             metrics = trainer.train_step()

@@ -136,7 +136,7 @@ def _ray_learners(world_dir, name, learners, iterations=2, fsdp=False, resume=Fa
     """`iterations` steps, each (metrics, trajectories, learner weights); with `finish`, then
     (evaluation, checkpoint folder). `device` "cuda": a GPU per learner and per rollout worker
     (benchmarks/fsdp_check.sh; a worker without one could not unpickle the learner's CUDA snapshot)."""
-    from agent_r1.runs.train import assembly
+    from agent_r1.runs.run import Run
     from agent_r1.training.ray_trainer import RayTrainer
 
     # an entropy bonus: a random policy scores 0 everywhere, so without it the true gradient is 0 and
@@ -146,7 +146,7 @@ def _ray_learners(world_dir, name, learners, iterations=2, fsdp=False, resume=Fa
     cfg.ray.num_learners = learners
     cfg.train.fsdp = fsdp  # set on the built config: load_config refuses train.fsdp on CPU
     steps = []
-    with RayTrainer(cfg, assembly(), resume=resume, allow_cpu_fsdp=fsdp and device == "cpu") as trainer:
+    with RayTrainer(Run(cfg, resume).spec(), allow_cpu_fsdp=fsdp and device == "cpu") as trainer:
         for _ in range(iterations):
             metrics = trainer.train_step()
             steps.append((metrics, trainer.last_trajectories, trainer.learner_weights()))

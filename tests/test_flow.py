@@ -114,12 +114,10 @@ def test_flow_end_to_end_micro(harness, mlflow_store, tmp_path, monkeypatch):
     assert {(r["dataset"], r["model"]) for r in ev} == {("test", "rl"), ("test", "start")}
 
     # the evaluate step reused the trainer's held-out numbers: rolling out again gives the same ones
-    from agent_r1.config import load_config
-    from flows.evaluate import evaluate_run
+    from agent_r1.runs.run import Run
 
-    cfg = load_config(params, {"train.eval_size": 3})
     reused = json.loads((tmp_path / "runs/default/eval_metrics.json").read_text())["test"]
-    fresh = evaluate_run(cfg, summary["checkpoint"], log=lambda _: None, reuse=False)["test"]
+    fresh = Run.load(tmp_path / "runs/default").evaluate(summary["checkpoint"], log=lambda _: None, reuse=False)["test"]
     assert reused["rl"]["source"] == "trainer" and "source" not in fresh["rl"]
     for label in ("rl", "start"):
         for key in ("em", "f1", "search_first_rate", "mean_turns"):

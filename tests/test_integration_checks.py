@@ -85,7 +85,7 @@ def test_load_samples_holds_rows_to_the_runs_env(tmp_path):
 
 
 def test_training_fails_at_load_on_a_row_that_loosens_the_runs_env(tmp_path):
-    from agent_r1.runs.train import prepare_run
+    from agent_r1.runs.run import Run
 
     data = _prepared_data(tmp_path / "data", {"max_calls_per_turn": 9})
     cfg = load_config(None, {
@@ -94,7 +94,7 @@ def test_training_fails_at_load_on_a_row_that_loosens_the_runs_env(tmp_path):
         "model.hidden_size": 16, "model.num_layers": 1, "model.num_heads": 2, "model.intermediate_size": 32,
         "model.vocab_size": 300})
     with pytest.raises(RowError, match=r"train\.jsonl:2.*max_calls_per_turn"):
-        prepare_run(cfg)
+        Run(cfg).parts()
 
 
 def test_run_retriever_requests_time_out_within_the_tool_timeout(tmp_path):

@@ -1,8 +1,9 @@
-"""Dependencies point one way, from the CLI and flows down through training and evaluation to
-rollout, envs, algorithms, retrieval and rewards, and down to the trajectory and schema types
-(`LAYERS` below, bottom to top): no module imports a layer above its own, lazy imports inside
-functions included, so each layer can be tested and reused without the ones above it. `*/commands.py` modules are the CLI's subcommands, kept
-beside their package: they sit on the CLI layer."""
+"""Dependencies point one way, as docs/architecture.md draws them: from the CLI (agent_r1/cli/) down
+through run assembly, training and evaluation to rollout, envs, algorithms, retrieval and rewards,
+and down to the trajectory and schema types (`LAYERS` below, bottom to top): no module imports a
+layer above its own, lazy imports inside functions included, so each layer can be tested and reused
+without the ones above it. `NEVER` lists the arrows that must not exist even where the layers
+would allow them (the page's second table)."""
 
 from __future__ import annotations
 
@@ -21,15 +22,33 @@ LAYERS: list[set[str]] = [
     {"evaluation"},  # scores a policy; the trainer's held-out eval uses it, never the reverse
     {"training"},
     {"runs"},
-    {"cli", "commands"},
+    {"cli"},
 ]
+
+# (from, to, why): docs/architecture.md's forbidden arrows, by layer unit
+NEVER = [
+    ("trajectory", "training", "types know no trainer"), ("schema", "training", "types know no trainer"),
+    ("algos", "rollout", "math knows no engine"),
+    ("rollout", "training", "the loop knows no optimiser"),
+    ("envs", "rollout", "an env knows no engine"), ("tools", "rollout", "an env knows no engine"),
+    ("tasks", "rollout", "an env knows no engine"),
+    ("retrieval", "envs", "an engine knows no agent"), ("retrieval", "tools", "an engine knows no agent"),
+    ("evaluation", "training", "evaluation scores a policy; it knows no trainer"),
+    ("rollout", "runs", "the loop knows no run assembly"),
+    ("evaluation", "runs", "evaluation is handed a policy, not a run"),
+    ("data", "envs", "a loader knows no env"), ("data.loaders", "envs", "a loader knows no env"),
+    ("config", "rollout", "the config tree imports no engine"),
+] + [(u, "cli", "commands are the face: the library never calls one")
+     for layer in [
+         {"trajectory", "schema", "precision"},
+         {"algos", "rewards", "data", "retrieval", "tools", "models", "tracking"},
+         {"envs", "rollout", "data.loaders", "tasks"}, {"config"}, {"evaluation"}, {"training"}, {"runs"}]
+     for u in layer]
 
 
 def unit(module: str) -> str:
     """The layer unit of a dotted module name under agent_r1."""
     parts = module.split(".")[1:]
-    if parts and parts[-1] in ("commands", "__main__") and parts[0] != "tracking":
-        return "commands"
     if parts[:2] == ["data", "loaders"]:
         return "data.loaders"
     return parts[0] if parts else "agent_r1"
@@ -70,6 +89,28 @@ def test_no_import_runs_up_the_layers():
     up = [f"{src}:{line} imports {dst} ({unit(src)} -> {unit(dst)})" for src, dst, line in imports()
           if rank(unit(dst)) > rank(unit(src))]
     assert not up, "imports that run back up the layers:\n" + "\n".join(up)
+
+
+def test_no_forbidden_arrow():
+    never = {(a, b): why for a, b, why in NEVER}
+    found = [f"{src}:{line} imports {dst} ({unit(src)} -> {unit(dst)}: never, {never[unit(src), unit(dst)]})"
+             for src, dst, line in imports() if (unit(src), unit(dst)) in never]
+    assert not found, "imports along a forbidden arrow (docs/architecture.md):\n" + "\n".join(found)
+
+
+def test_the_design_page_lists_every_forbidden_arrow():
+    page = (ROOT.parent / "docs" / "architecture.md").read_text()
+    for _, _, why in NEVER:
+        assert why in page, f"docs/architecture.md does not give the reason {why!r}"
+    for layer in LAYERS:
+        for name in layer:
+            shown = name.replace(".", "/") if "." in name else name
+            assert shown in page, f"docs/architecture.md does not place {name!r} on a layer"
+
+
+def test_no_command_module_left_in_a_library_package():
+    stray = sorted(str(p.relative_to(ROOT)) for p in ROOT.rglob("commands.py"))
+    assert not stray, f"CLI commands belong in agent_r1/cli/: {stray}"
 
 
 def test_evaluation_never_reaches_into_training():

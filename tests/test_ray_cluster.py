@@ -181,7 +181,7 @@ def test_losing_a_node_mid_iteration_rolls_its_shard_out_again(cluster, micro, m
 
     from agent_r1.config import load_config
     from agent_r1.runs.assembly import load_samples
-    from agent_r1.runs.train import assembly
+    from agent_r1.runs.run import Run
     from agent_r1.training.ray_trainer import RayTrainer
     from agent_r1.training.sampler import PromptSampler
 
@@ -197,7 +197,7 @@ def test_losing_a_node_mid_iteration_rolls_its_shard_out_again(cluster, micro, m
             cluster.kill("node2")
 
     steps = []
-    with RayTrainer(cfg, assembly(), after_submit=kill_node2) as trainer:
+    with RayTrainer(Run(cfg).spec(), after_submit=kill_node2) as trainer:
         head = ray.get_runtime_context().get_node_id()  # the driver runs on the head's machine: its node
         for _ in range(cfg.train.iterations):
             t0 = time.perf_counter()

@@ -60,10 +60,10 @@ def _ids(trajs):
 
 
 def _ray_run(cfg, after_submit=None, checkpoint=False):
-    from agent_r1.runs.train import assembly
+    from agent_r1.runs.run import Run
     from agent_r1.training.ray_trainer import RayTrainer
 
-    with RayTrainer(cfg, assembly(), after_submit=after_submit) as trainer:
+    with RayTrainer(Run(cfg).spec(), after_submit=after_submit) as trainer:
         pids = trainer.worker_pids()
         steps = []
         for _ in range(ITERATIONS):
@@ -80,14 +80,14 @@ def two_worker_run(ray_session, world):
 def test_one_worker_equals_in_process(ray_session, world):
     from agent_r1.retrieval.base import open_index
     from agent_r1.runs.assembly import make_env_factory
-    from agent_r1.runs.train import prepare_run
+    from agent_r1.runs.run import Run
     from agent_r1.training.trainer import RLTrainer
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as the learner and the worker: same reductions, same floats
     try:
         cfg = _cfg(world, "inproc")
-        parts = prepare_run(cfg)
+        parts = Run(cfg).parts()
         retriever = open_index(parts.index_dir)
         trainer = RLTrainer(cfg, parts.model, parts.tokenizer, make_env_factory(cfg, retriever), parts.train_samples,
                             parts.eval_samples, reference=parts.reference)
@@ -127,11 +127,11 @@ def test_killed_worker_is_restarted_and_its_shard_rolled_out_again(ray_session, 
         if iteration == 1:  # the second iteration: the worker has weights to lose
             os.kill(state["pid"], signal.SIGKILL)
 
-    from agent_r1.runs.train import assembly
+    from agent_r1.runs.run import Run
     from agent_r1.training.ray_trainer import RayTrainer
 
     cfg = _cfg(world, "fault", **{"ray.num_workers": 2})
-    with RayTrainer(cfg, assembly(), after_submit=kill_worker_0) as trainer:
+    with RayTrainer(Run(cfg).spec(), after_submit=kill_worker_0) as trainer:
         state["pid"] = trainer.worker_pids()[0]
         steps = [(trainer.train_step(), trainer.last_trajectories) for _ in range(ITERATIONS)]
         path = trainer.save()

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from agent_r1.config import load_config
-from agent_r1.runs.train import prepare_run, run_train
+from agent_r1.runs.run import Run
+from agent_r1.runs.train import run_train
 from agent_r1.training import checkpoint as ckpt
 from agent_r1.training.metrics_log import JsonlMetrics, read_metrics
 
@@ -129,10 +130,10 @@ def test_crafted_checkpoint_is_refused_on_resume(world, tmp_path):
 @pytest.mark.parametrize("dtype", ["float64", "bfloat16"])
 def test_resume_loads_policy_and_reference_in_model_dtype(world, tmp_path, dtype):
     cfg = _cfg(world, tmp_path / "run", **{"model.dtype": dtype})
-    fresh = prepare_run(cfg)
+    fresh = Run(cfg).parts()
     assert fresh.model.dtype == getattr(torch, dtype)  # a locally built policy too
     ckpt.save_checkpoint(tmp_path / "run" / "checkpoints", 1, fresh.model, fresh.tokenizer, {})
-    resumed = prepare_run(cfg, resume=True)
+    resumed = Run(cfg, resume=True).parts()
     assert resumed.latest.name == "iter_000001"
     assert resumed.model.dtype == getattr(torch, dtype)
     assert resumed.reference is not None and resumed.reference.dtype == getattr(torch, dtype)

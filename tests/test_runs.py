@@ -51,7 +51,10 @@ def test_two_runs_never_collide_and_share_one_warm_start(tmp_path):
     assert card_a["lineage"]["warm_start"] == card_b["lineage"]["warm_start"]
     assert card_a["lineage"]["warm_start"].startswith(warm.name)
     assert card_a["lineage"]["data"] == card_b["lineage"]["data"] and card_a["lineage"]["index"]
-    assert cfg_a.train.init_from == cfg_b.train.init_from == str(warm / "model")
+    saved = [json.loads((d / "config.json").read_text())["train"] for d in (dir_a, dir_b)]
+    assert saved[0]["init_from"] == saved[1]["init_from"] == str(warm / "model")
+    # the caller's config is the caller's: the run settled its own copy (Run.open)
+    assert cfg_a.train.init_from == cfg_b.train.init_from == "sft" and cfg_a.train.out_dir == ""
 
 
 def test_warm_start_key_follows_what_makes_it(tmp_path):
@@ -216,10 +219,11 @@ def test_card_names_the_mlflow_run_made_later_from_the_buffer(tmp_path, monkeypa
 
     def release(it, metrics):  # the run has started, its card written, while the lock was held
         if other.path.exists() and not seen:
-            seen["card_at_start"] = read_record(Path(cfg.train.out_dir)).get("mlflow_run_id")
+            (folder,) = (tmp_path / "runs" / "late").iterdir()  # the run's own folder (cfg is the caller's)
+            seen["card_at_start"] = read_record(folder).get("mlflow_run_id")
             other.release()
 
     cfg = load_config(None, _overrides(tmp_path, **{"train.experiment": "late", "train.iterations": 1}))
     result = train_with_mlflow(cfg, on_iteration=release)
     assert seen == {"card_at_start": None}  # the id was not known at the start
-    assert result["mlflow_run_id"] and read_record(Path(cfg.train.out_dir))["mlflow_run_id"] == result["mlflow_run_id"]
+    assert result["mlflow_run_id"] and read_record(Path(result["out_dir"]))["mlflow_run_id"] == result["mlflow_run_id"]

@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_r1.data.io import RowError
-from agent_r1.data.loaders import LoadReport, load_questions_jsonl
+from agent_r1.data.loaders import LoadReport
+from agent_r1.envs.samples import load_questions as load_questions_jsonl  # rows checked with the env schema
 from agent_r1.envs.tool_env import EnvConfig, check_sample_env, sample_env_config
 from agent_r1.rewards.scoring import RewardConfig
 

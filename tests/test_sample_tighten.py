@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agent_r1.data.io import RowError
-from agent_r1.data.loaders import load_questions_jsonl
+from agent_r1.envs.samples import load_questions as load_questions_jsonl  # rows checked with the env schema
 from agent_r1.envs.tool_env import EnvConfig, check_sample_env
 from agent_r1.rewards.scoring import RewardConfig
 

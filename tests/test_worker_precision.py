@@ -26,8 +26,9 @@ class _Index:
         pass
 
 
-ASSEMBLY = SimpleNamespace(open_index=lambda cfg, index_dir: _Index(),
-                           env_factory=lambda cfg, retriever: make_env_factory("tag"))
+def _run(cfg):  # a RunHandle whose env is the tag env of the learner above (no index)
+    return SimpleNamespace(cfg=cfg, resume=False, open_index=lambda index_dir: _Index(),
+                           env_factory=lambda retriever: make_env_factory("tag"))
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
@@ -41,7 +42,7 @@ def test_worker_samples_like_the_learner(tiny_model, tmp_path, one_thread, preci
     samples = SAMPLES[:4]
     learner.sampler.next_batch = lambda n: samples  # the worker gets the same prompts
     expected = learner.rollout()
-    worker = RolloutWorker(cfg, ASSEMBLY, "", (copy.deepcopy(learner.model), tok, 0), threads=1,
+    worker = RolloutWorker(_run(cfg), "", (copy.deepcopy(learner.model), tok, 0), threads=1,
                            precision=learner.compute.precision)
     got = worker.rollout(samples, 0, 0, 0, []).trajectories
     assert [t.token_ids for t in got] == [t.token_ids for t in expected]

@@ -208,9 +208,9 @@ def _check_sizes(row: dict[str, Any]) -> None:
         raise _FieldError(f"field 'meta' is over {MAX_META_CHARS:,} characters as JSON", "keep meta small")
 
 
-def _own_row(row: dict[str, Any], env: Any = None, reward: Any = None) -> QASample:
-    """A `QASample.to_dict()` row; its `env` is checked against the run's `env`/`reward` configs when
-    given (a sample may only tighten them), else against the config schema alone."""
+def _own_row(row: dict[str, Any], check_env: Callable[[dict[str, Any]], Any] | None = None) -> QASample:
+    """A `QASample.to_dict()` row; its own `env` mapping is handed to `check_env` (the env schema's
+    check, agent_r1/envs/samples.py: a loader knows no env), whose ValueError names the row."""
     for name in ("id", "question", "answers"):
         _field(row, name)
     _text(row, "question")
@@ -225,11 +225,9 @@ def _own_row(row: dict[str, Any], env: Any = None, reward: Any = None) -> QASamp
     _check_sizes(row)
     sample = QASample.from_dict(row)
     sample.answers = _answers(sample.answers, "answers")
-    if sample.env:
-        from agent_r1.envs.tool_env import check_sample_env  # only rows with their own env need it
-
+    if sample.env and check_env is not None:
         try:
-            check_sample_env(sample.env, env, reward)
+            check_env(sample.env)
         except ValueError as err:
             raise _FieldError(str(err), "fix the row's env value, or drop it to use the run's config") from None
     return sample
@@ -300,14 +298,15 @@ def load_bamboogle(path: PathLike, skip_bad: bool = False,
 
 
 def load_questions_jsonl(path: PathLike, skip_bad: bool = False, report: LoadReport | None = None,
-                         max_question_chars: int = MAX_QUESTION_CHARS, env: Any = None,
-                         reward: Any = None) -> list[QASample]:
+                         max_question_chars: int = MAX_QUESTION_CHARS,
+                         check_env: Callable[[dict[str, Any]], Any] | None = None) -> list[QASample]:
     """Our own questions.jsonl (`QASample.to_dict()` rows), as written by `agent-r1 prepare`.
 
-    With the run's `env` (EnvConfig) and `reward` (RewardConfig), each row's own `env` is also held
-    to the run's limits (a sample may tighten them, never loosen them): pass them when loading
-    training or evaluation data for a run, so a bad row fails here with its file:line."""
-    return _load(path, functools.partial(_own_row, env=env, reward=reward), skip_bad=skip_bad, report=report,
+    `check_env(row_env)` checks a row's own `env` settings, so a bad row fails here with its file:line:
+    `agent_r1.envs.samples.load_questions` passes the env schema's check (with the run's env and
+    reward, a row may tighten them, never loosen them). Without it rows' env settings are read as
+    written (the env checks them when it is built)."""
+    return _load(path, functools.partial(_own_row, check_env=check_env), skip_bad=skip_bad, report=report,
                  max_question_chars=max_question_chars)
 
 

@@ -59,7 +59,8 @@ def _guess_dataset(path: Path) -> str | None:
 
 def load_question_set(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
     """Rows of any supported question file as sample dicts (QASample.to_dict())."""
-    from agent_r1.data.loaders import LOADERS, load_bamboogle, load_questions_jsonl
+    from agent_r1.data.loaders import LOADERS, load_bamboogle
+    from agent_r1.envs.samples import load_questions as load_questions_jsonl  # rows' env checked
 
     path = Path(path)
     if not path.exists():
@@ -132,12 +133,13 @@ def pick_device(device: str = "auto") -> str:
 
 def evaluate_model(model: str | Path, cfg: Any, datasets: dict[str, list[dict[str, Any]]], modes: list[str],
                    index_dir: str | Path | None = None, greedy: bool = True, batch_size: int = 64,
-                   device: str = "auto", keep_trajectories: bool = False) -> dict[str, Any]:
-    """Loads a model folder / checkpoint / hub id and evaluates it; the retriever is opened from
-    `index_dir` (default `cfg.search.index_dir`) only when a mode needs one."""
+                   device: str = "auto", keep_trajectories: bool = False, retriever: Any = None) -> dict[str, Any]:
+    """Loads a model folder / checkpoint / hub id and evaluates it. A mode that searches uses
+    `retriever` (a run's own, left open: `Run.evaluate`), else one opened from `index_dir` (default
+    `cfg.search.index_dir`) the way a run opens its index, and closed at the end."""
     from agent_r1.models.build import load_model
     from agent_r1.models.checks import check_chat_template
-    from agent_r1.retrieval.base import RetrievalConfig, open_index
+    from agent_r1.retrieval.search import open_search_index
     from agent_r1.rollout.chat import ChatCodec
     from agent_r1.rollout.engines import build_engine, options_from_config
 
@@ -148,11 +150,9 @@ def evaluate_model(model: str | Path, cfg: Any, datasets: dict[str, list[dict[st
     check_chat_template(tokenizer, str(model), cfg.env.format if TOOL_MODES & set(modes) else "")
     device = pick_device(device)
     model_obj.to(device)
-    retriever = None
-    if any(m in NEEDS_RETRIEVER for m in modes):
-        retriever = open_index(index_dir or cfg.search.index_dir, request_timeout_s=cfg.search.timeout_s,
-                               pool_size=cfg.search.es_pool_size,  # credentials: only to the config's own URL
-                               credentials_url=cfg.search.url or RetrievalConfig.url)
+    owned = retriever is None and any(m in NEEDS_RETRIEVER for m in modes)
+    if owned:
+        retriever = open_search_index(cfg.search, index_dir)  # the run's own way (timeouts, credentials)
     start = time.perf_counter()
     engine = None
     try:
@@ -161,7 +161,7 @@ def evaluate_model(model: str | Path, cfg: Any, datasets: dict[str, list[dict[st
         report = evaluate_datasets(engine, ChatCodec(tokenizer), cfg, datasets, modes, retriever=retriever,
                                    greedy=greedy, batch_size=batch_size, keep_trajectories=keep_trajectories)
     finally:
-        if retriever is not None:
+        if owned:
             retriever.close()
         if engine is not None and hasattr(engine, "close"):
             engine.close()

@@ -67,20 +67,14 @@ def _folder_lock(folder: Path) -> Any:
 
 def index_options(cfg: ExperimentConfig) -> dict[str, Any]:
     """Backend options from the config: Elasticsearch's address, the vector backends' encoder."""
-    from agent_r1.retrieval.base import VECTOR_BACKENDS
+    from agent_r1.retrieval.search import index_options as options
 
-    options: dict[str, Any] = {"url": run_search_url(cfg), "index_name": cfg.search.index_name}
-    if cfg.search.backend in VECTOR_BACKENDS:
-        options.update(encoder=cfg.search.encoder, dense_index=cfg.search.dense_index,
-                       embed_cache_dir=cfg.search.embed_cache_dir or None)
-    return options
+    return options(cfg.search)
 
 
 def run_search_url(cfg: ExperimentConfig) -> str:
     """The Elasticsearch URL the run's config names (search.url, or the backend's default when empty)."""
-    from agent_r1.retrieval.base import RetrievalConfig
-
-    return cfg.search.url or RetrievalConfig.url
+    return cfg.search.server_url()
 
 
 def ensure_index(cfg: ExperimentConfig, data_dir: Path) -> Path:
@@ -113,24 +107,19 @@ def _same(key: str, built: Any, wanted: Any) -> bool:
 
 
 def open_run_index(cfg: ExperimentConfig, index_dir: str | Path, check: bool = True) -> Any:
-    """The run's retriever. Elasticsearch requests time out within `search.timeout_s`: the tool runner
-    abandons a search thread at that timeout, and the request under it must end soon after instead of
-    holding a socket for the client's default 60 s (each retry attempt is bounded the same way).
-    Elasticsearch credentials go only to the run's own search URL, whatever retriever.json says."""
-    from agent_r1.retrieval.base import open_index
+    """The run's retriever (agent_r1/retrieval/search.py: the run's timeout, pool and credentials scope)."""
+    from agent_r1.retrieval.search import open_search_index
 
-    return open_index(index_dir, check=check, request_timeout_s=cfg.search.timeout_s,
-                      pool_size=cfg.search.es_pool_size, credentials_url=run_search_url(cfg))
+    return open_search_index(cfg.search, index_dir, check=check)
 
 
 def load_samples(path: str | Path, limit: int | None = None,
                  cfg: ExperimentConfig | None = None) -> list[dict[str, Any]]:
     """Question rows as sample dicts. With the run's `cfg`, each row's own `env` is held to the run's
     env/reward limits (tighten only), so a bad row fails here naming its file:line, not mid-run."""
-    from agent_r1.data.loaders import load_questions_jsonl
+    from agent_r1.envs.samples import load_questions
 
-    loaded = (load_questions_jsonl(path, env=cfg.env, reward=cfg.reward) if cfg is not None
-              else load_questions_jsonl(path))
+    loaded = load_questions(path, env=cfg.env, reward=cfg.reward) if cfg is not None else load_questions(path)
     samples = loaded[0] if isinstance(loaded, tuple) else loaded
     rows = [s.to_dict() if hasattr(s, "to_dict") else dict(s) for s in samples]
     return rows[:limit] if limit else rows

@@ -48,13 +48,11 @@ def train_with_mlflow(cfg: ExperimentConfig, resume: bool = False, on_iteration:
     """`agent-r1 train` logged to MLflow (experiment `train.experiment`, run named after the run
     folder). The MLflow run id goes on the run's card; a resumed run is a new MLflow run tagged with
     the one it continues."""
-    from agent_r1.runs.lifecycle import open_run, resolve_init
-    from agent_r1.runs.train import check_resume, run_train
+    from agent_r1.runs.run import Run
     from agent_r1.tracking import RunTracker, git_tags, machine_tags
 
-    check_resume(cfg, resume)
-    resolve_init(cfg)
-    folder = open_run(cfg)
+    run = Run.open(cfg, resume)
+    cfg, folder = run.cfg, run.folder
     before = read_record(folder).get("mlflow_run_id")
     tree = cfg.to_dict()
     tags = {**git_tags(), **machine_tags(tree), "pipeline": "agent-r1 train", "stage": "train",
@@ -73,7 +71,7 @@ def train_with_mlflow(cfg: ExperimentConfig, resume: bool = False, on_iteration:
         sink.log_checkpoints()  # those saved so far (the trainer saves after this callback)
 
     try:
-        result = run_train(cfg, resume=resume, sink=sink, on_iteration=progress)
+        result = run.train(sink=sink, on_iteration=progress)
         sink.log_checkpoints()
         stamp_result(tracker, result)
         status = "FINISHED"

@@ -1,8 +1,9 @@
-"""`agent-r1 train`: builds every part from the config and runs the RL loop, resumably.
+"""A run's training: its parts for the trainer (`prepare_run`), the iterations (`train_run`, which
+`Run.train` calls), the folder's history on a fresh start or a resume, the result.
 
-With `ray.enabled`, the same parts are built inside a Ray learner actor and rollouts run on
-Ray worker actors (agent_r1/training/ray_trainer.py); the algorithm code is the same. The actors get
-the assembly functions handed in (`ASSEMBLY`), so `training/` never imports this layer.
+With `ray.enabled`, the same parts are built inside a Ray learner actor and rollouts run on Ray
+worker actors (agent_r1/training/ray_trainer.py); the algorithm code is the same. The actors are
+handed the run's picklable spec (`Run.spec()`), so `training/` never imports this layer.
 """
 
 from __future__ import annotations
@@ -39,24 +40,23 @@ class RunParts:
     eval_samples: list[dict[str, Any]]
 
 
-def prepare_run(cfg: ExperimentConfig, resume: bool = False) -> RunParts:
-    """Data, index, policy (fresh, `train.init_from`, or the latest checkpoint with `resume`).
+def prepare_run(run: Any) -> RunParts:
+    """A `Run`'s trainer parts: policy (fresh, `train.init_from`, or the latest checkpoint when the
+    run resumes), its KL reference, the data, index and samples (agent_r1/runs/run.py).
 
-    With `resume`, a folder with no usable checkpoint is an error (never a silent restart); without
-    it, a previous run's history in the folder is moved aside first (`set_aside_previous_run`).
-    Policy and reference are loaded in `model.dtype`, as a fresh start builds them; a resumed full
-    fine-tune then gets back the float32 master weights its checkpoint saved."""
+    Resuming, a folder with no usable checkpoint is an error (never a silent restart); a fresh start
+    moves a previous run's history in the folder aside first (`set_aside_previous_run`; `Run.open`
+    did already, a retried flow task may not have). Policy and reference are loaded in `model.dtype`,
+    as a fresh start builds them; a resumed full fine-tune then gets back the float32 master weights
+    its checkpoint saved."""
     from agent_r1.models.build import load_model, save_model
     from agent_r1.models.lora import apply_lora
-    from agent_r1.runs.assembly import build_policy, ensure_data, ensure_index, load_samples
 
-    out = Path(cfg.train.out_dir)
+    cfg, out = run.cfg, run.folder
     # decided before any data or model work, so a mistyped out_dir fails in a second
-    latest = resume_checkpoint(out) if resume else None
+    latest = resume_checkpoint(out) if run.resume else None
     if latest is None:
         set_aside_previous_run(out)
-    data_dir = ensure_data(cfg)
-    index_dir = ensure_index(cfg, data_dir)
     init_dir = out / "init_model"
     lora = cfg.model.lora.enabled  # the reference is then the policy with its adapters off: no copy
     if latest is not None:  # a LoRA checkpoint is an adapter folder: load_model puts it over its base
@@ -65,14 +65,12 @@ def prepare_run(cfg: ExperimentConfig, resume: bool = False) -> RunParts:
             ckpt.restore_master_weights(model, latest)
         reference = load_model(init_dir, cfg.model.dtype)[0] if cfg.algo.kl_coef > 0 and not lora else None
     else:
-        model, tokenizer = build_policy(cfg, data_dir, cfg.train.init_from)
+        model, tokenizer = run.policy(cfg.train.init_from)
         save_model(model, tokenizer, init_dir)  # the KL reference, and what a resume starts from
         model = apply_lora(model, cfg.model.lora, base=init_dir)  # adapters record init_dir as their base
         reference = None
-        (out / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2, default=str))
-    return RunParts(model, tokenizer, reference, latest, index_dir,
-                    load_samples(data_dir / cfg.data.train_file, cfg=cfg),
-                    load_samples(data_dir / cfg.data.eval_file, cfg.train.eval_size, cfg=cfg))
+        run.write_config()
+    return RunParts(model, tokenizer, reference, latest, run.index_dir, run.train_samples, run.eval_samples)
 
 
 def resume_checkpoint(out: Path) -> Path:
@@ -129,36 +127,34 @@ def set_aside_previous_run(out: Path) -> Path | None:
 
 
 def run_train(cfg: ExperimentConfig, resume: bool = False, sink: Any = None, on_iteration: Any = None) -> dict[str, Any]:
-    """Trains from `train.init_from` (a folder, `sft` = the matching warm start, or empty = a fresh
-    model) into the run's own folder (`open_run`: a new one unless `train.out_dir` pins it; `cfg` is
-    updated to name it); with `resume`, continues from the latest complete checkpoint in
-    `train.out_dir`. Keeps the folder's `run.json` card current. Returns the final metrics."""
-    from agent_r1.runs.assembly import ensure_data, ensure_index
-    from agent_r1.runs.lifecycle import (check_pinned_run_folder, fail_card, open_run, resolve_init, run_lineage,
-                                         start_card)
+    """`agent-r1 train`: `Run.open(cfg, resume).train(...)`. Trains from `train.init_from` (a folder,
+    `sft` = the matching warm start, or empty = a fresh model) into the run's own folder (a new one
+    unless `train.out_dir` pins it); with `resume`, continues from the latest complete checkpoint in
+    `train.out_dir`. Returns the result (final metrics, folder, checkpoint and its hash)."""
+    from agent_r1.runs.run import Run
 
-    check_resume(cfg, resume)
-    if resume:
-        # before data, index, a warm start or Ray are built: nothing to resume fails at once, naming
-        # the folder (on the Ray path the same error would otherwise arrive wrapped in an actor error)
-        resume_checkpoint(Path(cfg.train.out_dir))
-    if cfg.train.out_dir:
-        check_pinned_run_folder(cfg)  # before a warm start is trained, not after
-    resolve_init(cfg)
-    out = open_run(cfg)
-    print(f"run folder: {out}", flush=True)
+    run = Run.open(cfg, resume)
+    print(f"run folder: {run.folder}", flush=True)
+    return run.train(sink=sink, on_iteration=on_iteration)
+
+
+def train_run(run: Any, sink: Any = None, on_iteration: Any = None) -> dict[str, Any]:
+    """`Run.train`: data, index, lineage and the card, then the iterations in-process or on Ray.
+    Keeps the folder's `run.json` card current."""
+    from agent_r1.runs.lifecycle import fail_card, start_card
+
+    out = run.folder
     try:
-        data_dir = ensure_data(cfg)
-        lineage = run_lineage(cfg, data_dir, ensure_index(cfg, data_dir))
-        start_card(cfg, lineage, resumed_from=ckpt.latest_checkpoint(out / "checkpoints") if resume else None)
+        start_card(run.cfg, run.lineage(),
+                   resumed_from=ckpt.latest_checkpoint(out / "checkpoints") if run.resume else None)
 
         def progress(it: int, metrics: dict[str, float]) -> None:
             update_record(out, iterations=it)
             if on_iteration is not None:
                 on_iteration(it, metrics)
 
-        run = run_train_ray if cfg.ray.enabled else _run_local
-        return run(cfg, resume=resume, sink=sink, on_iteration=progress)
+        go = _run_ray if run.cfg.ray.enabled else _run_local
+        return go(run, sink=sink, on_iteration=progress)
     except BaseException as err:
         fail_card(out, err)
         raise
@@ -170,16 +166,15 @@ def check_resume(cfg: ExperimentConfig, resume: bool) -> None:
                          "them) or train.out_dir=FOLDER")
 
 
-def _run_local(cfg: ExperimentConfig, resume: bool = False, sink: Any = None, on_iteration: Any = None) -> dict[str, Any]:
-    from agent_r1.runs.assembly import make_env_factory, open_run_index, set_threads
+def _run_local(run: Any, sink: Any = None, on_iteration: Any = None) -> dict[str, Any]:
+    from agent_r1.runs.assembly import set_threads
     from agent_r1.training.trainer import RLTrainer
 
+    cfg = run.cfg
     set_threads(cfg.train.threads)
-    out = Path(cfg.train.out_dir)
-    parts = prepare_run(cfg, resume)
-    retriever = open_run_index(cfg, parts.index_dir)
+    parts = run.parts()
     metrics_sink = sink or default_sink(cfg, parts.latest)
-    trainer = RLTrainer(cfg, parts.model, parts.tokenizer, make_env_factory(cfg, retriever), parts.train_samples,
+    trainer = RLTrainer(cfg, parts.model, parts.tokenizer, run.env_factory, parts.train_samples,
                         parts.eval_samples, sink=metrics_sink, reference=parts.reference)
     if parts.latest is not None:
         trainer.load(parts.latest)
@@ -187,8 +182,8 @@ def _run_local(cfg: ExperimentConfig, resume: bool = False, sink: Any = None, on
     try:
         final = trainer.fit(on_iteration=on_iteration)
     finally:
-        retriever.close()
-    return finish_run(out, trainer.iteration, final)
+        run.close()
+    return finish_run(run.folder, trainer.iteration, final)
 
 
 def default_sink(cfg: ExperimentConfig, latest: Path | None) -> JsonlMetrics:
@@ -209,32 +204,12 @@ def finish_run(out: Path, iterations: int, final: dict[str, float]) -> dict[str,
             "checkpoint": str(checkpoint) if checkpoint else None, "checkpoint_sha256": card.get("checkpoint_sha256")}
 
 
-def _open_index(cfg: ExperimentConfig, index_dir: Any) -> Any:
-    from agent_r1.runs.assembly import open_run_index
-
-    return open_run_index(cfg, index_dir)
-
-
-def _env_factory(cfg: ExperimentConfig, retriever: Any) -> Any:
-    from agent_r1.envs.factory import make_env_factory
-
-    return make_env_factory(cfg, retriever)
-
-
-def assembly() -> Any:
-    """The functions the Ray actors build a run with (module-level, so Ray pickles them by name)."""
-    from agent_r1.training.ray_actors import Assembly
-
-    return Assembly(prepare_run=prepare_run, open_index=_open_index, env_factory=_env_factory)
-
-
-def run_train_ray(cfg: ExperimentConfig, resume: bool = False, sink: Any = None,
-                  on_iteration: Any = None) -> dict[str, Any]:
-    """`agent-r1 train` with `ray.enabled`: the same run as `run_train`, on Ray actors."""
+def _run_ray(run: Any, sink: Any = None, on_iteration: Any = None) -> dict[str, Any]:
+    """The same run on Ray actors: they rebuild its parts from `run.spec()` (picklable)."""
     from agent_r1.training.ray_trainer import RayTrainer
 
-    out = Path(cfg.train.out_dir)
-    with RayTrainer(cfg, assembly(), resume=resume) as trainer:
+    out = run.folder
+    with RayTrainer(run.spec()) as trainer:
         if trainer.resumed_from:
             print(f"resumed from {trainer.resumed_from} at iteration {trainer.iteration}")
         trainer.sink = sink or JsonlMetrics(out / "metrics.jsonl",

@@ -12,7 +12,7 @@ ahead of the update; the learner remembers the sampler position before each draw
 so a checkpoint saves the position of the oldest one: a resumed run draws (and rolls out again)
 exactly the prompts whose rollouts were in flight when it was saved.
 
-Data-parallel learners (`ray.num_learners` N > 1): rank 0 builds the run (`Assembly.prepare_run`,
+Data-parallel learners (`ray.num_learners` N > 1): rank 0 builds the run (`RunHandle.parts`,
 the only rank that writes to the run folder), ranks 1..N-1 are built from rank 0's parts
 (`Learner.parts`: policy, tokenizer, reference, samples, the checkpoint resumed from), then all
 `join` one torch.distributed group (agent_r1/training/distributed.py) and every `learn` is a
@@ -35,23 +35,26 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Protocol
 
 from agent_r1.config import ExperimentConfig
 from agent_r1.trajectory import Trajectory
 
 
-@dataclass(frozen=True)
-class Assembly:
-    """How the actors build a run's parts. The run assembly (agent_r1/runs/train.py) hands these in,
-    so `training/` never imports the layer above it; Ray pickles the functions by reference.
+class RunHandle(Protocol):
+    """What the actors build a run's parts from: the run's picklable spec (agent_r1/runs/run.py
+    `RunSpec`, from `Run.spec()`), handed in so `training/` never imports the layer above it."""
 
-    prepare_run(cfg, resume) -> parts (model, tokenizer, reference, latest, index_dir, samples);
-    open_index(cfg, index_dir) -> retriever; env_factory(cfg, retriever) -> make_env(sample)."""
+    resume: bool
 
-    prepare_run: Callable[[ExperimentConfig, bool], Any]
-    open_index: Callable[[ExperimentConfig, Any], Any]
-    env_factory: Callable[[ExperimentConfig, Any], Callable[[dict[str, Any]], Any]]
+    @property
+    def cfg(self) -> ExperimentConfig: ...
+
+    def parts(self) -> Any: ...  # model, tokenizer, reference, latest, index_dir, samples
+
+    def open_index(self, index_dir: str | Path) -> Any: ...
+
+    def env_factory(self, retriever: Any) -> Callable[[dict[str, Any]], Any]: ...
 
 
 @dataclass(frozen=True)
@@ -84,17 +87,18 @@ def _threads(n: int) -> None:
 class Learner:
     """Builds the run like `agent-r1 train` does (data, index, policy, resume) and trains it."""
 
-    def __init__(self, cfg: ExperimentConfig, assembly: Assembly, resume: bool = False, parts: Any = None):
+    def __init__(self, run: RunHandle, parts: Any = None):
         """`parts`: rank 0's `Learner.parts()` for the other data-parallel ranks (None: build the run)."""
         from agent_r1.training.trainer import RLTrainer
 
+        cfg = run.cfg
         _threads(cfg.train.threads)
-        parts = assembly.prepare_run(cfg, resume) if parts is None else parts
+        parts = run.parts() if parts is None else parts
         self._samples = (parts.train_samples, parts.eval_samples)
         self.cfg = cfg
         self.index_dir = str(parts.index_dir)
-        self.retriever = assembly.open_index(cfg, parts.index_dir)  # the learner evaluates in-process
-        self.trainer = RLTrainer(cfg, parts.model, parts.tokenizer, assembly.env_factory(cfg, self.retriever),
+        self.retriever = run.open_index(parts.index_dir)  # the learner evaluates in-process
+        self.trainer = RLTrainer(cfg, parts.model, parts.tokenizer, run.env_factory(self.retriever),
                                  parts.train_samples, parts.eval_samples, sink=None, reference=parts.reference)
         self.resumed_from = str(parts.latest) if parts.latest is not None else None
         if parts.latest is not None:
@@ -214,7 +218,7 @@ class Learner:
 class RolloutWorker:
     """A generation engine + env + retriever; rolls out shards with the learner's latest weights."""
 
-    def __init__(self, cfg: ExperimentConfig, assembly: Assembly, index_dir: str, policy: tuple[Any, Any, int],
+    def __init__(self, run: RunHandle, index_dir: str, policy: tuple[Any, Any, int],
                  threads: int = 1, precision: str = "fp32"):
         """`precision`: the learner's resolved `train.precision` (fp32 | bf16): a transformers engine
         samples under the same autocast as the learner's forward, so the trajectories' log-probs are
@@ -225,11 +229,12 @@ class RolloutWorker:
         from agent_r1.rollout.engines import EngineWeights, build_engine, options_from_config
         from agent_r1.training.compute import Compute
 
+        cfg = run.cfg
         _threads(threads)
         model, tokenizer, self.version = policy
         self.cfg, self.model = cfg, model
-        self.retriever = assembly.open_index(cfg, index_dir)  # tantivy opens read-only in many processes
-        self.make_env = assembly.env_factory(cfg, self.retriever)
+        self.retriever = run.open_index(index_dir)  # tantivy opens read-only in many processes
+        self.make_env = run.env_factory(self.retriever)
         self.codec = ChatCodec(tokenizer)
         self.engine = build_engine(cfg.ray.engine, model, tokenizer, options_from_config(cfg, precision=precision))
         self.engine_weights = EngineWeights(self.engine, model)

@@ -43,7 +43,7 @@ class LearnerGroup:
     def rank0(self) -> Any:
         return self.ranks[0]
 
-    def start(self, assembly: Any, resume: bool, allow_cpu_fsdp: bool = False) -> None:
+    def start(self, run: Any, allow_cpu_fsdp: bool = False) -> None:
         """Rank 0, the snapshot the rollout workers are built from, then ranks 1..N-1 joined to it.
         `allow_cpu_fsdp`: tests only, FSDP over gloo (refused to users on CPU)."""
         import ray
@@ -55,7 +55,7 @@ class LearnerGroup:
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
         learner_cls = ray.remote(Learner).options(num_cpus=rc.learner_cpus, num_gpus=learner_gpus(cfg),
                                                   max_restarts=0, scheduling_strategy=here)
-        self.ranks = [learner_cls.remote(cfg, assembly, resume)]
+        self.ranks = [learner_cls.remote(run)]
         self.info = ray.get(self.rank0.info.remote())
         # taken before the ranks join, while rank 0's policy is whole (FSDP shards it in `join`)
         self.policy_ref = self.rank0.policy.remote()
@@ -64,7 +64,7 @@ class LearnerGroup:
         if num_learners(rc) == 1:
             return
         parts = self.rank0.parts.remote()
-        self.ranks += [learner_cls.remote(cfg, assembly, resume, parts) for _ in range(num_learners(rc) - 1)]
+        self.ranks += [learner_cls.remote(run, parts) for _ in range(num_learners(rc) - 1)]
         address = ray.get(self.rank0.rendezvous.remote(not rc.address))
         ray.get([lr.join.remote(rank, len(self.ranks), address, allow_cpu_fsdp)
                  for rank, lr in enumerate(self.ranks)])

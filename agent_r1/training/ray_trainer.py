@@ -136,20 +136,21 @@ class RayTrainer:
     `allow_cpu_fsdp`: tests only, `train.fsdp` over gloo on CPU (refused to users).
     """
 
-    def __init__(self, cfg: ExperimentConfig, assembly: Any, resume: bool = False, sink: MetricsSink | None = None,
+    def __init__(self, run: Any, sink: MetricsSink | None = None,
                  after_submit: Callable[[int], None] | None = None, allow_cpu_fsdp: bool = False):
-        """`assembly`: a `ray_actors.Assembly` (agent_r1/runs/train.py `ASSEMBLY`)."""
+        """`run`: the run's picklable spec (`ray_actors.RunHandle`: `Run.spec()`, agent_r1/runs/run.py)."""
         import ray
 
         from agent_r1.training.ray_actors import RolloutWorker
 
+        cfg = run.cfg
         self.cfg, self.sink, self.after_submit = cfg, sink, after_submit
         rc = cfg.ray
         self._owns_ray = init_ray(rc)
         self.learners = LearnerGroup(cfg)
         self.workers: list[Any] = []
         try:
-            self.learners.start(assembly, resume, allow_cpu_fsdp)
+            self.learners.start(run, allow_cpu_fsdp)
             info = self.learners.info
             self.iteration: int = info["iteration"]
             self.version: int = info["version"]
@@ -166,7 +167,7 @@ class RayTrainer:
                 num_cpus=rc.cpus_per_worker, num_gpus=rc.gpus_per_worker,
                 max_restarts=rc.max_restarts, max_task_retries=0,  # the driver re-submits, with fresh weights
                 scheduling_strategy="SPREAD")  # one worker per node while nodes last: a node's loss costs fewer shards
-            self.workers = [worker_cls.remote(cfg, assembly, info["index_dir"], policy, threads, info["precision"])
+            self.workers = [worker_cls.remote(run, info["index_dir"], policy, threads, info["precision"])
                             for _ in range(rc.num_workers)]
             ray.get([w.pid.remote() for w in self.workers])  # fail here, not mid-iteration
         except BaseException:

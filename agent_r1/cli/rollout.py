@@ -29,24 +29,13 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     from agent_r1.rollout.engine import TransformersEngine
     from agent_r1.rollout.loop import run_rollout
     from agent_r1.rollout.render import render_trajectory
-    from agent_r1.runs.assembly import (
-        build_policy,
-        ensure_data,
-        ensure_index,
-        load_samples,
-        make_env_factory,
-        open_run_index,
-    )
+    from agent_r1.runs.run import Run
 
-    cfg = load_config(args.params, parse_overrides(args.overrides))
-    data_dir = ensure_data(cfg)
-    retriever = open_run_index(cfg, ensure_index(cfg, data_dir))
-    model, tokenizer = build_policy(cfg, data_dir, args.model)
-    samples = load_samples(data_dir / cfg.data.eval_file, args.n, cfg=cfg)
-    trajs = run_rollout(TransformersEngine(model, tokenizer), ChatCodec(tokenizer), make_env_factory(cfg, retriever),
-                        samples, replace(cfg.rollout, n_samples=args.samples), cfg.reward, seed=cfg.seed,
-                        greedy=args.greedy)
-    retriever.close()
+    with Run(load_config(args.params, parse_overrides(args.overrides))) as run:
+        model, tokenizer = run.policy(args.model)
+        trajs = run_rollout(TransformersEngine(model, tokenizer), ChatCodec(tokenizer), run.env_factory,
+                            run.samples("eval", args.n), replace(run.cfg.rollout, n_samples=args.samples),
+                            run.cfg.reward, seed=run.cfg.seed, greedy=args.greedy)
     style = "ansi" if sys.stdout.isatty() else "plain"
     for traj in trajs:
         print(json.dumps(traj.to_dict(tokenizer)) if args.json else render_trajectory(traj, tokenizer, style) + "\n")

@@ -86,9 +86,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_prepare_data(args: argparse.Namespace) -> int:
-    from agent_r1.runs.assembly import ensure_data
+    from agent_r1.runs.run import Run
 
-    print(f"data ready in {ensure_data(_config(args))}")
+    print(f"data ready in {Run(_config(args)).data_dir}")
     return 0
 
 
@@ -133,10 +133,11 @@ def cmd_embed_corpus(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from agent_r1.retrieval.embeddings import embed_for_search
-    from agent_r1.runs.assembly import ensure_data
+    from agent_r1.runs.run import Run
 
-    cfg = _config(args)
-    path = embed_for_search(cfg.search, ensure_data(cfg))
+    run = Run(_config(args))
+    cfg = run.cfg
+    path = embed_for_search(cfg.search, run.data_dir)
     if cfg.search.embed_cache_dir:
         folder = Path(cfg.search.embed_cache_dir)
         folder.mkdir(parents=True, exist_ok=True)

@@ -1,8 +1,9 @@
-"""`agent-r1` command line: a thin dispatcher over subcommands registered by each package.
+"""`agent-r1` command line: the project's face. Every command lives in this package, one module per
+area (agent_r1/cli/*.py); library packages never import it (tests/test_layers.py).
 
 Each module in COMMAND_MODULES defines `register(subparsers)`, adding its subcommands with
-`set_defaults(func=...)`. Modules are imported lazily only to build the parser; heavy imports
-(torch, transformers) happen inside the command functions.
+`set_defaults(func=...)`. Heavy imports (torch, transformers) happen inside the command functions,
+so `agent-r1 --help` stays fast. Commands that work on a run build it once (`agent_r1.runs.run.Run`).
 """
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ import importlib
 import sys
 
 COMMAND_MODULES = (
-    "agent_r1.data.commands",
-    "agent_r1.retrieval.commands",
-    "agent_r1.rollout.commands",
-    "agent_r1.runs.commands",
-    "agent_r1.evaluation.commands",
-    "agent_r1.models.commands",
+    "agent_r1.cli.data",
+    "agent_r1.cli.retrieval",
+    "agent_r1.cli.rollout",
+    "agent_r1.cli.runs",
+    "agent_r1.cli.evaluation",
+    "agent_r1.cli.models",
 )
 
 
@@ -25,13 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agent-r1", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as err:
-            if err.name == name:  # that package has no commands yet
-                continue
-            raise
-        module.register(sub)
+        importlib.import_module(name).register(sub)
     return parser
 
 
