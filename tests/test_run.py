@@ -1,0 +1,97 @@
+"""The Run (agent_r1/runs/run.py): one owner of run assembly. It settles the run once (folder,
+config.json, a frozen config), builds each part once, reopens from its folder, and travels to other
+processes as a picklable spec."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import pickle
+from pathlib import Path
+
+import pytest
+
+from agent_r1.config import ExperimentConfig, load_config
+from agent_r1.runs.run import Run, RunSpec
+from agent_r1.schema import FrozenConfigError, freeze, is_frozen
+from tests.pipeline_helpers import unpinned_micro
+
+
+def _cfg(tmp_path: Path, **extra) -> ExperimentConfig:
+    # a fresh model (no warm start): the run's own assembly only
+    return load_config(None, unpinned_micro(tmp_path, **{"train.init_from": "", "train.eval_every": 0,
+                                                         "train.iterations": 1, **extra}))
+
+
+def test_open_settles_the_run_and_freezes_its_config(tmp_path):
+    cfg = _cfg(tmp_path)
+    run = Run.open(cfg, log=lambda _: None)
+    assert run.folder.parent == tmp_path / "runs" / cfg.train.experiment and run.folder.is_dir()
+    assert json.loads((run.folder / "config.json").read_text()) == json.loads(json.dumps(run.cfg.to_dict(), default=str))
+    assert run.cfg.train.out_dir == str(run.folder)
+    assert cfg.train.out_dir == "" and not is_frozen(cfg)  # the caller's config is the caller's
+    with pytest.raises(FrozenConfigError, match=r"TrainConfig\.lr"):
+        run.cfg.train.lr = 1.0
+    with pytest.raises(FrozenConfigError, match=r"ExperimentConfig\.seed"):
+        run.cfg.seed = 3
+    reopened = Run.load(run.folder)
+    assert reopened.cfg == run.cfg
+
+
+def test_a_folder_without_config_is_no_run(tmp_path):
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        Run.load(tmp_path)
+
+
+def test_each_part_is_built_once(tmp_path, monkeypatch):
+    from agent_r1.runs import assembly
+
+    calls = {"data": 0, "index": 0}
+    real_data, real_index = assembly.ensure_data, assembly.ensure_index
+
+    def data(cfg):
+        calls["data"] += 1
+        return real_data(cfg)
+
+    def index(cfg, data_dir):
+        calls["index"] += 1
+        return real_index(cfg, data_dir)
+
+    monkeypatch.setattr(assembly, "ensure_data", data)
+    monkeypatch.setattr(assembly, "ensure_index", index)
+    run = Run.open(_cfg(tmp_path), log=lambda _: None)
+    result = run.train()
+    # data and index checked once for the whole run: lineage, policy, samples and env share them
+    assert calls == {"data": 1, "index": 1}
+    assert result["iterations"] == 1 and Path(result["checkpoint"]).is_dir()
+    assert run.env_factory is run.env_factory and run.train_samples is run.train_samples
+
+
+def test_the_spec_rebuilds_the_same_run_elsewhere(tmp_path):
+    run = Run.open(_cfg(tmp_path), log=lambda _: None)
+    spec = run.spec()
+    spec.attach().data_dir  # a process's parts stay in that process
+    again = pickle.loads(pickle.dumps(spec))
+    assert isinstance(again, RunSpec) and again.config == run.cfg.to_dict() and again.resume is False
+    assert again._run == [] and is_frozen(again.cfg) and again.cfg == run.cfg
+
+
+def test_with_start_rewrites_config_json_and_returns_a_new_run(tmp_path):
+    run = Run.open(_cfg(tmp_path), resolve_start=False, log=lambda _: None)
+    started = run.with_start(tmp_path / "warm" / "model", tmp_path / "warm")
+    saved = json.loads((run.folder / "config.json").read_text())
+    assert saved["train"]["init_from"] == str(tmp_path / "warm" / "model") == started.cfg.train.init_from
+    assert saved["sft"]["out_dir"] == str(tmp_path / "warm")
+    assert run.cfg.train.init_from == ""  # the first Run keeps the config it was opened with
+
+
+def test_copies_of_a_frozen_config_are_writable_and_plain():
+    cfg = freeze(load_config(None, {}))
+    changed = dataclasses.replace(cfg.train, lr=0.5)
+    changed.lr = 0.25  # a replaced section is a new config, not the run's
+    thawed = copy.deepcopy(cfg)
+    thawed.train.lr = 0.125
+    shipped = pickle.loads(pickle.dumps(cfg))
+    assert type(shipped) is ExperimentConfig and type(shipped.train) is type(load_config(None, {}).train)
+    assert shipped == cfg and cfg.train.lr != 0.125 and not is_frozen(thawed)
