@@ -1,10 +1,18 @@
-"""Every measured figure README.md quotes, tied to the result file (benchmarks/results/) it comes from.
+"""Every measured figure README.md and the docs/ pages quote, tied to the result file (benchmarks/results/)
+it comes from.
 
-README's numbers are copied by hand from JSON files that benchmarks rewrite, and nothing else notices
+The pages' numbers are copied by hand from JSON files that benchmarks rewrite, and nothing else notices
 when one drifts from the other. Each `Figure` below names the file, where in it the value is (or how it
-is computed from the raw data there), how README rounds it and the README text around it;
-tests/test_readme_figures.py formats each value the way README does and asserts README holds it there.
+is computed from the raw data there), how the page rounds it, the page text around it and the page
+(`doc`: README.md by default; `at(page, [...])` moves a list of entries to a docs/ page);
+tests/test_readme_figures.py formats each value the way the page does and asserts the page holds it there.
 `make run`'s own figures ("Two commands": wall time, lift over seeds) are in tests/readme_figures_make_run.py.
+
+Where they are quoted: README.md keeps the headline (`make run`, `make test`, the one-paragraph summary
+of the learning benchmark and the paper table: the "two commands" entries); docs/results.md the learning
+benchmark, the paper's Tables 3 and 4, the seed sweep's discussion, reliability and the failure
+diagnosis; docs/performance.md the perf, profile and retrieval figures; docs/scaling.md the Ray and vLLM
+figures; docs/real-models.md the memory figures.
 
 Adding an entry
 ---------------
@@ -26,7 +34,7 @@ a new list, added to REGISTRY at the end):
   repeats dict as "1.10 (0.97-1.17)"; any `Callable[[value], str]` will do.
 - A figure computed from the file rather than stored in it (a paired difference, a span, a sum) gets
   `get=` (a function of the loaded JSON) and a `path` that says what it is computed from.
-- `after=` is README text the match must follow, for a context that occurs twice (Tables 3 and 4 share
+- `after=` is page text the match must follow, for a context that occurs twice (Tables 3 and 4 share
   row labels).
 """
 
@@ -35,6 +43,7 @@ from __future__ import annotations
 from tests.readme_figures_lib import (
     PAPER_DS,
     Figure,
+    at,
     async_waits,
     ci,
     gpu_learner_gib,
@@ -52,13 +61,17 @@ from tests.readme_figures_lib import (
 from tests.readme_figures_make_run import MAKE_RUN
 from tests.readme_figures_perf import PERF
 
+# the docs/ pages that quote figures (README.md is the default page of an entry)
+RESULTS_MD, PERFORMANCE_MD = "docs/results.md", "docs/performance.md"
+SCALING_MD, REAL_MODELS_MD = "docs/scaling.md", "docs/real-models.md"
+
 
 L, P = "learning.json", "paper_table_np12k/paper_table.json"
 LEARNING_ROWS = (("SFT warm start", "warm_start"), ("GRPO", "grpo"), ("PPO (GAE + critic)", "ppo"),
                  ("GRPO, rewards shuffled across the batch (control)", "grpo_shuffled_rewards"),
                  ("GRPO, asynchronous (`train.max_staleness: 1`, Ray)", "grpo_async1"))
 AFTER_LEARNING = "| variant | greedy EM, mean of 3 seeds [95% CI] |"
-LEARNING: list[Figure] = [
+LEARNING: list[Figure] = at(RESULTS_MD, [
     f for label, v in LEARNING_ROWS for f in (
         Figure(f"learning table, {v}: greedy EM mean [95% CI]", L, f"summary.{v}.greedy_em_ci95", ci(1),
                f"| {label} | @@ |", after=AFTER_LEARNING),
@@ -99,7 +112,12 @@ LEARNING: list[Figure] = [
            "paired difference @@ at equal iterations", learning_diff("grpo_async1", "grpo")),
     Figure("learning: async RL wall times", L, "per_seed.*.runs.grpo_async1.rl_seconds", span(0),
            "its RL wall times, @@ s, ran beside", learning_seeds("grpo_async1", "rl_seconds")),
-    # the "Two commands" summary of the same benchmark (the make-run figures there are not covered here)
+    Figure("learning: model parameters", P, "model_params (the same warm starts)", num(2, scale=1e-6),
+           "a Llama of @@M parameters", lambda doc: doc["model_params"]),
+    Figure("learning: cosine-150 probe, final held-out EM", "learning_probe_cos150.json",
+           "per_seed.1.runs.grpo.greedy.em", num(0), "and @@ at 150 on a cosine over 150"),
+]) + [
+    # README's "Two commands" summary of the same benchmark (the make-run figures there are not covered here)
     Figure("two commands: GRPO held-out EM", L, "summary.grpo.greedy_em_mean", num(1),
            "80 iterations: GRPO @@ and PPO"),
     Figure("two commands: PPO held-out EM", L, "summary.ppo.greedy_em_mean", num(1), "and PPO @@ held-out,"),
@@ -110,10 +128,6 @@ LEARNING: list[Figure] = [
            lambda doc: [doc["summary"][v]["rl_seconds_mean"] for v in ("grpo", "ppo")]),
     Figure("two commands: shuffled rewards EM", L, "summary.grpo_shuffled_rewards.greedy_em_mean", num(0),
            "with shuffled rewards the policy stays at @@."),
-    Figure("learning: model parameters", P, "model_params (the same warm starts)", num(2, scale=1e-6),
-           "a Llama of @@M parameters", lambda doc: doc["model_params"]),
-    Figure("learning: cosine-150 probe, final held-out EM", "learning_probe_cos150.json",
-           "per_seed.1.runs.grpo.greedy.em", num(0), "and @@ at 150 on a cosine over 150"),
 ]
 
 T3 = (("Direct answer (no retrieval)", "baselines", "direct"),
@@ -125,7 +139,7 @@ T4 = (("PPO", "ppo"), ("PPO, advantage mask off", "ppo_adv_mask_off"),
       ("PPO, advantage and loss masks off", "ppo_masks_off"), ("GRPO", "grpo"),
       ("GRPO, loss mask off", "grpo_loss_mask_off"))
 AFTER_T4 = "| Table 4 (held-out EM, %) |"
-PAPER: list[Figure] = [
+PAPER: list[Figure] = at(RESULTS_MD, [
     f for table, after, rows in (("3", "| Table 3 (held-out EM, %) |", T3),
                                  ("4", AFTER_T4, tuple((a, "methods", n) for a, n in T4)))
     for label, kind, n in rows for f in (
@@ -165,6 +179,8 @@ PAPER: list[Figure] = [
     Figure("paper: wall time, minutes", P, "wall_seconds", num(0, scale=1 / 60),
            "same questions). @@ min on 2 idle cores"),
     Figure("results: model parameters", P, "model_params", num(2, scale=1e-6), "the @@M-parameter model scores 0"),
+]) + [
+    # README's "Two commands" summary of the paper table
     Figure("two commands: GRPO, RLOO, REINFORCE++-baseline", P, "their EM means, rounded", span(0),
            "REINFORCE++-baseline at @@ after 40 iterations",
            lambda doc: [round(paper_cell("methods", m)(doc)["mean"])
@@ -180,7 +196,7 @@ GPU_ROWS = (("Qwen2.5-1.5B", "GRPO / RLOO / REINFORCE++(-baseline)", "grpo"),
             ("Qwen2.5-1.5B", "PPO (critic) and its ablations", "ppo"),
             ("Qwen2.5-3B", "GRPO / RLOO / REINFORCE++(-baseline)", "grpo"),
             ("Qwen2.5-3B", "PPO (critic) and its ablations", "ppo"))
-MEMORY: list[Figure] = [
+MEMORY: list[Figure] = at(REAL_MODELS_MD, [
     Figure("memory: update peak, 64 rows, micro-batch 4", M, "results.update/rows64_micro4_fp32.peak_rss_mib",
            num(2, scale=1 / 1024), "2 layers) peaks at @@ GiB at `train.micro_batch_size: 4`"),
     Figure("memory: spread over 8-64 rows", M, "derived.rows_spread_mib", num(0), "to 64 rows (within @@ MiB)"),
@@ -193,13 +209,13 @@ MEMORY: list[Figure] = [
     Figure(f"memory: GPU learner, {model} {preset}", M, f"memory_table.learner_gib over derived, {preset}.yaml",
            seq(0, " GiB | "), f"| {model}, {label} | @@ GiB |", gpu_learner_gib(model, preset))
     for model, label, preset in GPU_ROWS
-]
+])
 
 RT, RS, RL = "retrieval.json", "retrieval_scale.json", "retriever_load.json"
 RETRIEVAL_ROWS = (("BM25 (tantivy)", "tantivy"), ("dense, MiniLM-L6, faiss flat", "dense"),
                   ("dense, MiniLM-L6, faiss HNSW", "dense_hnsw"),
                   ("hybrid (BM25 + dense, reciprocal rank fusion k=60)", "hybrid"))
-RETRIEVAL: list[Figure] = [
+RETRIEVAL: list[Figure] = at(PERFORMANCE_MD, [
     Figure("retrieval: tantivy, all 400 queries, seconds", RT, "tantivy.search_all_s_median", num(2),
            "tantivy answers all 400 queries in @@ s"),
     Figure("retrieval: tantivy queries/s", RT, "tantivy.queries_per_s", num(0, comma=True), "(about @@ queries/s, 2"),
@@ -257,11 +273,11 @@ RETRIEVAL: list[Figure] = [
     Figure("ES workers: batch p50 seconds", RL, "elasticsearch_workers.runs.*.batch_latency_ms.p50 / 1000",
            seq(1, " / ", scale=1e-3), "batch-of-8 p50 @@ s,",
            lambda d: [r["batch_latency_ms"]["p50"] for r in d["elasticsearch_workers"]["runs"]]),
-]
+])
 
 S = "scale.json"
 A = "async_speed"
-SCALE: list[Figure] = [
+SCALE: list[Figure] = at(SCALING_MD, [
     Figure("async: one worker speed-up", S, f"{A}.speedup_paired_median.async_1_one_worker", num(2),
            "one process per core, run @@x faster"),
     Figure("async: one worker s per iteration", S, f"{A}.iteration_s_median.{{async_1_one_worker,sync_one_worker}}",
@@ -284,10 +300,10 @@ SCALE: list[Figure] = [
     Figure("scale grid: medians", S, "scale_grid.iteration_s_median.*", span(2), "medians @@ s per iteration, 1x1",
            lambda d: list(d["scale_grid"]["iteration_s_median"].values())),
     Figure("scale grid: 1x1", S, "scale_grid.iteration_s_median.1w_1l", num(2), "iteration, 1x1 @@ s)"),
-]
+])
 
 REL, DG, DW = "reliability.json", "diagnosis_copying_grpo60.json", "diagnosis_grpo100.json"
-RELIABILITY: list[Figure] = [
+RELIABILITY: list[Figure] = at(RESULTS_MD, [
     Figure("reliability: hostile inputs", REL, "inputs_tried", num(0, comma=True), "reliability.json`): @@ hostile"),
     Figure("reliability: fuzzed model outputs", REL, "model_outputs_tried", num(0, comma=True),
            "none raised. @@ fuzzed"),
@@ -314,10 +330,10 @@ RELIABILITY: list[Figure] = [
            lambda v: "{}% misspelled search, {}% never answered, {}% no search".format(*map(num(0), v)),
            "the failures split @@)", lambda d: [d["share_of_failures"][k]
                                                 for k in ("misspelled_query", "never_answered", "no_search")]),
-]
+])
 
 PF = "profile.json"
-PROFILE: list[Figure] = [
+PROFILE: list[Figure] = at(PERFORMANCE_MD, [
     Figure("profile: seconds per iteration", PF, "totals.iteration.seconds.median", num(1),
            "): @@ s per iteration. Only"),
     Figure("profile: retrieval seconds", PF, "sections[retrieval].seconds.median", num(3), "retrieval @@ s of it",
@@ -334,10 +350,10 @@ PROFILE: list[Figure] = [
         ("update", "forward", ("forward",)), ("update", "backward", ("backward",)),
         ("update", "grad clip, optimizer step, advantages, other",
          ("grad_clip", "optimizer_step", "rest:prepare", "rest:learn")))
-]
+])
 
 VC = "vllm_cpu.json"
-VLLM_CPU: list[Figure] = [
+VLLM_CPU: list[Figure] = at(SCALING_MD, [
     Figure("vllm cpu: vLLM tokens/s", VC, "vllm_tokens_per_s", num(1), "batch: vLLM sampled @@ tokens/s"),
     Figure("vllm cpu: transformers tokens/s", VC, "transformers_tokens_per_s", num(1),
            "against the transformers engine's @@; a weight"),
@@ -346,7 +362,7 @@ VLLM_CPU: list[Figure] = [
     Figure("vllm cpu: parameters", VC, "model.parameters", num(1, scale=1e-6), "folder of @@M parameters"),
     Figure("vllm cpu: log-prob gap at T 0.7", VC, "logprob_gap_max_t07", lambda v: f"{v:.1e}",
            "log-prob of a sampled token was @@."),
-]
+])
 
-REGISTRY: list[Figure] = (LEARNING + PAPER + PERF + MEMORY + RETRIEVAL + SCALE + RELIABILITY + PROFILE + MAKE_RUN
+REGISTRY: list[Figure] = (LEARNING + PAPER + at(PERFORMANCE_MD, PERF) + MEMORY + RETRIEVAL + SCALE + RELIABILITY + PROFILE + MAKE_RUN
                           + VLLM_CPU)

@@ -1,5 +1,6 @@
 """The machinery behind tests/readme_figures.py: the `Figure` entry, README's rounding, reading a
-value from a result file (or computing it from the raw data there) and checking README holds it.
+value from a result file (or computing it from the raw data there) and checking the page that quotes it
+(README.md or a page under docs/, the entry's `doc`) holds it.
 
 Kept apart from the registry so that the registry stays a plain list of entries; how to add one is at
 the top of tests/readme_figures.py.
@@ -11,7 +12,7 @@ import json
 import re
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import ROUND_HALF_UP, Decimal
 from functools import lru_cache
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
 README = REPO / "README.md"
+DOCS = REPO / "docs"
 MARK, GAP = "@@", "~"
 
 Fmt = Callable[[Any], str]
@@ -85,11 +87,23 @@ class Figure:
     fmt: Fmt  # the value as README writes it
     context: str  # README text around it: `@@` the figure, `~` a short gap
     get: Getter | None = None  # computes the value from the loaded file, for derived figures
-    after: str = ""  # README text the match must follow
+    after: str = ""  # page text the match must follow
+    doc: str = "README.md"  # the page that quotes it, relative to the repository root (README.md, docs/x.md)
 
     def value(self) -> Any:
         doc = load(self.file)
         return self.get(doc) if self.get else dig(doc, self.path)
+
+
+def at(doc: str, figures: list[Figure]) -> list[Figure]:
+    """The same entries, quoted on page `doc` (e.g. "docs/results.md") instead of README."""
+    return [replace(f, doc=doc) for f in figures]
+
+
+@lru_cache(maxsize=None)
+def page(doc: str) -> str:
+    """The text of a page the figures are quoted on (README.md, docs/*.md)."""
+    return (REPO / doc).read_text()
 
 
 def normalise(text: str) -> str:
@@ -106,25 +120,26 @@ def context_regex(context: str, figure: str | None) -> re.Pattern[str]:
 
 
 def check(fig: Figure, readme: str) -> str | None:
-    """None when README holds the figure in its context, else a message naming figure, file and value."""
+    """None when the page text `readme` (the text of `fig.doc`) holds the figure in its context, else a
+    message naming page, figure, file and value."""
     where = f"benchmarks/results/{fig.file} ({fig.path})"
     try:
         value = fig.value()
         shown = fig.fmt(value)
     except (OSError, KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
-        return f"README figure {fig.name!r}: cannot read it from {where}: {exc!r}"
+        return f"{fig.doc} figure {fig.name!r}: cannot read it from {where}: {exc!r}"
     text = normalise(readme)
     if fig.after:
         start = text.find(fig.after)
         if start < 0:
-            return f"README figure {fig.name!r}: README no longer has {fig.after!r} to find it after"
+            return f"{fig.doc} figure {fig.name!r}: {fig.doc} no longer has {fig.after!r} to find it after"
         text = text[start:]
     if context_regex(fig.context, shown).search(text):
         return None
     found = context_regex(fig.context, None).search(text)
     readme_has = f"{found.group('found')!r}" if found else "no text matching the context"
-    return (f"README figure {fig.name!r}: {where} holds {str(value)[:200]}, which README would write as "
-            f"{shown!r}; README has {readme_has} at {fig.context!r}")
+    return (f"{fig.doc} figure {fig.name!r}: {where} holds {str(value)[:200]}, which {fig.doc} would write as "
+            f"{shown!r}; {fig.doc} has {readme_has} at {fig.context!r}")
 
 
 # --- figures computed from a file's raw data -------------------------------------------------------

@@ -1,12 +1,13 @@
 """README's `make run` figures ("Two commands"): the wall time of a fresh clone's run
 (make_run_wall.json) and the lift over seeds 0-4 of make run's recipe and of the recipe before it
-(make_run_seeds.json, make_run_seeds_groups4.json), each also with float-level noise (probes/). See tests/readme_figures.py for how an entry reads."""
+(make_run_seeds.json, make_run_seeds_groups4.json), each also with float-level noise (probes/). See tests/readme_figures.py for how an entry reads.
+The seed table is README's; the discussion of groups of 4 and 8 beside it is in docs/results.md."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tests.readme_figures_lib import Figure, ci, num, seq
+from tests.readme_figures_lib import Figure, at, ci, num, seq
 
 W, S, G4 = "make_run_wall.json", "make_run_seeds.json", "make_run_seeds_groups4.json"
 # the same recipes with algo.skip_zero_advantage flipped: float-level noise (README's rows 2 and 4)
@@ -75,6 +76,8 @@ MAKE_RUN: list[Figure] = [
     Figure("make run seeds: groups of 4 with skip, lift mean and interval", G4S, "summary.lift_mean, lift_ci95",
            ci(1, sign=True), "| @@ |", lift_ci, after=ROW_G4S),
     Figure("make run seeds: least lift", S, "summary.lift_min", num(0, sign=True), "the least lift is @@"),
+] + at("docs/results.md", [
+    # why groups of 8: the discussion of the seed table, in docs/results.md
     Figure("make run seeds: iteration 1 reward", S, "per_seed.*.curve.0.reward_mean (mean)", num(0, scale=100),
            "answers @@% of its samples right",
            lambda doc: sum(doc["per_seed"][s]["curve"][0]["reward_mean"] for s in SEEDS) / len(SEEDS)),
@@ -86,7 +89,7 @@ MAKE_RUN: list[Figure] = [
            "a warm start scoring ~ instead of @@, from which"),
     Figure("make run seeds: seed 1 lift, earlier machine", OLD, "per_seed.1.lift", num(0, sign=True),
            "lifted it by only @@ ("),
-]
+])
 
 # `make test` on a fresh clone (benchmarks/suite_time.py): its wall time, and how many tests each
 # of its two sessions (the main suite, the vLLM tests beside it) passed

@@ -1,6 +1,6 @@
-"""The Performance section's figures (perf_rollout.json, perf_update.json, perf_trl.json) for the
+"""docs/performance.md's figures (perf_rollout.json, perf_update.json, perf_trl.json) for the
 registry in tests/readme_figures.py: the same `Figure` entries, kept in a file of their own because the
-section quotes so many. How to add one is at the top of tests/readme_figures.py.
+page quotes so many. How to add one is at the top of tests/readme_figures.py.
 """
 
 from __future__ import annotations
