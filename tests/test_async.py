@@ -157,7 +157,8 @@ def async_run(ray_session, world):
     from agent_r1.training import checkpoint as ckpt
     from agent_r1.training.ray_trainer import RayTrainer
 
-    cfg = _staleness(_cfg(world, "async"), 1)
+    # a user's config (validated again where the actors rebuild it from the run's spec)
+    cfg = _cfg(world, "async", **{"ray.enabled": True, "train.max_staleness": 1})
     with RayTrainer(Run(cfg).spec()) as trainer:
         steps = []
         for i in range(ITERATIONS):

@@ -184,13 +184,19 @@ def test_data_tasks_are_cached(harness, tmp_path):
 
     from flows.train_agent import build_index, prepare_data
 
-    params = str(write_micro_params(tmp_path / "params.yaml", tmp_path))
+    from agent_r1.config import load_config
+    from agent_r1.runs.run import Run
+
+    cfg = load_config(write_micro_params(tmp_path / "params.yaml", tmp_path), {"train.out_dir": ""})
+    runs = [str(Run.open(cfg, resolve_start=False, log=lambda _: None).folder) for _ in range(2)]
 
     @flow
-    def data_only() -> list[str]:
-        d = prepare_data(params, {}, False, return_state=True)
-        i = build_index(params, {}, d.result(), False, return_state=True)
+    def data_only(run_dir: str) -> list[str]:
+        d = prepare_data(run_dir, False, return_state=True)
+        i = build_index(run_dir, d.result(), False, return_state=True)
         return [d.name, i.name]
 
-    assert data_only() == ["Completed", "Completed"]
-    assert data_only() == ["Cached", "Cached"]  # same inputs: both steps skipped
+    assert runs[0] != runs[1]
+    assert data_only(runs[0]) == ["Completed", "Completed"]
+    # another run with the same data and search settings: both steps skipped (keyed by the run's config)
+    assert data_only(runs[1]) == ["Cached", "Cached"]
