@@ -28,7 +28,8 @@ def test_open_settles_the_run_and_freezes_its_config(tmp_path):
     cfg = _cfg(tmp_path)
     run = Run.open(cfg, log=lambda _: None)
     assert run.folder.parent == tmp_path / "runs" / cfg.train.experiment and run.folder.is_dir()
-    assert json.loads((run.folder / "config.json").read_text()) == json.loads(json.dumps(run.cfg.to_dict(), default=str))
+    as_json = json.loads(json.dumps(run.cfg.to_dict(), default=str))
+    assert json.loads((run.folder / "config.json").read_text()) == as_json
     assert run.cfg.train.out_dir == str(run.folder)
     assert cfg.train.out_dir == "" and not is_frozen(cfg)  # the caller's config is the caller's
     with pytest.raises(FrozenConfigError, match=r"TrainConfig\.lr"):

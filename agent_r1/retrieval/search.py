@@ -16,7 +16,8 @@ from agent_r1.retrieval.base import VECTOR_BACKENDS, RetrievalConfig, Retriever,
 
 @dataclass
 class SearchConfig:
-    backend: str = "tantivy"  # tantivy | elasticsearch (BM25) | dense | hybrid | elasticsearch-dense | elasticsearch-hybrid
+    # tantivy | elasticsearch (BM25) | dense | hybrid | elasticsearch-dense | elasticsearch-hybrid
+    backend: str = "tantivy"
     index_dir: str = "data/index"
     url: str = ""  # Elasticsearch URL (auth comes from environment variables)
     index_name: str = "agent-r1-corpus"

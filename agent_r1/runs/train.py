@@ -126,7 +126,8 @@ def set_aside_previous_run(out: Path) -> Path | None:
     return dest
 
 
-def run_train(cfg: ExperimentConfig, resume: bool = False, sink: Any = None, on_iteration: Any = None) -> dict[str, Any]:
+def run_train(cfg: ExperimentConfig, resume: bool = False, sink: Any = None,
+              on_iteration: Any = None) -> dict[str, Any]:
     """`agent-r1 train`: `Run.open(cfg, resume).train(...)`. Trains from `train.init_from` (a folder,
     `sft` = the matching warm start, or empty = a fresh model) into the run's own folder (a new one
     unless `train.out_dir` pins it); with `resume`, continues from the latest complete checkpoint in
