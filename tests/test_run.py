@@ -96,3 +96,13 @@ def test_copies_of_a_frozen_config_are_writable_and_plain():
     shipped = pickle.loads(pickle.dumps(cfg))
     assert type(shipped) is ExperimentConfig and type(shipped.train) is type(load_config(None, {}).train)
     assert shipped == cfg and cfg.train.lr != 0.125 and not is_frozen(thawed)
+
+
+def test_the_run_stops_its_engine_when_training_ends(tmp_path, monkeypatch):
+    # vLLM's engine core is a process of its own: the in-process trainer never stopped it before
+    from agent_r1.rollout.engine import TransformersEngine
+
+    closed = []
+    monkeypatch.setattr(TransformersEngine, "close", lambda self: closed.append(self), raising=False)
+    Run.open(_cfg(tmp_path), log=lambda _: None).train()
+    assert len(closed) == 1

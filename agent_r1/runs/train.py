@@ -183,6 +183,7 @@ def _run_local(run: Any, sink: Any = None, on_iteration: Any = None) -> dict[str
     try:
         final = trainer.fit(on_iteration=on_iteration)
     finally:
+        trainer.close()  # a vLLM engine's core process ends with the run, not with the interpreter
         run.close()
     return finish_run(run.folder, trainer.iteration, final)
 

@@ -212,6 +212,7 @@ class Learner:
         from agent_r1.training.distributed import leave
 
         leave()
+        self.trainer.close()
         self.retriever.close()
 
 

@@ -386,3 +386,10 @@ class RLTrainer:
 
     def _log(self, step: int, metrics: dict[str, float]) -> None:
         log_finite(self.sink, step, metrics)
+
+    def close(self) -> None:
+        """Stops the generation engine (vLLM's engine-core process and its weight folder); the
+        transformers engine holds nothing to stop. The run calls it when training ends or fails."""
+        close = getattr(self.engine, "close", None)
+        if close is not None:
+            close()
