@@ -1,0 +1,223 @@
+"""One registry style (agent_r1/registry.py) for estimators, losses, KL estimators, formats, LR
+schedules and environments: registration by decorator with typed traits, lookups whose errors list
+the known names and say how to add one, validation that asks the registry (never names estimators),
+and `env.kind` choosing a registered environment from the config."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from pathlib import Path
+
+import pytest
+import torch
+
+from agent_r1.algos import ADV_ESTIMATORS, KL_PENALTIES, POLICY_LOSSES, AdvantageInputs, AdvantageOutputs
+from agent_r1.algos.registry import EstimatorTraits
+from agent_r1.algos.schedules import LR_SCHEDULES
+from agent_r1.config import load_config
+from agent_r1.envs.base import StepOutput
+from agent_r1.envs.factory import ENVS, make_env_factory
+from agent_r1.envs.formats import FORMATS, get_format
+from agent_r1.registry import Registry, UnknownName
+
+ROOT = Path(__file__).resolve().parents[1] / "agent_r1"
+
+
+@dataclasses.dataclass(frozen=True)
+class Colour:
+    warm: bool = False
+
+
+@pytest.fixture
+def colours() -> Registry:
+    return Registry("colour", key="paint.colour", where="my_pkg.paints.COLOURS", traits=Colour)
+
+
+@pytest.fixture
+def scratch():
+    """Whatever a test registers in the project's registries is gone afterwards."""
+    registries = (ADV_ESTIMATORS, POLICY_LOSSES, KL_PENALTIES, ENVS, FORMATS, LR_SCHEDULES)
+    before = [set(r) for r in registries]
+    yield
+    for registry, names in zip(registries, before):
+        for name in set(registry) - names:
+            registry.unregister(name)
+
+
+# ------------------------------------------------------------------ the Registry class
+
+def test_register_by_decorator_with_typed_traits(colours):
+    @colours.register("red", warm=True)
+    def red() -> str:
+        return "#f00"
+
+    colours.register("blue", lambda: "#00f")
+    assert colours["red"] is red and colours["red"]() == "#f00"  # the decorator returns the thing unchanged
+    assert colours.traits("red") == Colour(warm=True) and colours.traits("blue") == Colour(warm=False)
+    assert colours.names() == ["blue", "red"] and sorted(colours) == ["blue", "red"] and len(colours) == 2
+    assert "red" in colours and "green" not in colours and ["unhashable"] not in colours
+
+
+def test_unknown_name_lists_the_known_ones_and_says_how_to_add_one(colours):
+    colours.register("red", "#f00")
+    with pytest.raises(ValueError) as err:
+        colours["green"]
+    message = str(err.value)
+    assert message.startswith("unknown colour 'green'; known: ['red']")
+    assert 'from my_pkg.paints import COLOURS' in message and '@COLOURS.register("name")' in message
+    assert isinstance(err.value, KeyError)  # Mapping code (`.get`, `in`) keeps working
+    assert colours.get("green") is None
+    with pytest.raises(UnknownName, match=r"^paint.colour='green'; choose one of \['red'\]"):
+        colours.check("green")
+    with pytest.raises(ValueError, match=r"^my.key='green'; choose one of"):
+        colours.check("green", "my.key")
+    with pytest.raises(ValueError, match="unknown colour"):
+        colours.traits("green")
+
+
+def test_registration_errors_are_caught_when_registering(colours):
+    colours.register("red", "#f00")
+    colours.register("red", "#f00")  # the same object again (a re-imported module): a no-op
+    with pytest.raises(ValueError, match="colour 'red' is already registered"):
+        colours.register("red", "#e00")
+    colours.register("red", "#e00", replace=True)
+    assert colours["red"] == "#e00"
+    with pytest.raises(TypeError, match=r"colour 'pink'.*\['warm'\]"):  # a misspelt trait fails here, not later
+        colours.register("pink", warmth=True)
+    with pytest.raises(ValueError, match="non-empty string name"):
+        colours.register("", "#000")
+    assert colours.unregister("red") == "#e00" and "red" not in colours and colours.unregister("red") is None
+
+
+def test_every_name_chosen_registry_is_one_registry_type():
+    for registry, key in ((ADV_ESTIMATORS, "algo.adv_estimator"), (POLICY_LOSSES, "algo.policy_loss"),
+                          (KL_PENALTIES, "algo.kl_kind"), (ENVS, "env.kind"), (FORMATS, "env.format"),
+                          (LR_SCHEDULES, "train.lr_schedule")):
+        assert isinstance(registry, Registry) and registry.key == key
+        with pytest.raises(ValueError, match=rf"^{key}='nope'; choose one of .*\.register\(\"name\"\)"):
+            load_config(overrides={key: "nope"})
+
+
+# ------------------------------------------------------------------ estimators carry their traits
+
+def test_builtin_estimators_declare_what_validation_used_to_hard_code():
+    # the group-based set config.validate named before the registry carried traits (issue 32)
+    assert {n for n in ADV_ESTIMATORS if ADV_ESTIMATORS.traits(n).group} == {
+        "grpo", "grpo_no_std", "rloo", "reinforce_pp_baseline"}
+    assert {n for n in ADV_ESTIMATORS if ADV_ESTIMATORS.traits(n).critic} == {"gae"}
+    assert set(KL_PENALTIES) == {"k1", "kl", "k2", "mse", "k3", "low_var_kl", "abs"}
+    assert KL_PENALTIES["kl"] is KL_PENALTIES["k1"] and KL_PENALTIES["low_var_kl"] is KL_PENALTIES["k3"]
+    assert set(POLICY_LOSSES) == {"ppo", "vanilla"} and set(FORMATS) == {"tag", "hermes"}
+    assert set(ENVS) >= {"tool"} and load_config().env.kind == "tool"
+
+
+def test_validation_asks_the_registry_for_group_estimators(scratch):
+    @ADV_ESTIMATORS.register("_test_group_sign", group=True)
+    def _sign(x: AdvantageInputs) -> AdvantageOutputs:
+        return AdvantageOutputs(torch.sign(x.scores - x.scores.mean())[:, None] * x.action_mask)
+
+    ADV_ESTIMATORS.register("_test_single", lambda x: AdvantageOutputs(x.token_rewards * x.action_mask))
+    with pytest.raises(ValueError, match=r"algo.adv_estimator='_test_group_sign' compares samples of one prompt"):
+        load_config(overrides={"algo.adv_estimator": "_test_group_sign", "rollout.n_samples": 1})
+    assert load_config(overrides={"algo.adv_estimator": "_test_single", "rollout.n_samples": 1}).rollout.n_samples == 1
+    assert ADV_ESTIMATORS.traits("_test_single") == EstimatorTraits()
+
+
+def test_no_estimator_name_is_compared_outside_its_registration():
+    """`x == "grpo"`, `x in {"grpo", ...}`: a property of an estimator is a trait, read from the registry."""
+    names = set(ADV_ESTIMATORS) | set(POLICY_LOSSES)
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Compare):
+                hits = {c.value for c in ast.walk(node) if isinstance(c, ast.Constant) and c.value in names}
+                found += [f"{path.relative_to(ROOT.parent)}:{node.lineno} compares with {sorted(hits)}"] if hits else []
+    assert not found, "\n".join(found)
+
+
+# ------------------------------------------------------------------ env.kind
+
+class EchoEnv:
+    """A tiny env of its own kind: no tools; each action is echoed back until the model answers."""
+
+    def __init__(self, fmt):
+        self.fmt = fmt  # the run's format: the rollout stops generation on its tags
+
+    def reset(self, sample: dict) -> list[dict]:
+        return [{"role": "system", "content": "Repeat after me."}, {"role": "user", "content": sample["question"]}]
+
+    def step(self, action_text: str) -> StepOutput:
+        if "<answer>" in action_text:
+            answer = action_text.split("<answer>", 1)[1].split("</answer>", 1)[0].strip()
+            return StepOutput(observation=None, reward=0.0, done=True, answer=answer)
+        return StepOutput(observation=f"echo: {action_text.strip()}", reward=0.25, done=False)
+
+    def close(self) -> None:
+        pass
+
+
+def _register_echo():
+    @ENVS.register("_test_echo")
+    def echo_envs(cfg, retriever):
+        fmt = get_format(cfg.env.format)
+        return lambda sample: EchoEnv(fmt)
+
+
+class ScriptedEngine:
+    """Plays the same list of actions in every trajectory, one per turn."""
+
+    def __init__(self, tokenizer, actions):
+        from agent_r1.rollout.engine import GenerationOutput
+
+        self.out, self.tokenizer, self.actions, self.turn = GenerationOutput, tokenizer, actions, 0
+
+    def generate(self, prompts, params):
+        ids = self.tokenizer.encode(self.actions[self.turn], add_special_tokens=False)
+        self.turn += 1
+        return [self.out(list(ids), [0.0] * len(ids), "stop") for _ in prompts]
+
+
+def test_env_kind_from_the_config_runs_a_registered_env_in_a_rollout(scratch):
+    from agent_r1.models.tokenizer import train_tokenizer
+    from agent_r1.rollout.chat import ChatCodec
+    from agent_r1.rollout.loop import run_rollout
+
+    _register_echo()
+    cfg = load_config(overrides={"env.kind": "_test_echo", "env.tools": [], "rollout.max_turns": 3})
+    tok = train_tokenizer(["Repeat after me. hello <answer>hello</answer> echo"] * 20, vocab_size=300)
+    sample = {"id": "e1", "question": "Say hello.", "answers": ["hello"]}
+    engine = ScriptedEngine(tok, ["hello", "<answer>hello</answer>"])
+    (traj,) = run_rollout(engine, ChatCodec(tok), make_env_factory(cfg, retriever=None), [sample],
+                          dataclasses.replace(cfg.rollout, n_samples=1), cfg.reward)
+    assert traj.turns[0].observation_text == "echo: hello" and traj.turns[0].process_reward == 0.25
+    assert traj.answer == "hello" and traj.outcome_reward == 1.0 and traj.stop_reason == "answer"
+    assert "Repeat after me." in tok.decode(traj.prompt_ids)
+
+
+def test_unknown_env_kind_fails_at_config_load_naming_the_key_and_the_kinds(scratch):
+    _register_echo()
+    with pytest.raises(ValueError, match=r"^env.kind='echoo'; choose one of \['_test_echo', 'tool'\]") as err:
+        load_config(overrides={"env.kind": "echoo"})
+    assert "from agent_r1.envs.factory import ENVS" in str(err.value)
+
+
+def test_a_registered_env_and_estimator_train_an_iteration(scratch, tiny_model, tmp_path):
+    """A new env kind and a new estimator, chosen from config overrides: nothing else changes."""
+    import copy
+
+    from agent_r1.training.trainer import RLTrainer
+    from tests.rollout_helpers import QA_SAMPLES, trainer_config
+
+    _register_echo()
+
+    @ADV_ESTIMATORS.register("_test_group_sign", group=True)
+    def _sign(x: AdvantageInputs) -> AdvantageOutputs:
+        return AdvantageOutputs(torch.sign(x.scores - x.scores.mean())[:, None] * x.action_mask)
+
+    cfg = trainer_config(tmp_path, **{"env.kind": "_test_echo", "env.tools": [],
+                                      "algo.adv_estimator": "_test_group_sign", "train.iterations": 1})
+    model, tok = copy.deepcopy(tiny_model[0]), tiny_model[1]
+    trainer = RLTrainer(cfg, model, tok, make_env_factory(cfg, retriever=None), QA_SAMPLES)
+    metrics = trainer.train_step()
+    assert trainer.critic is None and trainer.iteration == 1 and metrics["turns_per_trajectory"] >= 1
