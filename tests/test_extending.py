@@ -32,11 +32,11 @@ def registries():
     """Whatever a test registers (tools, metrics, data generators, envs, algorithms) is gone afterwards."""
     load_builtin_tools()
     get_data_generator("synthetic")
-    saved = dict(TOOL_FACTORIES), dict(ANSWER_METRICS), dict(DATA_GENERATORS)
-    named = (ENVS, ADV_ESTIMATORS, POLICY_LOSSES, KL_PENALTIES)
+    saved = dict(TOOL_FACTORIES), dict(DATA_GENERATORS)
+    named = (ENVS, ADV_ESTIMATORS, POLICY_LOSSES, KL_PENALTIES, ANSWER_METRICS)
     names = [set(r) for r in named]
     yield
-    for registry, before in zip((TOOL_FACTORIES, ANSWER_METRICS, DATA_GENERATORS), saved):
+    for registry, before in zip((TOOL_FACTORIES, DATA_GENERATORS), saved):
         registry.clear()
         registry.update(before)
     for registry, before in zip(named, names):

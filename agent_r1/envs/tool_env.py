@@ -46,7 +46,7 @@ def _no_more_lenient(mine: str, run: str) -> bool:
 # What "tighten" means for each setting a sample may give, (section, key) -> (rule, how it reads): a
 # budget or a reward may go down, process rewards may be switched off (never on, e.g. in an ablation
 # run), the format penalty may get harsher, the metric may get stricter (rewards/scoring.py
-# METRIC_LENIENCY); tools may only narrow (checked apart). system_prompt and format_instructions
+# MetricTraits.leniency); tools may only narrow (checked apart). system_prompt and format_instructions
 # change no limit; their text has the schema's ceiling (schema.TEXT_LIMITS).
 SAMPLE_TIGHTEN: dict[tuple[str, str], tuple[Any, str]] = {
     ("env", "max_calls_per_turn"): (_at_most, "above"),
