@@ -34,8 +34,9 @@ PRECISIONS = ("auto", "fp32", "bf16")  # train.precision (agent_r1/precision.py)
 
 @dataclass
 class AlgoConfig:
-    adv_estimator: str = "grpo"  # gae | grpo | grpo_no_std | rloo | reinforce_pp | reinforce_pp_baseline | registered
-    policy_loss: str = "ppo"  # ppo | vanilla | registered (agent_r1/algos/: ADV_ESTIMATORS, POLICY_LOSSES, KL_PENALTIES)
+    # chosen from registries (agent_r1/algos/: ADV_ESTIMATORS, POLICY_LOSSES, KL_PENALTIES; docs/extending.md)
+    adv_estimator: str = "grpo"  # gae | grpo | grpo_no_std | rloo | reinforce_pp | reinforce_pp_baseline
+    policy_loss: str = "ppo"  # ppo | vanilla
     clip_low: float = 0.2
     clip_high: float = 0.2
     dual_clip: float | None = None
@@ -227,8 +228,9 @@ def validate(c: ExperimentConfig) -> None:
 
     check_limits(c)
     for key, value, registry in (  # registered by name: the registry says the choices and how to add one
-        ("algo.adv_estimator", c.algo.adv_estimator, ADV_ESTIMATORS), ("algo.policy_loss", c.algo.policy_loss, POLICY_LOSSES),
-        ("algo.kl_kind", c.algo.kl_kind, KL_PENALTIES), ("env.kind", c.env.kind, ENVS), ("env.format", c.env.format, FORMATS),
+        ("algo.adv_estimator", c.algo.adv_estimator, ADV_ESTIMATORS),
+        ("algo.policy_loss", c.algo.policy_loss, POLICY_LOSSES), ("algo.kl_kind", c.algo.kl_kind, KL_PENALTIES),
+        ("env.kind", c.env.kind, ENVS), ("env.format", c.env.format, FORMATS),
         ("train.lr_schedule", c.train.lr_schedule, LR_SCHEDULES),
     ):
         registry.check(value, key)

@@ -16,12 +16,23 @@ and the trainer read instead of naming the things themselves::
 
 A registry is a read-only `Mapping` (`in`, iteration over names, `sorted(...)`), so code that took
 the plain dicts before still reads it the same way. Bottom layer: it imports nothing of agent_r1.
+
+Installed packages add entries without a fork through an entry-point group (`plugins=`), e.g.
+
+    [project.entry-points."agent_r1.envs"]
+    my_env = "my_package.envs:my_envs"
+
+Discovery reads package metadata only; the module is imported when its name is first looked up
+(`REG[name]`, `REG.check(name)`), so `env.kind: my_env` in params.yaml works from the CLI too. A
+module that registers the name itself (with its traits) wins; otherwise the entry point's object is
+registered under its name with default traits.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator, Mapping
+from importlib import metadata
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -48,11 +59,12 @@ class Registry(Mapping[str, T], Generic[T, M]):
     where:  the import path of this registry, so an error can say how to add an entry.
     traits: a frozen dataclass; `register(name, **fields)` builds one per entry (unknown fields fail
             at registration, not at use).
+    plugins: an entry-point group whose entries are loaded on first lookup of their name.
     """
 
     def __init__(self, kind: str, *, key: str = "", where: str = "",
-                 traits: Callable[..., M] = NoTraits) -> None:  # type: ignore[assignment]
-        self.kind, self.key, self.where = kind, key, where
+                 traits: Callable[..., M] = NoTraits, plugins: str = "") -> None:  # type: ignore[assignment]
+        self.kind, self.key, self.where, self.plugins = kind, key, where, plugins
         self._traits_type = traits
         self._items: dict[str, T] = {}
         self._traits: dict[str, M] = {}
@@ -93,10 +105,9 @@ class Registry(Mapping[str, T], Generic[T, M]):
     # ---------------------------------------------------------------- reading
 
     def __getitem__(self, name: str) -> T:
-        try:
-            return self._items[name]
-        except (KeyError, TypeError):  # TypeError: an unhashable value read from YAML
-            raise UnknownName(f"unknown {self.kind} {name!r}; known: {self.names()}. {self.how()}") from None
+        if name not in self and not self._load_plugin(name):
+            raise UnknownName(f"unknown {self.kind} {name!r}; known: {self.names()}. {self.how()}")
+        return self._items[name]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._items)
@@ -111,8 +122,8 @@ class Registry(Mapping[str, T], Generic[T, M]):
             return False
 
     def names(self) -> list[str]:
-        """Every registered name, sorted."""
-        return sorted(self._items)
+        """Every registered name, and every installed plugin's, sorted."""
+        return sorted(set(self._items) | {ep.name for ep in self._entry_points()})
 
     def traits(self, name: str) -> M:
         """The traits `name` was registered with (an unknown name fails as `[name]` does)."""
@@ -121,7 +132,7 @@ class Registry(Mapping[str, T], Generic[T, M]):
 
     def check(self, value: Any, key: str | None = None) -> None:
         """Fails unless `value` is registered: the config key, the value, the choices and how to add one."""
-        if value not in self:
+        if value not in self and not self._load_plugin(value):
             raise UnknownName(f"{key or self.key or self.kind}={value!r}; choose one of {self.names()}. {self.how()}")
 
     def how(self) -> str:
@@ -129,7 +140,33 @@ class Registry(Mapping[str, T], Generic[T, M]):
         if not self.where:
             return "docs/extending.md says how to add one."
         module, _, name = self.where.rpartition(".")
-        return f'Add one with `from {module} import {name}` and @{name}.register("name") (docs/extending.md).'
+        plugin = f", or an entry point in the {self.plugins!r} group" if self.plugins else ""
+        return f'Add one with `from {module} import {name}` and @{name}.register("name"){plugin} (docs/extending.md).'
+
+    # ---------------------------------------------------------------- installed plugins
+
+    def _entry_points(self, name: str | None = None) -> list[metadata.EntryPoint]:
+        if not self.plugins:
+            return []
+        found = metadata.entry_points(group=self.plugins)
+        return [ep for ep in found if name is None or ep.name == name]
+
+    def _load_plugin(self, name: Any) -> bool:
+        """Imports the plugin that declares `name`, if one is installed; True when `name` is registered after."""
+        if not isinstance(name, str) or not name:
+            return False
+        for ep in self._entry_points(name)[:1]:
+            try:
+                thing = ep.load()
+            except Exception as exc:
+                dist = getattr(ep, "dist", None)
+                package = f" in {dist.name} {dist.version}" if dist is not None else ""
+                raise ImportError(f"{self.kind} plugin {name!r} ({ep.name} = {ep.value}{package}) failed to load: "
+                                  f"{type(exc).__name__}: {exc}. Check that its package is installed in this "
+                                  "environment and imports on its own") from exc
+            if name not in self._items:  # its module did not register it (with traits) itself
+                self.register(name, thing)
+        return name in self._items
 
     def __repr__(self) -> str:
         return f"Registry({self.kind!r}, {self.names()})"

@@ -1,7 +1,8 @@
 """One registry style (agent_r1/registry.py) for estimators, losses, KL estimators, formats, LR
-schedules and environments: registration by decorator with typed traits, lookups whose errors list
+schedules, answer metrics and environments: registration by decorator with typed traits, lookups whose errors list
 the known names and say how to add one, validation that asks the registry (never names estimators),
-and `env.kind` choosing a registered environment from the config."""
+`env.kind` choosing a registered environment from the config, and installed packages adding entries
+through entry points."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from agent_r1.envs.base import StepOutput
 from agent_r1.envs.factory import ENVS, make_env_factory
 from agent_r1.envs.formats import FORMATS, get_format
 from agent_r1.registry import Registry, UnknownName
+from agent_r1.rewards.scoring import ANSWER_METRICS
 
 ROOT = Path(__file__).resolve().parents[1] / "agent_r1"
 
@@ -37,7 +39,7 @@ def colours() -> Registry:
 @pytest.fixture
 def scratch():
     """Whatever a test registers in the project's registries is gone afterwards."""
-    registries = (ADV_ESTIMATORS, POLICY_LOSSES, KL_PENALTIES, ENVS, FORMATS, LR_SCHEDULES)
+    registries = (ADV_ESTIMATORS, POLICY_LOSSES, KL_PENALTIES, ENVS, FORMATS, LR_SCHEDULES, ANSWER_METRICS)
     before = [set(r) for r in registries]
     yield
     for registry, names in zip(registries, before):
@@ -93,9 +95,9 @@ def test_registration_errors_are_caught_when_registering(colours):
 def test_every_name_chosen_registry_is_one_registry_type():
     for registry, key in ((ADV_ESTIMATORS, "algo.adv_estimator"), (POLICY_LOSSES, "algo.policy_loss"),
                           (KL_PENALTIES, "algo.kl_kind"), (ENVS, "env.kind"), (FORMATS, "env.format"),
-                          (LR_SCHEDULES, "train.lr_schedule")):
+                          (LR_SCHEDULES, "train.lr_schedule"), (ANSWER_METRICS, "reward.metric")):
         assert isinstance(registry, Registry) and registry.key == key
-        with pytest.raises(ValueError, match=rf"^{key}='nope'; choose one of .*\.register\(\"name\"\)"):
+        with pytest.raises(ValueError, match=rf"(^|: ){key}='nope'; choose one of .*\.register\(\"name\"\)"):
             load_config(overrides={key: "nope"})
 
 
@@ -221,3 +223,76 @@ def test_a_registered_env_and_estimator_train_an_iteration(scratch, tiny_model, 
     trainer = RLTrainer(cfg, model, tok, make_env_factory(cfg, retriever=None), QA_SAMPLES)
     metrics = trainer.train_step()
     assert trainer.critic is None and trainer.iteration == 1 and metrics["turns_per_trajectory"] >= 1
+
+
+# ------------------------------------------------------------------ entry-point plugins
+
+PLUGIN_CODE = '''
+import torch
+
+from agent_r1.algos import ADV_ESTIMATORS, AdvantageOutputs
+from agent_r1.envs.factory import ENVS
+from agent_r1.envs.formats import get_format
+
+
+@ENVS.register("plug_echo")
+def plug_echo(cfg, retriever):
+    from tests.test_registry import EchoEnv
+
+    fmt = get_format(cfg.env.format)
+    return lambda sample: EchoEnv(fmt)
+
+
+@ADV_ESTIMATORS.register("plug_sign", group=True)
+def plug_sign(x):
+    return AdvantageOutputs(torch.sign(x.scores - x.scores.mean())[:, None] * x.action_mask)
+
+
+def plug_kl(log_probs, ref_log_probs):  # not registered by its module: the entry point names it
+    return (log_probs - ref_log_probs).abs()
+'''
+
+
+@pytest.fixture
+def plugin_package(tmp_path, monkeypatch, scratch):
+    """A package laid out as pip installs one: the module plus a *.dist-info declaring entry points."""
+    import sys
+    import textwrap
+
+    site = tmp_path / "site"
+    (site / "ar1_registry_plugin").mkdir(parents=True)
+    (site / "ar1_registry_plugin" / "__init__.py").write_text(PLUGIN_CODE)
+    info = site / "ar1_registry_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ar1-registry-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(textwrap.dedent("""\
+        [agent_r1.envs]
+        plug_echo = ar1_registry_plugin:plug_echo
+        plug_broken = ar1_no_such_module:envs
+        [agent_r1.adv_estimators]
+        plug_sign = ar1_registry_plugin:plug_sign
+        [agent_r1.kl_estimators]
+        plug_kl = ar1_registry_plugin:plug_kl
+        """))
+    monkeypatch.syspath_prepend(str(site))
+    yield site
+    sys.modules.pop("ar1_registry_plugin", None)
+
+
+def test_installed_plugins_are_chosen_from_the_config_and_imported_lazily(plugin_package):
+    import sys
+
+    assert "plug_echo" in ENVS.names() and "plug_echo" not in ENVS  # listed from metadata, not imported
+    assert "ar1_registry_plugin" not in sys.modules
+    cfg = load_config(overrides={"env.kind": "plug_echo", "env.tools": [], "algo.adv_estimator": "plug_sign",
+                                 "algo.kl_kind": "plug_kl"})
+    assert "ar1_registry_plugin" in sys.modules
+    assert ADV_ESTIMATORS.traits("plug_sign").group  # registered by its module, with its traits
+    assert KL_PENALTIES["plug_kl"](torch.zeros(1, 2), torch.ones(1, 2)).tolist() == [[1.0, 1.0]]
+    env = make_env_factory(cfg, retriever=None)({"id": "p", "question": "q", "answers": ["a"]})
+    assert env.step("hi").observation == "echo: hi"
+    with pytest.raises(ImportError, match=r"environment plugin 'plug_broken' \(plug_broken = ar1_no_such_module:envs "
+                                          r"in ar1-registry-plugin 0.1\) failed to load"):
+        load_config(overrides={"env.kind": "plug_broken"})
+    with pytest.raises(ValueError, match=r"an entry point in the 'agent_r1.envs' group"):
+        load_config(overrides={"env.kind": "plug_nothing"})

@@ -17,7 +17,8 @@ from agent_r1.registry import NoTraits, Registry
 __all__ = ["KL_PENALTIES", "kl_penalty", "get_kl_penalty"]
 
 KLFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-KL_PENALTIES: Registry[KLFn, NoTraits] = Registry("KL estimator", key="algo.kl_kind", where="agent_r1.algos.KL_PENALTIES")
+KL_PENALTIES: Registry[KLFn, NoTraits] = Registry(
+    "KL estimator", key="algo.kl_kind", where="agent_r1.algos.KL_PENALTIES", plugins="agent_r1.kl_estimators")
 
 
 @KL_PENALTIES.register("k1")

@@ -35,8 +35,8 @@ AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")
 
 PolicyLossFn = Callable[..., tuple[torch.Tensor, dict[str, torch.Tensor]]]
 # (log_probs, old_log_probs, advantages, action_mask, clip_low, clip_high, dual_clip, agg, denom) -> (loss, metrics)
-POLICY_LOSSES: Registry[PolicyLossFn, NoTraits] = Registry("policy loss", key="algo.policy_loss",
-                                                         where="agent_r1.algos.POLICY_LOSSES")
+POLICY_LOSSES: Registry[PolicyLossFn, NoTraits] = Registry(
+    "policy loss", key="algo.policy_loss", where="agent_r1.algos.POLICY_LOSSES", plugins="agent_r1.policy_losses")
 
 
 def _zero_masked(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -85,7 +85,8 @@ class EstimatorTraits:
 
 
 ADV_ESTIMATORS: Registry[Estimator, EstimatorTraits] = Registry(
-    "advantage estimator", key="algo.adv_estimator", where="agent_r1.algos.ADV_ESTIMATORS", traits=EstimatorTraits)
+    "advantage estimator", key="algo.adv_estimator", where="agent_r1.algos.ADV_ESTIMATORS", traits=EstimatorTraits,
+    plugins="agent_r1.adv_estimators")
 
 
 def register_adv_estimator(name: str, *, needs_critic: bool = False,

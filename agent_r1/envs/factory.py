@@ -22,7 +22,8 @@ from typing import Any
 from agent_r1.registry import NoTraits, Registry
 
 EnvBuilder = Callable[[Any, Any], Callable[[dict[str, Any]], Any]]  # (run config, retriever) -> make_env(sample)
-ENVS: Registry[EnvBuilder, NoTraits] = Registry("environment", key="env.kind", where="agent_r1.envs.factory.ENVS")
+ENVS: Registry[EnvBuilder, NoTraits] = Registry(
+    "environment", key="env.kind", where="agent_r1.envs.factory.ENVS", plugins="agent_r1.envs")
 
 
 def make_env_factory(cfg: Any, retriever: Any) -> Callable[[dict[str, Any]], Any]:

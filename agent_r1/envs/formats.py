@@ -121,7 +121,8 @@ def _cap(calls: list[ToolCall], max_calls: int) -> tuple[list[ToolCall], int]:
 
 
 #: format name -> class (`cls()`, or `cls.for_tools(tools)` for a run's tools); `env.format` chooses one
-FORMATS: Registry[type, NoTraits] = Registry("tool-call format", key="env.format", where="agent_r1.envs.formats.FORMATS")
+FORMATS: Registry[type, NoTraits] = Registry(
+    "tool-call format", key="env.format", where="agent_r1.envs.formats.FORMATS")
 
 
 @FORMATS.register("tag")

@@ -29,7 +29,8 @@ class MetricTraits:
 
 #: `reward.metric` (or a row's env.reward.metric) -> fn(answer, golds) -> float
 ANSWER_METRICS: Registry[AnswerMetric, MetricTraits] = Registry(
-    "answer metric", key="reward.metric", where="agent_r1.rewards.scoring.ANSWER_METRICS", traits=MetricTraits)
+    "answer metric", key="reward.metric", where="agent_r1.rewards.scoring.ANSWER_METRICS", traits=MetricTraits,
+    plugins="agent_r1.answer_metrics")
 ANSWER_METRICS.register("em", exact_match, leniency=0)
 ANSWER_METRICS.register("f1", f1_score, leniency=1)
 ANSWER_METRICS.register("substring", substring_match, leniency=2)
