@@ -223,7 +223,7 @@ def validate(c: ExperimentConfig) -> None:
     from agent_r1.envs.factory import ENVS
     from agent_r1.envs.formats import FORMATS
     from agent_r1.models.build import ARCHS
-    from agent_r1.retrieval.base import backend_names
+    from agent_r1.retrieval.base import RETRIEVERS
     from agent_r1.rollout.engines import ENGINE_CHOICES
 
     check_limits(c)
@@ -231,13 +231,13 @@ def validate(c: ExperimentConfig) -> None:
         ("algo.adv_estimator", c.algo.adv_estimator, ADV_ESTIMATORS),
         ("algo.policy_loss", c.algo.policy_loss, POLICY_LOSSES), ("algo.kl_kind", c.algo.kl_kind, KL_PENALTIES),
         ("env.kind", c.env.kind, ENVS), ("env.format", c.env.format, FORMATS),
-        ("train.lr_schedule", c.train.lr_schedule, LR_SCHEDULES),
+        ("search.backend", c.search.backend, RETRIEVERS), ("train.lr_schedule", c.train.lr_schedule, LR_SCHEDULES),
     ):
         registry.check(value, key)
     choices = [  # (key, value, fixed choices): a typo fails here, not after a full rollout
         ("algo.loss_agg", c.algo.loss_agg, AGG_MODES), ("model.arch", c.model.arch, ARCHS),
         ("ray.engine", c.ray.engine, ENGINE_CHOICES), ("rollout.engine", c.rollout.engine, ENGINE_CHOICES),
-        ("search.backend", c.search.backend, backend_names()), ("search.dense_index", c.search.dense_index, ("flat", "hnsw")),
+        ("search.dense_index", c.search.dense_index, ("flat", "hnsw")),
         ("train.precision", c.train.precision, PRECISIONS),
     ]
     for key, value, known in choices:

@@ -31,6 +31,7 @@ registered under its name with default traits.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Callable, Iterator, Mapping
 from importlib import metadata
 from typing import Any, Generic, TypeVar
@@ -60,11 +61,14 @@ class Registry(Mapping[str, T], Generic[T, M]):
     traits: a frozen dataclass; `register(name, **fields)` builds one per entry (unknown fields fail
             at registration, not at use).
     plugins: an entry-point group whose entries are loaded on first lookup of their name.
+    builtins: name -> the module that registers it, imported on first lookup of that name (heavy
+            backends: using one never imports the others' dependencies).
     """
 
-    def __init__(self, kind: str, *, key: str = "", where: str = "",
-                 traits: Callable[..., M] = NoTraits, plugins: str = "") -> None:  # type: ignore[assignment]
+    def __init__(self, kind: str, *, key: str = "", where: str = "", traits: Callable[..., M] = NoTraits,
+                 plugins: str = "", builtins: Mapping[str, str] | None = None) -> None:  # type: ignore[assignment]
         self.kind, self.key, self.where, self.plugins = kind, key, where, plugins
+        self.builtins = dict(builtins or {})
         self._traits_type = traits
         self._items: dict[str, T] = {}
         self._traits: dict[str, M] = {}
@@ -123,7 +127,7 @@ class Registry(Mapping[str, T], Generic[T, M]):
 
     def names(self) -> list[str]:
         """Every registered name, and every installed plugin's, sorted."""
-        return sorted(set(self._items) | {ep.name for ep in self._entry_points()})
+        return sorted(set(self._items) | set(self.builtins) | {ep.name for ep in self._entry_points()})
 
     def traits(self, name: str) -> M:
         """The traits `name` was registered with (an unknown name fails as `[name]` does)."""
@@ -131,8 +135,10 @@ class Registry(Mapping[str, T], Generic[T, M]):
         return self._traits[name]
 
     def check(self, value: Any, key: str | None = None) -> None:
-        """Fails unless `value` is registered: the config key, the value, the choices and how to add one."""
-        if value not in self and not self._load_plugin(value):
+        """Fails unless `value` is registered: the config key, the value, the choices and how to add one.
+        A built-in name passes without importing its module; a plugin's name imports it (its traits)."""
+        known = value in self or (isinstance(value, str) and value in self.builtins)  # known without importing it
+        if not known and not self._load_plugin(value):
             raise UnknownName(f"{key or self.key or self.kind}={value!r}; choose one of {self.names()}. {self.how()}")
 
     def how(self) -> str:
@@ -143,7 +149,7 @@ class Registry(Mapping[str, T], Generic[T, M]):
         plugin = f", or an entry point in the {self.plugins!r} group" if self.plugins else ""
         return f'Add one with `from {module} import {name}` and @{name}.register("name"){plugin} (docs/extending.md).'
 
-    # ---------------------------------------------------------------- installed plugins
+    # ---------------------------------------------------------------- built-in modules and installed plugins
 
     def _entry_points(self, name: str | None = None) -> list[metadata.EntryPoint]:
         if not self.plugins:
@@ -152,9 +158,14 @@ class Registry(Mapping[str, T], Generic[T, M]):
         return [ep for ep in found if name is None or ep.name == name]
 
     def _load_plugin(self, name: Any) -> bool:
-        """Imports the plugin that declares `name`, if one is installed; True when `name` is registered after."""
+        """Imports the built-in module or the installed plugin that declares `name`; True when `name` is
+        registered after."""
         if not isinstance(name, str) or not name:
             return False
+        if name in self.builtins:
+            importlib.import_module(self.builtins[name])
+            if name in self._items:
+                return True
         for ep in self._entry_points(name)[:1]:
             try:
                 thing = ep.load()

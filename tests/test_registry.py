@@ -21,9 +21,10 @@ from agent_r1.envs.base import StepOutput
 from agent_r1.envs.factory import ENVS, make_env_factory
 from agent_r1.envs.formats import FORMATS, get_format
 from agent_r1.registry import Registry, UnknownName
+from agent_r1.retrieval.base import RETRIEVERS
 from agent_r1.rewards.scoring import ANSWER_METRICS
 
-ROOT = Path(__file__).resolve().parents[1] / "agent_r1"
+REPO = Path(__file__).resolve().parents[1]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,10 +93,30 @@ def test_registration_errors_are_caught_when_registering(colours):
     assert colours.unregister("red") == "#e00" and "red" not in colours and colours.unregister("red") is None
 
 
+LAZY: Registry = Registry("lazy colour", builtins={"teal": "ar1_lazy_colours"})
+
+
+def test_builtin_modules_are_imported_on_first_lookup(tmp_path, monkeypatch):
+    """Heavy backends (retrievers) register when first asked for: using one never imports the others."""
+    import sys
+
+    (tmp_path / "ar1_lazy_colours.py").write_text("from tests.test_registry import LAZY\nLAZY.register('teal', '#088')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        assert LAZY.names() == ["teal"] and "teal" not in LAZY and "ar1_lazy_colours" not in sys.modules
+        LAZY.check("teal")  # a built-in name is valid config without importing its module
+        assert "ar1_lazy_colours" not in sys.modules
+        assert LAZY["teal"] == "#088" and "ar1_lazy_colours" in sys.modules
+    finally:
+        LAZY.unregister("teal")
+        sys.modules.pop("ar1_lazy_colours", None)
+
+
 def test_every_name_chosen_registry_is_one_registry_type():
     for registry, key in ((ADV_ESTIMATORS, "algo.adv_estimator"), (POLICY_LOSSES, "algo.policy_loss"),
                           (KL_PENALTIES, "algo.kl_kind"), (ENVS, "env.kind"), (FORMATS, "env.format"),
-                          (LR_SCHEDULES, "train.lr_schedule"), (ANSWER_METRICS, "reward.metric")):
+                          (LR_SCHEDULES, "train.lr_schedule"), (ANSWER_METRICS, "reward.metric"),
+                          (RETRIEVERS, "search.backend")):
         assert isinstance(registry, Registry) and registry.key == key
         with pytest.raises(ValueError, match=rf"(^|: ){key}='nope'; choose one of .*\.register\(\"name\"\)"):
             load_config(overrides={key: "nope"})
@@ -130,11 +151,11 @@ def test_no_estimator_name_is_compared_outside_its_registration():
     """`x == "grpo"`, `x in {"grpo", ...}`: a property of an estimator is a trait, read from the registry."""
     names = set(ADV_ESTIMATORS) | set(POLICY_LOSSES)
     found = []
-    for path in sorted(ROOT.rglob("*.py")):
+    for path in sorted((REPO / "agent_r1").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Compare):
                 hits = {c.value for c in ast.walk(node) if isinstance(c, ast.Constant) and c.value in names}
-                found += [f"{path.relative_to(ROOT.parent)}:{node.lineno} compares with {sorted(hits)}"] if hits else []
+                found += [f"{path.relative_to(REPO)}:{node.lineno} compares with {sorted(hits)}"] if hits else []
     assert not found, "\n".join(found)
 
 
