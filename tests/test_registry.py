@@ -133,6 +133,10 @@ def test_builtin_estimators_declare_what_validation_used_to_hard_code():
     assert KL_PENALTIES["kl"] is KL_PENALTIES["k1"] and KL_PENALTIES["low_var_kl"] is KL_PENALTIES["k3"]
     assert set(POLICY_LOSSES) == {"ppo", "vanilla"} and set(FORMATS) == {"tag", "hermes"}
     assert set(ENVS) >= {"tool"} and load_config().env.kind == "tool"
+    from agent_r1.evaluation.modes import EVAL_MODES
+
+    assert {n for n in EVAL_MODES if EVAL_MODES.traits(n).needs_retriever} == {"agent", "rag"}  # was NEEDS_RETRIEVER
+    assert {n for n in EVAL_MODES if EVAL_MODES.traits(n).tools} == {"agent"}  # was harness.TOOL_MODES
 
 
 def test_validation_asks_the_registry_for_group_estimators(scratch):
