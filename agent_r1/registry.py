@@ -30,6 +30,7 @@ registered under its name with default traits.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 from collections.abc import Callable, Iterator, Mapping
@@ -105,6 +106,16 @@ class Registry(Mapping[str, T], Generic[T, M]):
         """Removes `name` (tests, notebooks); returns what was registered, or None."""
         self._traits.pop(name, None)
         return self._items.pop(name, None)
+
+    @contextlib.contextmanager
+    def scratch(self) -> Iterator[Registry[T, M]]:
+        """`with REG.scratch(): ...`: whatever the block registers, replaces or removes is undone after it
+        (tests, notebooks)."""
+        items, traits = dict(self._items), dict(self._traits)
+        try:
+            yield self
+        finally:
+            self._items, self._traits = items, traits
 
     # ---------------------------------------------------------------- reading
 

@@ -3,6 +3,7 @@ called in a rollout, several tools per env, per-sample env config, the arithmeti
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 import textwrap
@@ -32,16 +33,11 @@ def registries():
     """Whatever a test registers (tools, metrics, data generators, envs, algorithms) is gone afterwards."""
     load_builtin_tools()
     get_data_generator("synthetic")
-    saved = dict(TOOL_FACTORIES), dict(DATA_GENERATORS)
-    named = (ENVS, ADV_ESTIMATORS, POLICY_LOSSES, KL_PENALTIES, ANSWER_METRICS)
-    names = [set(r) for r in named]
-    yield
-    for registry, before in zip((TOOL_FACTORIES, DATA_GENERATORS), saved):
-        registry.clear()
-        registry.update(before)
-    for registry, before in zip(named, names):
-        for name in set(registry) - before:
-            registry.unregister(name)
+    with contextlib.ExitStack() as stack:
+        for registry in (TOOL_FACTORIES, ANSWER_METRICS, DATA_GENERATORS, ENVS, ADV_ESTIMATORS, POLICY_LOSSES,
+                         KL_PENALTIES):
+            stack.enter_context(registry.scratch())
+        yield
 
 
 class ScriptedEngine:

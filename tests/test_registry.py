@@ -7,6 +7,7 @@ through entry points."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 from pathlib import Path
 
@@ -40,12 +41,10 @@ def colours() -> Registry:
 @pytest.fixture
 def scratch():
     """Whatever a test registers in the project's registries is gone afterwards."""
-    registries = (ADV_ESTIMATORS, POLICY_LOSSES, KL_PENALTIES, ENVS, FORMATS, LR_SCHEDULES, ANSWER_METRICS)
-    before = [set(r) for r in registries]
-    yield
-    for registry, names in zip(registries, before):
-        for name in set(registry) - names:
-            registry.unregister(name)
+    with contextlib.ExitStack() as stack:
+        for registry in (ADV_ESTIMATORS, POLICY_LOSSES, KL_PENALTIES, ENVS, FORMATS, LR_SCHEDULES, ANSWER_METRICS):
+            stack.enter_context(registry.scratch())
+        yield
 
 
 # ------------------------------------------------------------------ the Registry class
@@ -91,6 +90,12 @@ def test_registration_errors_are_caught_when_registering(colours):
     with pytest.raises(ValueError, match="non-empty string name"):
         colours.register("", "#000")
     assert colours.unregister("red") == "#e00" and "red" not in colours and colours.unregister("red") is None
+    colours.register("red", "#f00", warm=True)
+    with colours.scratch():
+        colours.register("red", "#e00", replace=True)
+        colours.register("blue", "#00f")
+        colours.unregister("red")
+    assert dict(colours) == {"red": "#f00"} and colours.traits("red").warm  # the block is undone
 
 
 LAZY: Registry = Registry("lazy colour", builtins={"teal": "ar1_lazy_colours"})
