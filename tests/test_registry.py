@@ -105,7 +105,8 @@ def test_builtin_modules_are_imported_on_first_lookup(tmp_path, monkeypatch):
     """Heavy backends (retrievers) register when first asked for: using one never imports the others."""
     import sys
 
-    (tmp_path / "ar1_lazy_colours.py").write_text("from tests.test_registry import LAZY\nLAZY.register('teal', '#088')\n")
+    module = "from tests.test_registry import LAZY\nLAZY.register('teal', '#088')\n"
+    (tmp_path / "ar1_lazy_colours.py").write_text(module)
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
         assert LAZY.names() == ["teal"] and "teal" not in LAZY and "ar1_lazy_colours" not in sys.modules
