@@ -35,6 +35,7 @@ PRECISIONS = ("auto", "fp32", "bf16")  # train.precision (agent_r1/precision.py)
 
 @dataclass
 class AlgoConfig:
+    # chosen from registries (agent_r1/algos/: ADV_ESTIMATORS, POLICY_LOSSES, KL_PENALTIES; docs/extending.md)
     adv_estimator: str = "grpo"  # gae | grpo | grpo_no_std | rloo | reinforce_pp | reinforce_pp_baseline
     policy_loss: str = "ppo"  # ppo | vanilla
     clip_low: float = 0.2
@@ -203,24 +204,30 @@ def validate(c: ExperimentConfig) -> None:
     """Ranges of every number (`LIMITS`), choices from their registries, cross-field checks."""
     from agent_r1.algos import ADV_ESTIMATORS, AGG_MODES, KL_PENALTIES, POLICY_LOSSES
     from agent_r1.algos.schedules import LR_SCHEDULES
+    from agent_r1.envs.factory import ENVS
     from agent_r1.envs.formats import FORMATS
     from agent_r1.models.build import ARCHS
-    from agent_r1.retrieval.base import backend_names
+    from agent_r1.retrieval.base import RETRIEVERS
     from agent_r1.rollout.engines import ENGINE_CHOICES
 
     check_limits(c)
-    choices = [  # (key, value, registry): a typo fails here, not after a full rollout
-        ("algo.adv_estimator", c.algo.adv_estimator, ADV_ESTIMATORS), ("algo.policy_loss", c.algo.policy_loss, POLICY_LOSSES),
-        ("algo.loss_agg", c.algo.loss_agg, AGG_MODES), ("algo.kl_kind", c.algo.kl_kind, KL_PENALTIES),
-        ("env.format", c.env.format, FORMATS), ("model.arch", c.model.arch, ARCHS),
+    for key, value, registry in (  # registered by name: the registry says the choices and how to add one
+        ("algo.adv_estimator", c.algo.adv_estimator, ADV_ESTIMATORS),
+        ("algo.policy_loss", c.algo.policy_loss, POLICY_LOSSES), ("algo.kl_kind", c.algo.kl_kind, KL_PENALTIES),
+        ("env.kind", c.env.kind, ENVS), ("env.format", c.env.format, FORMATS),
+        ("search.backend", c.search.backend, RETRIEVERS), ("train.lr_schedule", c.train.lr_schedule, LR_SCHEDULES),
+    ):
+        registry.check(value, key)
+    choices = [  # (key, value, fixed choices): a typo fails here, not after a full rollout
+        ("algo.loss_agg", c.algo.loss_agg, AGG_MODES), ("model.arch", c.model.arch, ARCHS),
         ("ray.engine", c.ray.engine, ENGINE_CHOICES), ("rollout.engine", c.rollout.engine, ENGINE_CHOICES),
-        ("search.backend", c.search.backend, backend_names()), ("search.dense_index", c.search.dense_index, ("flat", "hnsw")),
-        ("train.precision", c.train.precision, PRECISIONS), ("train.lr_schedule", c.train.lr_schedule, LR_SCHEDULES),
+        ("search.dense_index", c.search.dense_index, ("flat", "hnsw")),
+        ("train.precision", c.train.precision, PRECISIONS),
     ]
     for key, value, known in choices:
         if value not in known:
             raise ValueError(f"{key}={value!r}; choose one of {sorted(known)}")
-    if c.algo.adv_estimator in {"grpo", "grpo_no_std", "rloo", "reinforce_pp_baseline"} and c.rollout.n_samples < 2:
+    if ADV_ESTIMATORS.traits(c.algo.adv_estimator).group and c.rollout.n_samples < 2:
         raise ValueError(f"algo.adv_estimator={c.algo.adv_estimator!r} compares samples of one prompt: "
                          f"set rollout.n_samples >= 2 (got {c.rollout.n_samples})")
     if c.train.max_staleness > 0 and not c.ray.enabled:

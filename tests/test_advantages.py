@@ -10,7 +10,6 @@ import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from agent_r1.algos import registry
 from agent_r1.algos import (
     ADV_ESTIMATORS,
     AdvantageInputs,
@@ -325,5 +324,4 @@ def test_register_custom_estimator():
         assert get_adv_estimator(name)(_inputs()).advantages.sum() == 0
         assert needs_critic(name) is False
     finally:
-        ADV_ESTIMATORS.pop(name, None)
-        registry._NEEDS_CRITIC.pop(name, None)
+        ADV_ESTIMATORS.unregister(name)

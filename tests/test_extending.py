@@ -3,6 +3,7 @@ called in a rollout, several tools per env, per-sample env config, the arithmeti
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 import textwrap
@@ -10,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from agent_r1.algos import ADV_ESTIMATORS, KL_PENALTIES, POLICY_LOSSES
 from agent_r1.config import load_config
+from agent_r1.envs.factory import ENVS
 from agent_r1.envs.formats import TagFormat, get_format
 from agent_r1.envs.tool_env import EnvConfig, ToolEnv, sample_env_config
 from agent_r1.rewards.scoring import ANSWER_METRICS, RewardConfig
@@ -27,14 +30,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(autouse=True)
 def registries():
-    """Whatever a test registers (tools, metrics, data generators) is gone afterwards."""
+    """Whatever a test registers (tools, metrics, data generators, envs, algorithms) is gone afterwards."""
     load_builtin_tools()
     get_data_generator("synthetic")
-    saved = dict(TOOL_FACTORIES), dict(ANSWER_METRICS), dict(DATA_GENERATORS)
-    yield
-    for registry, before in zip((TOOL_FACTORIES, ANSWER_METRICS, DATA_GENERATORS), saved):
-        registry.clear()
-        registry.update(before)
+    with contextlib.ExitStack() as stack:
+        for registry in (TOOL_FACTORIES, ANSWER_METRICS, DATA_GENERATORS, ENVS, ADV_ESTIMATORS, POLICY_LOSSES,
+                         KL_PENALTIES):
+            stack.enter_context(registry.scratch())
+        yield
 
 
 class ScriptedEngine:

@@ -14,7 +14,9 @@ ROOT = Path(__file__).resolve().parents[1] / "agent_r1"
 
 # bottom to top; a module may import its own layer and those below it
 LAYERS: list[set[str]] = [
-    {"trajectory", "schema", "precision"},  # precision: what the device computes natively (torch only)
+    # precision: what the device computes natively (torch only); registry: the one Registry class of every
+    # name-chosen component (estimators, losses, KL, formats, environments)
+    {"trajectory", "schema", "precision", "registry"},
     {"algos", "rewards", "data", "retrieval", "tools", "models", "tracking"},
     # data.loaders reads question rows, whose own `env` settings it checks with the envs' schema
     {"envs", "rollout", "data.loaders", "tasks"},

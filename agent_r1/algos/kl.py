@@ -12,26 +12,37 @@ from collections.abc import Callable
 
 import torch
 
+from agent_r1.registry import NoTraits, Registry
+
 __all__ = ["KL_PENALTIES", "kl_penalty", "get_kl_penalty"]
 
 KLFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+KL_PENALTIES: Registry[KLFn, NoTraits] = Registry(
+    "KL estimator", key="algo.kl_kind", where="agent_r1.algos.KL_PENALTIES", plugins="agent_r1.kl_estimators")
 
 
+@KL_PENALTIES.register("k1")
+@KL_PENALTIES.register("kl")
 def _k1(log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> torch.Tensor:
     """k1 = logp - ref (unbiased, high variance, can be negative)."""
     return log_probs - ref_log_probs
 
 
+@KL_PENALTIES.register("abs")
 def _abs(log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> torch.Tensor:
     """|logp - ref|."""
     return (log_probs - ref_log_probs).abs()
 
 
+@KL_PENALTIES.register("k2")
+@KL_PENALTIES.register("mse")
 def _k2(log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> torch.Tensor:
     """k2 = 0.5 * (logp - ref)^2 (verl "mse")."""
     return 0.5 * (log_probs - ref_log_probs).square()
 
 
+@KL_PENALTIES.register("k3")
+@KL_PENALTIES.register("low_var_kl")
 def _k3(log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> torch.Tensor:
     """k3 = exp(ref - logp) - (ref - logp) - 1 >= 0 (verl "low_var_kl"), clamped to [0, 10].
 
@@ -42,23 +53,9 @@ def _k3(log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> torch.Tensor:
     return (torch.expm1(kl) - kl).clamp(min=0.0, max=10.0)
 
 
-KL_PENALTIES: dict[str, KLFn] = {
-    "k1": _k1,
-    "kl": _k1,
-    "abs": _abs,
-    "k2": _k2,
-    "mse": _k2,
-    "k3": _k3,
-    "low_var_kl": _k3,
-}
-
-
 def get_kl_penalty(kind: str) -> KLFn:
     """Look up a KL estimator by name; unknown name -> ValueError listing known ones."""
-    try:
-        return KL_PENALTIES[kind]
-    except KeyError:
-        raise ValueError(f"unknown KL penalty {kind!r}; known: {sorted(KL_PENALTIES)}") from None
+    return KL_PENALTIES[kind]
 
 
 def kl_penalty(log_probs: torch.Tensor, ref_log_probs: torch.Tensor, kind: str = "k3") -> torch.Tensor:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 import torch
 
 from agent_r1.algos.masked import masked_mean, masked_sum
+from agent_r1.registry import NoTraits, Registry
 
 __all__ = [
     "AGG_MODES",
@@ -31,6 +32,11 @@ __all__ = [
 ]
 
 AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")
+
+PolicyLossFn = Callable[..., tuple[torch.Tensor, dict[str, torch.Tensor]]]
+# (log_probs, old_log_probs, advantages, action_mask, clip_low, clip_high, dual_clip, agg, denom) -> (loss, metrics)
+POLICY_LOSSES: Registry[PolicyLossFn, NoTraits] = Registry(
+    "policy loss", key="algo.policy_loss", where="agent_r1.algos.POLICY_LOSSES", plugins="agent_r1.policy_losses")
 
 
 def _zero_masked(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -73,6 +79,7 @@ def loss_denominator(mask: torch.Tensor, mode: str) -> float:
     return float((mask > 0).any(dim=-1).sum())
 
 
+@POLICY_LOSSES.register("ppo")
 def ppo_policy_loss(
     log_probs: torch.Tensor,
     old_log_probs: torch.Tensor,
@@ -118,6 +125,7 @@ def ppo_policy_loss(
     return loss, metrics
 
 
+@POLICY_LOSSES.register("vanilla")
 def vanilla_policy_loss(
     log_probs: torch.Tensor,
     old_log_probs: torch.Tensor,
@@ -148,16 +156,9 @@ def vanilla_policy_loss(
     return loss, metrics
 
 
-PolicyLossFn = Callable[..., tuple[torch.Tensor, dict[str, torch.Tensor]]]
-POLICY_LOSSES: dict[str, PolicyLossFn] = {"ppo": ppo_policy_loss, "vanilla": vanilla_policy_loss}
-
-
 def get_policy_loss(name: str) -> PolicyLossFn:
     """Look up a policy loss by name; unknown name -> ValueError listing known ones."""
-    try:
-        return POLICY_LOSSES[name]
-    except KeyError:
-        raise ValueError(f"unknown policy loss {name!r}; known: {sorted(POLICY_LOSSES)}") from None
+    return POLICY_LOSSES[name]
 
 
 def value_loss(

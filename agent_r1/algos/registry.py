@@ -1,13 +1,14 @@
-"""Name -> advantage-estimator registry.
+"""Name -> advantage-estimator registry (`ADV_ESTIMATORS`, an `agent_r1.registry.Registry`).
 
-Every estimator takes one ``AdvantageInputs`` and returns ``AdvantageOutputs``
-so the trainer can switch algorithms by config string::
+Every estimator takes one ``AdvantageInputs`` and returns ``AdvantageOutputs`` and declares its
+traits (`EstimatorTraits`) when it registers, so the trainer switches algorithms by config string and
+the config's validation asks the registry instead of naming estimators::
 
-    est = get_adv_estimator(cfg.adv_estimator)
+    est = ADV_ESTIMATORS[cfg.adv_estimator]
     out = est(AdvantageInputs(token_rewards, scores, action_mask, group_ids, values, gamma, lam))
-    if needs_critic(cfg.adv_estimator): ...train the value head on out.returns...
+    if ADV_ESTIMATORS.traits(cfg.adv_estimator).critic: ...train the value head on out.returns...
 
-Add a new estimator with ``@register_adv_estimator("name")``.
+Add a new estimator with ``@ADV_ESTIMATORS.register("name", group=..., critic=...)``.
 The policy-loss and KL registries live next to their functions
 (``losses.POLICY_LOSSES``, ``kl.KL_PENALTIES``) and are re-exported here.
 """
@@ -22,10 +23,12 @@ import torch
 from agent_r1.algos import advantages as adv
 from agent_r1.algos.kl import KL_PENALTIES, get_kl_penalty
 from agent_r1.algos.losses import POLICY_LOSSES, get_policy_loss
+from agent_r1.registry import Registry
 
 __all__ = [
     "AdvantageInputs",
     "AdvantageOutputs",
+    "EstimatorTraits",
     "ADV_ESTIMATORS",
     "register_adv_estimator",
     "get_adv_estimator",
@@ -67,38 +70,42 @@ class AdvantageOutputs:
 
 
 Estimator = Callable[[AdvantageInputs], AdvantageOutputs]
-ADV_ESTIMATORS: dict[str, Estimator] = {}
-_NEEDS_CRITIC: dict[str, bool] = {}
 
 
-def register_adv_estimator(name: str, *, needs_critic: bool = False) -> Callable[[Estimator], Estimator]:
-    """Decorator registering ``fn(AdvantageInputs) -> AdvantageOutputs`` under ``name``."""
+@dataclass(frozen=True)
+class EstimatorTraits:
+    """What the rest of the system needs to know about an estimator (read by config.validate and the trainer).
 
-    def deco(fn: Estimator) -> Estimator:
-        if name in ADV_ESTIMATORS:
-            raise ValueError(f"advantage estimator {name!r} already registered")
-        ADV_ESTIMATORS[name] = fn
-        _NEEDS_CRITIC[name] = needs_critic
-        return fn
+    group:  compares the samples of one prompt (a baseline from its group): needs rollout.n_samples >= 2.
+    critic: needs a value function; the trainer builds one and trains it on `AdvantageOutputs.returns`.
+    """
 
-    return deco
+    group: bool = False
+    critic: bool = False
+
+
+ADV_ESTIMATORS: Registry[Estimator, EstimatorTraits] = Registry(
+    "advantage estimator", key="algo.adv_estimator", where="agent_r1.algos.ADV_ESTIMATORS", traits=EstimatorTraits,
+    plugins="agent_r1.adv_estimators")
+
+
+def register_adv_estimator(name: str, *, needs_critic: bool = False,
+                           group: bool = False) -> Callable[[Estimator], Estimator]:
+    """Shorthand for ``ADV_ESTIMATORS.register(name, critic=needs_critic, group=group)``."""
+    return ADV_ESTIMATORS.register(name, critic=needs_critic, group=group)
 
 
 def get_adv_estimator(name: str) -> Estimator:
     """Look up an estimator; unknown name -> ValueError listing the known names."""
-    try:
-        return ADV_ESTIMATORS[name]
-    except KeyError:
-        raise ValueError(f"unknown advantage estimator {name!r}; known: {sorted(ADV_ESTIMATORS)}") from None
+    return ADV_ESTIMATORS[name]
 
 
 def needs_critic(name: str) -> bool:
     """True iff the estimator needs a value function (only "gae" among the built-ins)."""
-    get_adv_estimator(name)  # validate the name
-    return _NEEDS_CRITIC[name]
+    return ADV_ESTIMATORS.traits(name).critic
 
 
-@register_adv_estimator("gae", needs_critic=True)
+@ADV_ESTIMATORS.register("gae", critic=True)
 def _gae(x: AdvantageInputs) -> AdvantageOutputs:
     if x.values is None:
         raise ValueError("advantage estimator 'gae' needs values (a critic); got values=None")
@@ -106,27 +113,27 @@ def _gae(x: AdvantageInputs) -> AdvantageOutputs:
     return AdvantageOutputs(a, r)
 
 
-@register_adv_estimator("grpo")
+@ADV_ESTIMATORS.register("grpo", group=True)
 def _grpo(x: AdvantageInputs) -> AdvantageOutputs:
     return AdvantageOutputs(adv.compute_grpo(x.scores, x.group_ids, x.action_mask, x.normalize_std))
 
 
-@register_adv_estimator("grpo_no_std")
+@ADV_ESTIMATORS.register("grpo_no_std", group=True)
 def _grpo_no_std(x: AdvantageInputs) -> AdvantageOutputs:
     return AdvantageOutputs(adv.compute_grpo(x.scores, x.group_ids, x.action_mask, normalize_std=False))
 
 
-@register_adv_estimator("rloo")
+@ADV_ESTIMATORS.register("rloo", group=True)
 def _rloo(x: AdvantageInputs) -> AdvantageOutputs:
     return AdvantageOutputs(adv.compute_rloo(x.scores, x.group_ids, x.action_mask))
 
 
-@register_adv_estimator("reinforce_pp")
+@ADV_ESTIMATORS.register("reinforce_pp")
 def _reinforce_pp(x: AdvantageInputs) -> AdvantageOutputs:
     a, r = adv.compute_reinforce_pp(x.token_rewards, x.action_mask, x.gamma)
     return AdvantageOutputs(a, r)
 
 
-@register_adv_estimator("reinforce_pp_baseline")
+@ADV_ESTIMATORS.register("reinforce_pp_baseline", group=True)
 def _reinforce_pp_baseline(x: AdvantageInputs) -> AdvantageOutputs:
     return AdvantageOutputs(adv.compute_reinforce_pp_baseline(x.scores, x.group_ids, x.action_mask))

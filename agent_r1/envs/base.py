@@ -2,6 +2,14 @@
 
 An env never raises on model output: whatever the model wrote, `step` returns a `StepOutput`
 whose observation tells the model what happened.
+
+Besides `AgentEnv`, the rollout (rollout/loop.py) reads from each env:
+- `fmt`: the run's tool-call format (`envs.formats.get_format(cfg.env.format)`): generation stops on
+  its closing tags, and it says how observations join the chat;
+- `tool_schemas` (optional): the tools the chat template lists in the prompt;
+- `reward_config` (optional): the sample's own reward settings (default: the run's `reward`).
+An env with `plan`/`finish` (ToolEnv) has its tool calls batched across the turn; any other is stepped
+with `step`. Envs are chosen by `env.kind` from the registry in envs/factory.py (`ENVS`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,17 @@
-"""The env factory of a run: one ToolEnv per sample over the tools the config names.
+"""The env factory of a run: `env.kind` chooses a registered environment (`ENVS`), which builds one
+env per sample. `tool` (the default) is ToolEnv over the tools the config names.
 
 Lives with the envs (it knows only tools, formats and a retriever handed in), so the trainer, the
 evaluation harness and the run assembly (agent_r1/runs/) all build envs the same way.
+
+An env kind is a builder `(cfg, retriever) -> make_env(sample)`, registered by name::
+
+    @ENVS.register("my_env")
+    def my_envs(cfg, retriever):
+        fmt = get_format(cfg.env.format)  # the run's format: generation stops on its tags
+        return lambda sample: MyEnv(fmt, sample)
+
+and chosen with `env.kind: my_env` in params.yaml. What the rollout asks of an env is in envs/base.py.
 """
 
 from __future__ import annotations
@@ -9,8 +19,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from agent_r1.registry import NoTraits, Registry
+
+EnvBuilder = Callable[[Any, Any], Callable[[dict[str, Any]], Any]]  # (run config, retriever) -> make_env(sample)
+ENVS: Registry[EnvBuilder, NoTraits] = Registry(
+    "environment", key="env.kind", where="agent_r1.envs.factory.ENVS", plugins="agent_r1.envs")
+
 
 def make_env_factory(cfg: Any, retriever: Any) -> Callable[[dict[str, Any]], Any]:
+    """`make_env(sample)` of the env kind `cfg.env.kind` (`cfg` is the run config; `retriever` may be
+    None when no tool searches)."""
+    return ENVS[cfg.env.kind](cfg, retriever)
+
+
+@ENVS.register("tool")
+def tool_envs(cfg: Any, retriever: Any) -> Callable[[dict[str, Any]], Any]:
     """`make_env(sample)`: a ToolEnv over the tools in `env.tools`, with the sample's own `env`
     settings (a subset of those tools, budgets, reward settings) applied. `cfg` is the run config
     (its `env`, `reward` and `search` sections are read).

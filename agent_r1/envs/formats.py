@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from agent_r1.registry import NoTraits, Registry
 from agent_r1.tools.runner import ToolCall
 
 
@@ -119,6 +120,12 @@ def _cap(calls: list[ToolCall], max_calls: int) -> tuple[list[ToolCall], int]:
     return calls[:max_calls], max(0, len(calls) - max_calls)
 
 
+#: format name -> class (`cls()`, or `cls.for_tools(tools)` for a run's tools); `env.format` chooses one
+FORMATS: Registry[type, NoTraits] = Registry(
+    "tool-call format", key="env.format", where="agent_r1.envs.formats.FORMATS")
+
+
+@FORMATS.register("tag")
 class TagFormat:
     """One tag per tool, `<name>input</name>`; the tag body is the tool's one string parameter.
 
@@ -207,6 +214,7 @@ def _loads(text: str):
     return json.loads(text, parse_constant=_refuse, parse_float=_finite)
 
 
+@FORMATS.register("hermes")
 class HermesFormat:
     name = "hermes"
     stop_strings = ("</tool_call>", "</answer>")
@@ -260,11 +268,7 @@ class HermesFormat:
                 "tags. Give the final answer as <answer>answer</answer>.")
 
 
-FORMATS: dict[str, type] = {"tag": TagFormat, "hermes": HermesFormat}
-
-
 def get_format(name: str, tools: list | None = None) -> ToolCallFormat:
     """The format `name`; with `tools`, one that can write calls to each of them."""
-    if name not in FORMATS:
-        raise ValueError(f"unknown tool-call format {name!r}; choose one of {sorted(FORMATS)}")
-    return FORMATS[name]() if tools is None else FORMATS[name].for_tools(tools)
+    cls = FORMATS[name]
+    return cls() if tools is None else cls.for_tools(tools)

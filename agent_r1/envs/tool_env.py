@@ -19,7 +19,8 @@ from agent_r1.tools.runner import ToolCall, ToolRunner
 
 @dataclass
 class EnvConfig:
-    format: str = "tag"  # tag | hermes
+    kind: str = "tool"  # the registered environment a run uses (envs/factory.py ENVS): tool = ToolEnv
+    format: str = "tag"  # tag | hermes (envs/formats.py FORMATS)
     max_calls_per_turn: int = 4
     system_prompt: str = ""  # extra instructions prepended to the format's own
     format_instructions: bool = True  # False: tiny local models learn the format from demos alone
@@ -45,7 +46,7 @@ def _no_more_lenient(mine: str, run: str) -> bool:
 # What "tighten" means for each setting a sample may give, (section, key) -> (rule, how it reads): a
 # budget or a reward may go down, process rewards may be switched off (never on, e.g. in an ablation
 # run), the format penalty may get harsher, the metric may get stricter (rewards/scoring.py
-# METRIC_LENIENCY); tools may only narrow (checked apart). system_prompt and format_instructions
+# MetricTraits.leniency); tools may only narrow (checked apart). system_prompt and format_instructions
 # change no limit; their text has the schema's ceiling (schema.TEXT_LIMITS).
 SAMPLE_TIGHTEN: dict[tuple[str, str], tuple[Any, str]] = {
     ("env", "max_calls_per_turn"): (_at_most, "above"),
@@ -205,17 +206,25 @@ def call_record(call: ToolCall, result: ToolResult) -> dict[str, Any]:
             "titles": [str(t) for t in result.metadata.get("titles", [])]}
 
 
-def step_many(envs: list[ToolEnv], actions: list[str]) -> list[StepOutput]:
-    """Steps several envs, running all their tool calls through each shared runner at once."""
-    pendings = [env.plan(a) for env, a in zip(envs, actions)]
-    by_runner: dict[int, list[int]] = {}
+def step_many(envs: list[Any], actions: list[str]) -> list[StepOutput]:
+    """Steps several envs, running all their tool calls through each shared runner at once. An env
+    without `plan` (any `AgentEnv` of a registered env kind) is stepped on its own with `step`."""
+    outputs: list[StepOutput | None] = [None] * len(envs)
+    planned = [i for i, env in enumerate(envs) if hasattr(env, "plan")]
     for i, env in enumerate(envs):
-        by_runner.setdefault(id(env.runner), []).append(i)
-    results: list[list[ToolResult]] = [[] for _ in envs]
+        if not hasattr(env, "plan"):
+            outputs[i] = env.step(actions[i])
+    pendings = {i: envs[i].plan(actions[i]) for i in planned}
+    by_runner: dict[int, list[int]] = {}
+    for i in planned:
+        by_runner.setdefault(id(envs[i].runner), []).append(i)
+    results: dict[int, list[ToolResult]] = {i: [] for i in planned}
     for idxs in by_runner.values():
         runner = envs[idxs[0]].runner
         flat = [(i, c) for i in idxs for c in pendings[i].parsed.calls]
         outs = runner.run([c for _, c in flat]) if flat else []
         for (i, _), res in zip(flat, outs):
             results[i].append(res)
-    return [env.finish(p, r) for env, p, r in zip(envs, pendings, results)]
+    for i in planned:
+        outputs[i] = envs[i].finish(pendings[i], results[i])
+    return outputs  # type: ignore[return-value]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_r1.evaluation.agent_eval import trajectory_stats
-from agent_r1.evaluation.modes import NEEDS_RETRIEVER, EvalContext, get_mode
+from agent_r1.evaluation.modes import EVAL_MODES, EvalContext, get_mode
 from agent_r1.trajectory import Trajectory
 
 #: the columns of the printed table, in order (key, header, format)
@@ -33,10 +33,6 @@ TABLE_COLUMNS = (
     ("budget_hits", "budget", "{:.0f}"),
     ("answer_format_failures", "fmt.fail", "{:.0f}"),
 )
-
-
-#: modes whose prompts carry the env's tool list (the format's template requirements apply to them)
-TOOL_MODES = {"agent"}
 
 
 # ------------------------------------------------------------------------------ question sets
@@ -109,7 +105,7 @@ def evaluate_datasets(engine: Any, codec: Any, cfg: Any, datasets: dict[str, lis
     trajectories: dict[str, dict[str, list[Trajectory]]] = {}
     for mode in modes:
         fn = get_mode(mode)
-        if mode in NEEDS_RETRIEVER and retriever is None:
+        if EVAL_MODES.traits(mode).needs_retriever and retriever is None:
             raise ValueError(f"mode {mode!r} needs a retriever: pass --index DIR")
         for name, samples in datasets.items():
             start = time.perf_counter()
@@ -147,10 +143,11 @@ def evaluate_model(model: str | Path, cfg: Any, datasets: dict[str, list[dict[st
         get_mode(mode)  # fail on a typo before loading anything
     model_obj, tokenizer = load_model(model, cfg.model.dtype)
     # every mode prompts through the template; only tool-using modes need it to list tools
-    check_chat_template(tokenizer, str(model), cfg.env.format if TOOL_MODES & set(modes) else "")
+    uses_tools = any(EVAL_MODES.traits(m).tools for m in modes)
+    check_chat_template(tokenizer, str(model), cfg.env.format if uses_tools else "")
     device = pick_device(device)
     model_obj.to(device)
-    owned = retriever is None and any(m in NEEDS_RETRIEVER for m in modes)
+    owned = retriever is None and any(EVAL_MODES.traits(m).needs_retriever for m in modes)
     if owned:
         retriever = open_search_index(cfg.search, index_dir)  # the run's own way (timeouts, credentials)
     start = time.perf_counter()

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from agent_r1.envs.formats import _extract_answer
+from agent_r1.registry import Registry
 from agent_r1.rewards.scoring import outcome_reward
 from agent_r1.rollout.engine import SamplingParams
 from agent_r1.rollout.loop import run_rollout
@@ -45,24 +46,27 @@ class EvalContext:
 
 
 EvalMode = Callable[[EvalContext, list[dict[str, Any]]], list[Trajectory]]
-EVAL_MODES: dict[str, EvalMode] = {}
-#: modes that need a retriever (`--index`)
-NEEDS_RETRIEVER: set[str] = set()
 
 
-def register_mode(name: str, needs_retriever: bool = False) -> Callable[[EvalMode], EvalMode]:
-    def deco(fn: EvalMode) -> EvalMode:
-        EVAL_MODES[name] = fn
-        if needs_retriever:
-            NEEDS_RETRIEVER.add(name)
-        return fn
+@dataclass(frozen=True)
+class ModeTraits:
+    """needs_retriever: the mode searches (`--index`); tools: its prompts carry the env's tool list, so
+    the format's chat-template requirements apply to it."""
 
-    return deco
+    needs_retriever: bool = False
+    tools: bool = False
+
+
+EVAL_MODES: Registry[EvalMode, ModeTraits] = Registry(
+    "evaluation mode", where="agent_r1.evaluation.modes.EVAL_MODES", traits=ModeTraits)
+
+
+def register_mode(name: str, needs_retriever: bool = False, tools: bool = False) -> Callable[[EvalMode], EvalMode]:
+    """Shorthand for `@EVAL_MODES.register(name, needs_retriever=..., tools=...)`."""
+    return EVAL_MODES.register(name, needs_retriever=needs_retriever, tools=tools)
 
 
 def get_mode(name: str) -> EvalMode:
-    if name not in EVAL_MODES:
-        raise ValueError(f"unknown evaluation mode {name!r}; choose one of {sorted(EVAL_MODES)}")
     return EVAL_MODES[name]
 
 
@@ -71,7 +75,7 @@ def _batches(samples: list[dict[str, Any]], size: int):
         yield i, samples[i:i + size]
 
 
-@register_mode("agent", needs_retriever=True)
+@register_mode("agent", needs_retriever=True, tools=True)
 def agent_mode(ctx: EvalContext, samples: list[dict[str, Any]]) -> list[Trajectory]:
     if ctx.make_env is None:
         raise ValueError("agent mode needs an env factory (a retriever and the search tool)")

@@ -9,7 +9,6 @@ using tantivy never imports the Elasticsearch client and vice versa.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 from collections.abc import Callable, Iterable
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from agent_r1.data.schema import Document
+from agent_r1.registry import NoTraits, Registry
 
 MANIFEST = "retriever.json"
 # The most hits one query may ask for: each backend holds k hits per query of a batch in memory, and
@@ -132,45 +132,33 @@ class Retriever(Protocol):
 
 R = TypeVar("R", bound=type)
 
-#: backend name -> retriever class (constructed as cls(config)).
-RETRIEVERS: dict[str, type] = {}
-
-#: built-in backends, imported lazily on first use.
-_BUILTIN_MODULES = {
-    "tantivy": "agent_r1.retrieval.tantivy_backend",
-    "elasticsearch": "agent_r1.retrieval.es_backend",
-    "dense": "agent_r1.retrieval.dense_backend",
-    "hybrid": "agent_r1.retrieval.hybrid_backend",
-    "elasticsearch-dense": "agent_r1.retrieval.es_dense",
-    "elasticsearch-hybrid": "agent_r1.retrieval.es_dense",
-}
+#: backend name -> retriever class (constructed as cls(config)); built-in backends are imported lazily
+RETRIEVERS: Registry[type, NoTraits] = Registry(
+    "retrieval backend", key="search.backend", where="agent_r1.retrieval.base.RETRIEVERS", builtins={
+        "tantivy": "agent_r1.retrieval.tantivy_backend",
+        "elasticsearch": "agent_r1.retrieval.es_backend",
+        "dense": "agent_r1.retrieval.dense_backend",
+        "hybrid": "agent_r1.retrieval.hybrid_backend",
+        "elasticsearch-dense": "agent_r1.retrieval.es_dense",
+        "elasticsearch-hybrid": "agent_r1.retrieval.es_dense",
+    })
 #: backends that search by embeddings (their index build needs the corpus encoded)
 VECTOR_BACKENDS = ("dense", "hybrid", "elasticsearch-dense", "elasticsearch-hybrid")
 
 
 def register_retriever(name: str) -> Callable[[R], R]:
     """Class decorator adding a backend to RETRIEVERS under `name`."""
-
-    def deco(cls: R) -> R:
-        RETRIEVERS[name] = cls
-        return cls
-
-    return deco
+    return RETRIEVERS.register(name)
 
 
 def backend_names() -> list[str]:
-    return sorted(set(RETRIEVERS) | set(_BUILTIN_MODULES))
+    return RETRIEVERS.names()
 
 
 def open_retriever(config: RetrievalConfig) -> Retriever:
     """Construct the configured backend (does not require the index to exist yet)."""
-    if config.backend not in RETRIEVERS and config.backend in _BUILTIN_MODULES:
-        importlib.import_module(_BUILTIN_MODULES[config.backend])
-    try:
-        cls = RETRIEVERS[config.backend]
-    except KeyError:
-        raise ValueError(f"unknown retrieval backend {config.backend!r}; choose one of {backend_names()}") from None
-    return cls(config)
+    RETRIEVERS.check(config.backend)
+    return RETRIEVERS[config.backend](config)
 
 
 def write_manifest(config: RetrievalConfig, extra: dict[str, Any] | None = None) -> Path:

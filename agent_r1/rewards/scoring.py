@@ -11,40 +11,46 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from agent_r1.registry import Registry
 from agent_r1.rewards.qa import exact_match, f1_score, numeric_match, substring_match
 
 AnswerMetric = Callable[[str, Sequence[str]], float]
-ANSWER_METRICS: dict[str, AnswerMetric] = {
-    "em": exact_match,
-    "f1": f1_score,
-    "substring": substring_match,
-    "numeric": numeric_match,  # the last number in the answer equals a gold number
-}
-
-
-#: How lenient each metric is (0 = all or nothing on the normalised answer; higher gives credit for
-#: less): a data row may switch to a metric no more lenient than the run's (envs/tool_env.py). A metric
-#: registered without one counts as the most lenient, so rows can pick it only in runs that use it.
-METRIC_LENIENCY: dict[str, int] = {"em": 0, "numeric": 0, "f1": 1, "substring": 2}
 MOST_LENIENT = 2
 
 
+@dataclass(frozen=True)
+class MetricTraits:
+    """How lenient a metric is (0 = all or nothing on the normalised answer; higher gives credit for
+    less): a data row may switch to a metric no more lenient than the run's (envs/tool_env.py). A metric
+    registered without one counts as the most lenient, so rows can pick it only in runs that use it."""
+
+    leniency: int = MOST_LENIENT
+
+
+#: `reward.metric` (or a row's env.reward.metric) -> fn(answer, golds) -> float
+ANSWER_METRICS: Registry[AnswerMetric, MetricTraits] = Registry(
+    "answer metric", key="reward.metric", where="agent_r1.rewards.scoring.ANSWER_METRICS", traits=MetricTraits,
+    plugins="agent_r1.answer_metrics")
+ANSWER_METRICS.register("em", exact_match, leniency=0)
+ANSWER_METRICS.register("f1", f1_score, leniency=1)
+ANSWER_METRICS.register("substring", substring_match, leniency=2)
+ANSWER_METRICS.register("numeric", numeric_match, leniency=0)  # the last number in the answer equals a gold number
+
+
 def metric_leniency(name: str) -> int:
-    return METRIC_LENIENCY.get(name, MOST_LENIENT)
+    return ANSWER_METRICS.traits(name).leniency if name in ANSWER_METRICS else MOST_LENIENT
 
 
 def register_answer_metric(name: str, leniency: int = MOST_LENIENT) -> Callable[[AnswerMetric], AnswerMetric]:
     """Decorator: `@register_answer_metric("my_metric") def score(answer, golds) -> float`;
     then `reward.metric: my_metric` (or a sample's env {"reward": {"metric": "my_metric"}}, in a run whose
-    metric is at least as lenient: see METRIC_LENIENCY)."""
+    metric is at least as lenient: see MetricTraits). Shorthand for `@ANSWER_METRICS.register(name,
+    leniency=...)` that also lets a re-run cell (a function of the same qualified name) replace itself."""
 
     def wrap(fn: AnswerMetric) -> AnswerMetric:
-        if name in ANSWER_METRICS and ANSWER_METRICS[name] is not fn:
-            if getattr(ANSWER_METRICS[name], "__qualname__", None) != fn.__qualname__:
-                raise ValueError(f"answer metric {name!r} is already registered by {ANSWER_METRICS[name]!r}")
-        ANSWER_METRICS[name] = fn
-        METRIC_LENIENCY.setdefault(name, leniency)
-        return fn
+        held = ANSWER_METRICS.get(name)
+        itself = held is not None and getattr(held, "__qualname__", None) == getattr(fn, "__qualname__", "")
+        return ANSWER_METRICS.register(name, fn, replace=itself, leniency=leniency)
 
     return wrap
 
@@ -59,8 +65,7 @@ class RewardConfig:
     max_process_reward: float = 1.0  # cap per trajectory, so tool spam cannot farm reward
 
     def __post_init__(self) -> None:
-        if self.metric not in ANSWER_METRICS:
-            raise ValueError(f"reward.metric={self.metric!r}; choose one of {sorted(ANSWER_METRICS)}")
+        ANSWER_METRICS.check(self.metric, "reward.metric")
         # NaN or inf here poisons every reward until the loss is NaN (Python's JSON reader accepts
         # NaN in a data row); the allowed ranges are checked with the config (config.LIMITS)
         for key in ("format_penalty", "valid_call_reward", "retrieval_hit_reward", "max_process_reward"):

@@ -69,7 +69,8 @@ def run_rollout(
         for _ in range(config.n_samples):
             env = make_env(sample)
             messages = env.reset(sample)
-            prompt = codec.prompt_ids(messages, tools=env.tool_schemas if not env.fmt.inline_observations else None)
+            tools = None if env.fmt.inline_observations else getattr(env, "tool_schemas", None)
+            prompt = codec.prompt_ids(messages, tools=tools)
             envs.append(env)
             trajs.append(Trajectory(sample_id=str(sample["id"]), prompt_ids=prompt, sample=sample))
     fmt = envs[0].fmt if envs else None

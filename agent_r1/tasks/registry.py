@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent_r1.registry import NoTraits, Registry
+
 BUILTIN_TASK_MODULES = ("agent_r1.tasks.synthetic_qa", "agent_r1.tasks.arithmetic")
 
 
@@ -24,15 +26,19 @@ class DataGenerator:
     is_current: Callable[[int, Path, Any], bool]  # (seed, out_dir, data config) -> reuse the folder?
 
 
-DATA_GENERATORS: dict[str, DataGenerator] = {}
+#: `data.source` -> its generator; a source no generator has names a prepared folder instead
+DATA_GENERATORS: Registry[DataGenerator, NoTraits] = Registry(
+    "data generator", key="data.source", where="agent_r1.tasks.registry.DATA_GENERATORS")
 
 
 def register_data_generator(name: str, is_current: Callable[[int, Path, Any], bool] | None = None):
     """Decorator on `write(seed, out_dir, data_cfg)`. Without `is_current`, a folder is reused when
-    its `task.json` (see `write_task_manifest`) names this generator and seed."""
+    its `task.json` (see `write_task_manifest`) names this generator and seed. Registering a name
+    again replaces its generator (a re-run cell, a re-imported module), as it always has."""
 
     def wrap(write: Callable[[int, Path, Any], Any]) -> Callable[[int, Path, Any], Any]:
-        DATA_GENERATORS[name] = DataGenerator(name, write, is_current or _manifest_matches(name))
+        made = DataGenerator(name, write, is_current or _manifest_matches(name))
+        DATA_GENERATORS.register(name, made, replace=True)
         return write
 
     return wrap

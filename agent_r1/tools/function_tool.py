@@ -196,7 +196,7 @@ def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None, descr
         if register:
             previous = TOOL_FACTORIES.get(made.name)
             if getattr(previous, "origin", None) == _origin(f):
-                del TOOL_FACTORIES[made.name]
+                TOOL_FACTORIES.unregister(made.name)
             register_tool(made.name)(_Factory(made))
         return made
 

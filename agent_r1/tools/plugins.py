@@ -44,7 +44,7 @@ def register_tool_plugins() -> list[str]:
     for name, ep in discover_tool_plugins().items():
         current = TOOL_FACTORIES.get(name)
         if current is None:
-            TOOL_FACTORIES[name] = PluginToolFactory(ep)
+            TOOL_FACTORIES.register(name, PluginToolFactory(ep))
             added.append(name)
         elif not (isinstance(current, PluginToolFactory) and current.entry_point.value == ep.value):
             warnings.warn(f"tool plugin {name!r} from {_origin(ep)} is ignored: the name is already "

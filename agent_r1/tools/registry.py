@@ -13,23 +13,20 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
+from agent_r1.registry import NoTraits, Registry
 from agent_r1.tools.base import Tool
 
 ToolFactory = Callable[..., Tool]
-TOOL_FACTORIES: dict[str, ToolFactory] = {}
+#: tool name -> factory (a Tool class or a function returning a Tool); `env.tools` names them
+TOOL_FACTORIES: Registry[ToolFactory, NoTraits] = Registry(
+    "tool", key="env.tools", where="agent_r1.tools.registry.TOOL_FACTORIES")
 BUILTIN_TOOL_MODULES = ("agent_r1.tools.search", "agent_r1.tools.calculator")
 
 
 def register_tool(name: str) -> Callable[[ToolFactory], ToolFactory]:
-    """Decorator: `@register_tool("search") class SearchTool: ...` (or a factory function)."""
-
-    def wrap(factory: ToolFactory) -> ToolFactory:
-        if name in TOOL_FACTORIES and TOOL_FACTORIES[name] is not factory:
-            raise ValueError(f"tool {name!r} is already registered by {TOOL_FACTORIES[name]!r}")
-        TOOL_FACTORIES[name] = factory
-        return factory
-
-    return wrap
+    """Decorator: `@register_tool("search") class SearchTool: ...` (or a factory function); the same
+    as `@TOOL_FACTORIES.register("search")`."""
+    return TOOL_FACTORIES.register(name)
 
 
 def load_builtin_tools() -> None:
