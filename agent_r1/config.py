@@ -18,7 +18,7 @@ from agent_r1.envs.tool_env import EnvConfig
 from agent_r1.models.build import ModelConfig
 from agent_r1.retrieval.search import SearchConfig
 from agent_r1.rewards.scoring import RewardConfig
-from agent_r1.rollout.loop import RolloutConfig
+from agent_r1.sampling import RolloutConfig
 from agent_r1.schema import (  # noqa: F401
     LIMITS,
     R,
@@ -208,7 +208,7 @@ def validate(c: ExperimentConfig) -> None:
     from agent_r1.envs.formats import FORMATS
     from agent_r1.models.build import ARCHS
     from agent_r1.retrieval.base import RETRIEVERS
-    from agent_r1.rollout.engines import ENGINE_CHOICES
+    from agent_r1.sampling import ENGINE_CHOICES
 
     check_limits(c)
     for key, value, registry in (  # registered by name: the registry says the choices and how to add one

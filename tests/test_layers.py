@@ -15,8 +15,9 @@ ROOT = Path(__file__).resolve().parents[1] / "agent_r1"
 # bottom to top; a module may import its own layer and those below it
 LAYERS: list[set[str]] = [
     # precision: what the device computes natively (torch only); registry: the one Registry class of every
-    # name-chosen component (estimators, losses, KL, formats, environments)
-    {"trajectory", "schema", "precision", "registry"},
+    # name-chosen component (estimators, losses, KL, formats, environments); sampling: the rollout section,
+    # below both the config tree and the loop
+    {"trajectory", "schema", "precision", "registry", "sampling"},
     {"algos", "rewards", "data", "retrieval", "tools", "models", "tracking"},
     # data.loaders reads question rows, whose own `env` settings it checks with the envs' schema
     {"envs", "rollout", "data.loaders", "tasks"},
@@ -42,7 +43,7 @@ NEVER = [
     ("config", "rollout", "the config tree imports no engine"),
 ] + [(u, "cli", "commands are the face: the library never calls one")
      for layer in [
-         {"trajectory", "schema", "precision"},
+         {"trajectory", "schema", "precision", "registry", "sampling"},
          {"algos", "rewards", "data", "retrieval", "tools", "models", "tracking"},
          {"envs", "rollout", "data.loaders", "tasks"}, {"config"}, {"evaluation"}, {"training"}, {"runs"}]
      for u in layer]
@@ -108,6 +109,14 @@ def test_the_design_page_lists_every_forbidden_arrow():
         for name in layer:
             shown = name.replace(".", "/") if "." in name else name
             assert shown in page, f"docs/architecture.md does not place {name!r} on a layer"
+
+
+def test_the_config_names_the_engines_that_exist():
+    # the config tree checks engine names without importing the engines (sampling.py holds them)
+    from agent_r1.rollout.engines import ENGINES
+    from agent_r1.sampling import ENGINE_NAMES
+
+    assert set(ENGINES) == set(ENGINE_NAMES)
 
 
 def test_no_command_module_left_in_a_library_package():

@@ -65,7 +65,7 @@ ENGINES: dict[str, Callable[[Any, Any, EngineOptions], GenerationEngine]] = {
     "transformers": _transformers,
     "vllm": _vllm,
 }
-ENGINE_CHOICES = ("auto", *ENGINES)
+ENGINE_CHOICES = ("auto", *ENGINES)  # agent_r1/sampling.py names the same ones for the config's check
 
 
 def resolve_engine(name: str) -> str:

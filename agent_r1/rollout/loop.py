@@ -11,45 +11,16 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from agent_r1.envs.tool_env import ToolEnv, step_many
 from agent_r1.rewards.scoring import RewardConfig, outcome_reward
 from agent_r1.rollout.chat import ChatCodec
 from agent_r1.rollout.engine import GenerationEngine, SamplingParams
-from agent_r1.rollout.vllm_engine import VLLMOptions
+from agent_r1.sampling import RolloutConfig, VLLMOptions  # noqa: F401  (the rollout section, re-exported)
 from agent_r1.trajectory import Trajectory, Turn
 
 _ROLLOUT_IDS = itertools.count()  # prefix-cache keys are (rollout id, trajectory index)
-
-
-@dataclass
-class RolloutConfig:
-    max_turns: int = 4
-    max_tokens_per_turn: int = 48
-    max_observation_tokens: int = 96
-    max_total_tokens: int = 768  # prompt + every action and observation
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-    n_samples: int = 1  # trajectories per prompt (the GRPO/RLOO group size)
-    # keep each trajectory's KV cache between turns, so a turn encodes only its new tokens
-    # (engines that support it: TransformersEngine); outputs are unchanged up to float rounding
-    kv_reuse: bool = True
-    # an action cut by max_tokens_per_turn inside a tool call (or an answer) gets action mask 0 (never
-    # trained on, as DAPO's overlong filtering): the glue closing it was never written by the model.
-    # A cut outside any call stays trained, so rambling without acting can still be penalised.
-    mask_truncated_turns: bool = True
-    # the engine of in-process training and evaluation (agent_r1/rollout/engines.py): transformers |
-    # vllm | auto (vLLM when installed and a CUDA GPU is visible); Ray's workers use ray.engine
-    engine: str = "transformers"
-    vllm: VLLMOptions = field(default_factory=VLLMOptions)
-
-    def __post_init__(self) -> None:
-        for key in ("max_turns", "max_tokens_per_turn", "max_observation_tokens", "max_total_tokens", "n_samples"):
-            if getattr(self, key) < 1:
-                raise ValueError(f"rollout.{key} must be >= 1, got {getattr(self, key)}")
 
 
 def run_rollout(

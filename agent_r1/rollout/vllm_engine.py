@@ -20,12 +20,12 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agent_r1.models.served_folder import write_model_folder
 from agent_r1.rollout.engine import GenerationOutput, SamplingParams
+from agent_r1.sampling import VLLMOptions  # noqa: F401  (`rollout.vllm`, re-exported)
 from agent_r1.rollout.vllm_worker import WORKER_EXTENSION
 
 GPU_EXTRA_HINT = ("install vLLM in a GPU environment (`pip install 'agent-r1[gpu]'`), use the CPU build "
@@ -34,23 +34,6 @@ GPU_EXTRA_HINT = ("install vLLM in a GPU environment (`pip install 'agent-r1[gpu
 # make every importance ratio wrong at any other temperature (TRL issue 4159 saw ratios near 2)
 TEMPERATURE_FREE = (0.0, 1.0)
 CPU_BATCH_TOKENS = 8192  # the CPU build's tokens per engine step (at least max_model_len)
-
-
-@dataclass
-class VLLMOptions:
-    """`rollout.vllm`: how a vLLM engine is built (ignored by the transformers engine)."""
-    gpu_memory_utilization: float = 0.5  # CUDA: the share of GPU memory vLLM takes (the learner shares it)
-    kv_cache_gib: float = 1.0  # CPU build: its KV cache in GiB (VLLM_CPU_KVCACHE_SPACE)
-    max_model_len: int = 0  # 0 = rollout.max_total_tokens
-    enforce_eager: bool = True  # no CUDA graphs / torch.compile: starts in seconds, not minutes
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.gpu_memory_utilization <= 1.0:
-            raise ValueError(f"rollout.vllm.gpu_memory_utilization={self.gpu_memory_utilization} must be in (0, 1]")
-        if self.kv_cache_gib <= 0:
-            raise ValueError(f"rollout.vllm.kv_cache_gib={self.kv_cache_gib} must be > 0")
-        if self.max_model_len < 0:
-            raise ValueError(f"rollout.vllm.max_model_len={self.max_model_len} must be >= 0 (0 = max_total_tokens)")
 
 
 def vllm_available() -> bool:

@@ -1,0 +1,60 @@
+"""How trajectories are sampled: the `rollout:` section of the config (turn and token budgets,
+temperature, group size, the engine and its vLLM options).
+
+It sits below both the config tree (config.py) and the rollout loop (rollout/), so the config tree
+imports no engine (docs/architecture.md) while the loop reads the same typed section.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# the generation engines rollout/engines.py builds (ENGINES there holds exactly these names, a test
+# keeps the two equal); "auto" = vLLM when it is installed and a CUDA GPU is visible
+ENGINE_NAMES = ("transformers", "vllm")
+ENGINE_CHOICES = ("auto", *ENGINE_NAMES)
+
+
+@dataclass
+class VLLMOptions:
+    """`rollout.vllm`: how a vLLM engine is built (ignored by the transformers engine)."""
+    gpu_memory_utilization: float = 0.5  # CUDA: the share of GPU memory vLLM takes (the learner shares it)
+    kv_cache_gib: float = 1.0  # CPU build: its KV cache in GiB (VLLM_CPU_KVCACHE_SPACE)
+    max_model_len: int = 0  # 0 = rollout.max_total_tokens
+    enforce_eager: bool = True  # no CUDA graphs / torch.compile: starts in seconds, not minutes
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.gpu_memory_utilization <= 1.0:
+            raise ValueError(f"rollout.vllm.gpu_memory_utilization={self.gpu_memory_utilization} must be in (0, 1]")
+        if self.kv_cache_gib <= 0:
+            raise ValueError(f"rollout.vllm.kv_cache_gib={self.kv_cache_gib} must be > 0")
+        if self.max_model_len < 0:
+            raise ValueError(f"rollout.vllm.max_model_len={self.max_model_len} must be >= 0 (0 = max_total_tokens)")
+
+
+@dataclass
+class RolloutConfig:
+    max_turns: int = 4
+    max_tokens_per_turn: int = 48
+    max_observation_tokens: int = 96
+    max_total_tokens: int = 768  # prompt + every action and observation
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    n_samples: int = 1  # trajectories per prompt (the GRPO/RLOO group size)
+    # keep each trajectory's KV cache between turns, so a turn encodes only its new tokens
+    # (engines that support it: TransformersEngine); outputs are unchanged up to float rounding
+    kv_reuse: bool = True
+    # an action cut by max_tokens_per_turn inside a tool call (or an answer) gets action mask 0 (never
+    # trained on, as DAPO's overlong filtering): the glue closing it was never written by the model.
+    # A cut outside any call stays trained, so rambling without acting can still be penalised.
+    mask_truncated_turns: bool = True
+    # the engine of in-process training and evaluation (agent_r1/rollout/engines.py): transformers |
+    # vllm | auto (vLLM when installed and a CUDA GPU is visible); Ray's workers use ray.engine
+    engine: str = "transformers"
+    vllm: VLLMOptions = field(default_factory=VLLMOptions)
+
+    def __post_init__(self) -> None:
+        for key in ("max_turns", "max_tokens_per_turn", "max_observation_tokens", "max_total_tokens", "n_samples"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"rollout.{key} must be >= 1, got {getattr(self, key)}")
