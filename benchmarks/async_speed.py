@@ -26,16 +26,19 @@ import json
 import statistics
 from dataclasses import replace
 from pathlib import Path
-
-from ray_bench_common import ROOT, loadavg, machine, prepare_world, small_config, timed_ray_run, update_results
+from typing import Any
 
 from agent_r1.config import load_config
+from benchmarks.common import loadavg, result_path, update_results, work_dir
+from benchmarks.ray_bench_common import add_smoke_arg, prepare_world, ray_machine, small_config, timed_ray_run
 
-WORK = ROOT / "benchmarks" / ".work" / "async"
-CONFIG = small_config(WORK, **{
-    "train.threads": 1, "train.iterations": 1000, "train.checkpoint_every": 1000,
-    "ray.enabled": True, "ray.num_workers": 2, "ray.cpus_per_worker": 1, "ray.learner_cpus": 1,
-})
+
+def config(work: Path, smoke: bool = False) -> dict[str, Any]:
+    return small_config(work, smoke, **{
+        "train.threads": 1, "train.iterations": 1000, "train.checkpoint_every": 1000,
+        "ray.enabled": True, "ray.num_workers": 2, "ray.cpus_per_worker": 1, "ray.learner_cpus": 1,
+    })
+
 # mode -> (max_staleness, config overrides). "async_1" is the figure (the same config as "sync");
 # "async_1_one_worker" splits the 2 cores between one rollout worker and the learner instead of
 # putting 3 busy processes on them (a different config: reported beside the figure, not as it)
@@ -54,13 +57,16 @@ def paired_speedups(runs: dict[str, list[dict]]) -> dict[str, float]:
             for mode in PAIRS if runs.get(mode)}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iterations", type=int, default=4, help="timed iterations per run (after one warm-up)")
     ap.add_argument("--repeats", type=int, default=3, help="runs per mode, alternated")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "scale.json"))
+    ap.add_argument("--out", default=str(result_path("scale")))
     ap.add_argument("--note", default="", help="what else ran on the machine meanwhile")
-    args = ap.parse_args()
+    add_smoke_arg(ap)
+    args = ap.parse_args(argv)
+    WORK = work_dir("async")
+    CONFIG = config(WORK, args.smoke)
 
     import ray
 
@@ -94,7 +100,7 @@ def main() -> int:
         "speedup_paired_median": paired_speedups(runs),
         "modes": {mode: {"max_staleness": k, "overrides": over} for mode, (k, over) in MODES.items()},
         "target_speedup": 1.3,
-        "machine": {**machine(args.note), "loadavg_before": load_before, "loadavg_after": loadavg()},
+        "machine": {**ray_machine(args.note), "loadavg_before": load_before, "loadavg_after": loadavg()},
     }
     out = Path(args.out)
     prev = json.loads(out.read_text()).get("async_speed") if out.exists() else None

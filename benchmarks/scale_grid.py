@@ -29,15 +29,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ray_bench_common import ROOT, loadavg, machine, prepare_world, small_config, timed_ray_run, update_results
-
 from agent_r1.config import load_config
+from benchmarks.common import ROOT, loadavg, result_path, update_results, work_dir
+from benchmarks.ray_bench_common import add_smoke_arg, prepare_world, ray_machine, small_config, timed_ray_run
 
-WORK = ROOT / "benchmarks" / ".work" / "scale_grid"
-CONFIG = small_config(WORK, **{
-    "train.threads": 1, "train.iterations": 1000, "train.checkpoint_every": 1000, "ray.enabled": True,
-    "ray.cpus_per_worker": 1, "ray.learner_cpus": 1,
-})
+
+def config(work: Path, smoke: bool = False) -> dict[str, Any]:
+    return small_config(work, smoke, **{
+        "train.threads": 1, "train.iterations": 1000, "train.checkpoint_every": 1000, "ray.enabled": True,
+        "ray.cpus_per_worker": 1, "ray.learner_cpus": 1,
+    })
+
+
 CELLS = [(w, n) for n in (1, 2) for w in (1, 2)]  # (rollout workers, learners)
 PLOT = ROOT / "docs" / "img" / "bench-scale-grid.png"
 
@@ -104,14 +107,17 @@ def plot(section: dict[str, Any], path: Path) -> Path:
     return path
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iterations", type=int, default=3, help="timed iterations per run (after one warm-up)")
     ap.add_argument("--repeats", type=int, default=4, help="runs per cell; each repeat runs every cell once")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "scale.json"))
+    ap.add_argument("--out", default=str(result_path("scale")))
     ap.add_argument("--plot", default=str(PLOT))
     ap.add_argument("--note", default="", help="what else ran on the machine meanwhile")
-    args = ap.parse_args()
+    add_smoke_arg(ap)
+    args = ap.parse_args(argv)
+    WORK = work_dir("scale_grid")
+    CONFIG = config(WORK, args.smoke)
 
     import ray
 
@@ -148,7 +154,7 @@ def main() -> int:
                    "a cell of 2 workers or 2 learners needs both cores free to gain. Work is close, not equal: "
                    "2 workers sample their shards with per-shard seeds (batch_tokens). Learners split every "
                    "mini-batch's rows, and each rank still computes the whole batch's advantages.",
-        "machine": {**machine(args.note), "loadavg_before": load_before, "loadavg_after": loadavg()},
+        "machine": {**ray_machine(args.note), "loadavg_before": load_before, "loadavg_after": loadavg()},
     }
     update_results(Path(args.out), "scale_grid", section)  # beside async_speed's section
     print(f"wrote {args.out} (scale_grid) and {plot(section, Path(args.plot))}")
