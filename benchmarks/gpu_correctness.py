@@ -56,8 +56,13 @@ def junit_cases(xml: Path) -> list[dict[str, Any]]:
     return cases
 
 
-def run_check(selection: list[str], device: str) -> dict[str, Any]:
-    """pytest on `selection` with the tests' device set; ok when every case passed."""
+def run_check(selection: list[str], device: str, keyword: str | None = None) -> dict[str, Any]:
+    """pytest on `selection` (narrowed by the -k expression `keyword`) with the tests' device set; ok
+    when every case passed."""
+    if keyword:
+        k = selection.index("-k") + 1 if "-k" in selection else None
+        selection = ([*selection[:k], f"({selection[k]}) and ({keyword})", *selection[k + 1:]] if k
+                     else [*selection, "-k", keyword])
     with tempfile.TemporaryDirectory() as tmp:
         xml = Path(tmp) / "junit.xml"
         env = {**os.environ, "AGENT_R1_TEST_DEVICE": device}
@@ -75,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda", help="cuda (the checks) or cpu (this script's own smoke check)")
     ap.add_argument("--only", default=None, help=f"comma list of {list(CHECKS)}")
+    ap.add_argument("-k", dest="keyword", default=None, help="pytest -k expression narrowing every check's cases")
     args = ap.parse_args(argv)
     import torch
 
@@ -88,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         if two_gpus and args.device == "cuda" and gpus < 2:
             results[name] = {"ok": True, "skipped": f"{gpus} GPU; two NCCL ranks need 2"}
         else:
-            results[name] = run_check(selection, args.device)
+            results[name] = run_check(selection, args.device, args.keyword)
         print(f"gpu_correctness {name}: {json.dumps({k: v for k, v in results[name].items() if k != 'pytest_tail'})}",
               flush=True)
     write_json(Path(os.environ["OUT"]) / "gpu_correctness.json" if os.environ.get("OUT")

@@ -77,6 +77,7 @@ def overrides(args: argparse.Namespace, model_dir: Path, work: Path, run: str) -
         "algo.skip_zero_advantage": False,
         "rollout.max_turns": 2, "rollout.max_tokens_per_turn": args.tokens_per_turn,
         "rollout.max_observation_tokens": 128, "rollout.max_total_tokens": 2048,
+        **({"data.n_people": args.people} if args.people else {}),
         **RUNS[run],
         # a CPU run asks Ray for no GPU share (a request for one is infeasible there and waits forever)
         **({} if args.device.startswith("cuda") or "ray.gpus_per_worker" not in RUNS[run]
@@ -206,6 +207,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argpars
     ap.add_argument("--entropy-coef", type=float, default=0.0)
     ap.add_argument("--timeout", type=float, default=900, help="seconds per run")
     ap.add_argument("--work", default=None, help="work folder (default: benchmarks/.work/gpu_smoke)")
+    ap.add_argument("--people", type=int, default=None, help="data.n_people of the world (default: params.yaml's)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--overrides", help=argparse.SUPPRESS)
     return ap, ap.parse_args(argv)

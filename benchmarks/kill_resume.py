@@ -50,15 +50,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=10)
     ap.add_argument("--iterations", type=int, default=6)
     ap.add_argument("--out", default=str(result_path("kill_resume")))
+    ap.add_argument("--work", default=None, help="a folder for the runs, kept (default: a temp folder, removed); "
+                                                 "data and index of the micro run already there are reused")
     args = ap.parse_args(argv)
-    base = Path(tempfile.mkdtemp(prefix="agent-r1-kill-"))
+    base = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="agent-r1-kill-"))
     shared = micro_overrides(base)
     # One uninterrupted run, its RL loop timed (a first run builds the shared data and index): kills
     # are then drawn across the loop, so each lands in a rollout, an update or a checkpoint write
     # (before the first checkpoint, the trial is a restart) rather than after the run finished.
     start = time.perf_counter()
-    subprocess.run(_train_cmd({**shared, "train.iterations": 0, "train.out_dir": str(base / "warm")}, False),
-                   capture_output=True, check=True)  # data + index, so every timed run starts alike
+    if not (base / "index").exists():  # data + index, so every timed run starts alike
+        subprocess.run(_train_cmd({**shared, "train.iterations": 0, "train.out_dir": str(base / "warm")}, False),
+                       capture_output=True, check=True)
     loop_s = loop_seconds({**shared, "train.out_dir": str(base / "calibrate"), "train.iterations": args.iterations})
     delays = random_delays(args.trials, 0.0, 0.95 * loop_s, seed=0)
     print(f"uninterrupted RL loop (after step {AFTER_STEP} is logged): {loop_s:.1f}s; kills between "
@@ -89,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     write_json(Path(args.out), report)
     print(json.dumps({k: v for k, v in report.items() if k != "details"}))
-    shutil.rmtree(base, ignore_errors=True)
+    if not args.work:
+        shutil.rmtree(base, ignore_errors=True)
     return 0 if report["completed_cleanly"] == report["trials"] else 1
 
 

@@ -127,7 +127,7 @@ def base_config(args: argparse.Namespace, work: Path) -> dict:
         "env.format_instructions": False, "train.eval_every": 0, "train.eval_size": 20 if small else 100,
         "train.checkpoint_every": 1000,
         **micro, **({"train.prompts_per_iter": 2, "rollout.n_samples": 2, "train.eval_size": 4,
-                     "sft.batch_size": 4} if args.smoke else {}),
+                     "sft.batch_size": 4, "train.runs_dir": str(work / "runs")} if args.smoke else {}),
         **parse_overrides(args.set),
     }
 

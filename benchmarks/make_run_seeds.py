@@ -51,6 +51,11 @@ def recipe_key(params: Path, extra: list[str]) -> str:
     return h.hexdigest()[:16]
 
 
+def run_flow(cmd: list[str], env: dict[str, str]) -> None:
+    """The train-agent flow for one seed, as `make run` runs it (tests replace this with a stand-in)."""
+    subprocess.run(cmd, cwd=ROOT, env=env, check=True)
+
+
 def run_seed(seed: int, params: Path, extra: list[str], work: Path) -> dict:
     summary_file = work / f"seed{seed}" / "summary.json"
     summary_file.parent.mkdir(parents=True, exist_ok=True)
@@ -62,7 +67,7 @@ def run_seed(seed: int, params: Path, extra: list[str], work: Path) -> dict:
            "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "300", "MLFLOW_DISABLE_TELEMETRY": "true",
            "DO_NOT_TRACK": "1"}
     start = time.perf_counter()
-    subprocess.run(cmd, cwd=ROOT, env=env, check=True)
+    run_flow(cmd, env)
     wall = time.perf_counter() - start
     summary = json.loads(summary_file.read_text())
     curve = []

@@ -219,7 +219,7 @@ def device_overrides(device: str) -> dict[str, Any]:
 def smoke_overrides() -> dict[str, Any]:
     """The micro model and world (common.micro_overrides' sizes) for a `--smoke` run."""
     return {k: v for k, v in micro_overrides(perf_work()).items()
-            if k.startswith(("data.n_", "model.", "rollout.", "train.prompts_per_iter"))}
+            if k.startswith(("data.n_", "model.", "rollout.", "train.prompts_per_iter", "train.runs_dir"))}
 
 
 def bench_cfg(args: Any, extra: dict[str, Any] | None = None, work: Path | None = None):

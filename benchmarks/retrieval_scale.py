@@ -263,7 +263,7 @@ def run(config: ScaleConfig, out: Path | None = RESULT, plot: Path | None = PLOT
         out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
         print(f"wrote {out}")
     if plot is not None and out is not None:
-        from plots import plot_retrieval_scale
+        from benchmarks.plots import plot_retrieval_scale
 
         plot.parent.mkdir(parents=True, exist_ok=True)
         print(f"wrote {plot_retrieval_scale(out.parent, plot.parent)}")

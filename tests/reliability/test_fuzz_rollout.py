@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agent_r1.envs.tool_env import ToolEnv
 from agent_r1.rewards.scoring import RewardConfig
 from benchmarks.fuzz import (
     DOCS,
