@@ -50,7 +50,7 @@ def cell_name(workers: int, learners: int) -> str:
 
 
 def summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    base = cell_name(1, 1)
+    base = cell_name(1, 1)  # speed-ups need it: a run without it has none
     out: dict[str, Any] = {"iteration_s_median": {}, "iteration_s_range": {}, "rollout_wait_s_median": {},
                            "update_s_median": {}, "speedup_over_1w_1l_paired_median": {}}
     for name, rs in runs.items():
@@ -59,8 +59,9 @@ def summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         out["iteration_s_range"][name] = [min(means), max(means)]
         out["rollout_wait_s_median"][name] = round(statistics.median(x for r in rs for x in r["rollout_wait_s"]), 4)
         out["update_s_median"][name] = round(statistics.median(x for r in rs for x in r["update_s"]), 4)
-        out["speedup_over_1w_1l_paired_median"][name] = round(statistics.median(
-            b["iteration_s_mean"] / r["iteration_s_mean"] for b, r in zip(runs[base], rs)), 3)
+        if runs.get(base):
+            out["speedup_over_1w_1l_paired_median"][name] = round(statistics.median(
+                b["iteration_s_mean"] / r["iteration_s_mean"] for b, r in zip(runs[base], rs)), 3)
     return out
 
 
@@ -73,8 +74,11 @@ def plot(section: dict[str, Any], path: Path) -> Path:
     fig, (ax, ax_phase) = plt.subplots(1, 2, figsize=(12, 4.6), gridspec_kw={"width_ratios": [3, 2]})
     medians, ranges, runs = section["iteration_s_median"], section["iteration_s_range"], section["runs"]
     for i, learners in enumerate((1, 2)):
-        xs = [w + (i - 0.5) * 0.06 for w in (1, 2)]  # a nudge, so the two ranges do not hide each other
-        names = [cell_name(w, learners) for w in (1, 2)]
+        xs = [int(n[0]) + (i - 0.5) * 0.06 for n in (cell_name(w, learners) for w in (1, 2))
+              if n in medians]  # a nudge, so the two ranges do not hide each other
+        names = [cell_name(w, learners) for w in (1, 2) if cell_name(w, learners) in medians]
+        if not names:
+            continue
         ys = [medians[n] for n in names]
         err = [[y - ranges[n][0] for n, y in zip(names, ys)], [ranges[n][1] - y for n, y in zip(names, ys)]]
         ax.errorbar(xs, ys, yerr=err, fmt="-o", capsize=4, color=f"C{i}",
@@ -87,12 +91,13 @@ def plot(section: dict[str, Any], path: Path) -> Path:
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower left")
-    names = [cell_name(w, n) for w, n in CELLS]
+    cells = [(w, n) for w, n in CELLS if cell_name(w, n) in medians]
+    names = [cell_name(w, n) for w, n in cells]
     rollout = [section["rollout_wait_s_median"][n] for n in names]
     update = [section["update_s_median"][n] for n in names]
     ax_phase.bar(range(len(names)), rollout, label="rollout (driver's wait)", color="C2", alpha=0.8)
     ax_phase.bar(range(len(names)), update, bottom=rollout, label="update", color="C3", alpha=0.8)
-    ax_phase.set_xticks(range(len(names)), [f"{w} w\n{n} l" for w, n in CELLS])
+    ax_phase.set_xticks(range(len(names)), [f"{w} w\n{n} l" for w, n in cells])
     ax_phase.set(ylabel="seconds (medians)", title="Where an iteration goes")
     ax_phase.grid(axis="y", alpha=0.3)
     ax_phase.legend(fontsize=8)
@@ -114,8 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(result_path("scale")))
     ap.add_argument("--plot", default=str(PLOT))
     ap.add_argument("--note", default="", help="what else ran on the machine meanwhile")
+    ap.add_argument("--cells", default=",".join(f"{w}x{n}" for w, n in CELLS),
+                    help="comma list of WORKERSxLEARNERS (default: all four)")
     add_smoke_arg(ap)
     args = ap.parse_args(argv)
+    cells = [tuple(int(x) for x in c.split("x")) for c in args.cells.split(",")]
     WORK = work_dir("scale_grid")
     CONFIG = config(WORK, args.smoke)
 
@@ -126,11 +134,11 @@ def main(argv: list[str] | None = None) -> int:
     base = prepare_world(CONFIG, WORK)
     load_before = loadavg()
     # logical CPUs for the largest cell (2 workers + 2 learners): they take turns, rollout then update
-    init_ray(replace(base.ray, num_cpus=4))
-    runs: dict[str, list[dict[str, Any]]] = {cell_name(w, n): [] for w, n in CELLS}
+    owned = init_ray(replace(base.ray, num_cpus=4))
+    runs: dict[str, list[dict[str, Any]]] = {cell_name(w, n): [] for w, n in cells}
     try:
         for r in range(args.repeats):
-            for w, n in CELLS[r % len(CELLS):] + CELLS[:r % len(CELLS)]:
+            for w, n in cells[r % len(cells):] + cells[:r % len(cells)]:
                 name = cell_name(w, n)
                 cfg = load_config(None, {**CONFIG, "ray.num_workers": w, "ray.num_learners": n,
                                          "train.out_dir": str(WORK / f"{name}_{r}")})
@@ -141,13 +149,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"repeat {r} {name}: {run['iteration_s_mean']:.2f} s/iter (waits {run['rollout_wait_s']}, "
                       f"updates {run['update_s']}; load {before[0]} -> {run['loadavg_after'][0]})", flush=True)
     finally:
-        ray.shutdown()
+        if owned:  # a caller's Ray session (the smoke tests') stays up
+            ray.shutdown()
     section = {
         "what": "seconds per training iteration against ray.num_workers (1, 2) and ray.num_learners (1, 2), "
                 "synchronous, same config and seed: median over repeats of each run's mean over timed iterations "
                 "(after one warm-up); cells alternated within each repeat",
         "command": f"python benchmarks/scale_grid.py --iterations {args.iterations} --repeats {args.repeats}",
-        "config": CONFIG, "cells": {cell_name(w, n): {"ray.num_workers": w, "ray.num_learners": n} for w, n in CELLS},
+        "config": CONFIG, "cells": {cell_name(w, n): {"ray.num_workers": w, "ray.num_learners": n} for w, n in cells},
         "iterations_timed": args.iterations, "repeats": args.repeats,
         **summarise(runs), "runs": runs,
         "caveats": "2 cores shared with other engineers' benchmarks and tests (see each run's load average): "
