@@ -5,7 +5,6 @@ result JSON has its sections and the plot is a PNG. No timings are asserted."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
