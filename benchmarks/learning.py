@@ -10,7 +10,8 @@ Writes benchmarks/results/learning.json. Long: run it as a benchmark, not in CI.
     python benchmarks/learning.py --seeds 0,1,2 --variants grpo,ppo,grpo_shuffled_rewards
                                                   # the README's figures (about 65 min on 2 idle cores)
     python benchmarks/learning.py                 # seed 0, every default variant
-    python benchmarks/learning.py --quick         # a smoke version (a few minutes; writes learning_quick.json)
+    python benchmarks/learning.py --quick         # a short version (a few minutes; writes learning_quick.json)
+    python benchmarks/learning.py --smoke         # micro model and world, 1 iteration (seconds; learning_smoke.json)
 """
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ from agent_r1.runs.assembly import (
 )
 from agent_r1.runs.sft import run_sft
 from agent_r1.runs.train import run_train
-from benchmarks.common import ROOT, machine, results_dir, shown, work_dir, write_json
+from benchmarks.common import ROOT, machine, micro_overrides, results_dir, shown, work_dir, write_json
 from benchmarks.paper_plot import plot_paper_table
 from benchmarks.paper_render import render_markdown
 
@@ -121,10 +121,9 @@ def base_overrides(work: Path, args: argparse.Namespace) -> dict[str, Any]:
         "train.eval_size": args.eval_n, "train.checkpoint_every": 1000, "train.log_trajectories_every": 0,
         "train.runs_dir": str(work / "runs"),  # its digest cache too: never the repository's runs/
     }
-    if args.micro:
-        base.update({"model.hidden_size": 32, "model.num_layers": 1, "model.num_heads": 2,
-                     "model.intermediate_size": 64, "model.vocab_size": 300, "data.n_people": 60,
-                     "sft.batch_size": 8, "train.minibatch_size": 8, "train.ppo_epochs": 1,
+    if args.micro:  # the micro model and world (common.micro_overrides), turns long enough to answer
+        base.update({k: v for k, v in micro_overrides(work).items() if k.startswith(("model.", "data.n_"))})
+        base.update({"sft.batch_size": 8, "train.minibatch_size": 8, "train.ppo_epochs": 1,
                      "rollout.max_turns": 3, "rollout.max_tokens_per_turn": 24})
     return base
 

@@ -44,13 +44,13 @@ def test_ray_overhead_smoke(bench):
 def test_async_speed_and_scale_grid_share_scale_json(bench):
     from benchmarks import async_speed, scale_grid
 
-    # the figure's pair (synchronous, max_staleness 1) and the largest cell (2 workers, 2 learners);
-    # tests/test_async.py and test_ray_trainer.py cover the other configurations
-    assert async_speed.main(["--smoke", "--iterations", "1", "--repeats", "1", "--modes", "sync,async_1"]) == 0
+    # the asynchronous mode (max_staleness 1) and the largest synchronous cell (2 workers, 2 learners):
+    # a Ray trainer costs ~10 s to start here; tests/test_async.py and test_ray_trainer.py cover the rest
+    assert async_speed.main(["--smoke", "--iterations", "1", "--repeats", "1", "--modes", "async_1"]) == 0
     assert scale_grid.main(["--smoke", "--iterations", "1", "--repeats", "1", "--cells", "2x2",
                             "--plot", str(bench / "bench-scale-grid.png")]) == 0
     doc = json.loads((bench / "results" / "scale.json").read_text())
     assert {"async_speed", "scale_grid"} <= set(doc)  # each keeps the other's section
-    assert doc["async_speed"]["speedup_sync_over_async"] > 0
+    assert doc["async_speed"]["iteration_s_median"]["async_1"] > 0
     assert set(doc["scale_grid"]["iteration_s_median"]) == {"2w_2l"}
     assert (bench / "bench-scale-grid.png").stat().st_size
