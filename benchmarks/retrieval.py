@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -35,7 +33,7 @@ from agent_r1.data.io import iter_records
 from agent_r1.data.loaders import load_hotpotqa
 from agent_r1.retrieval.base import RetrievalConfig, open_retriever
 from agent_r1.retrieval.metrics import recall_at_k, top1_agreement
-from benchmarks.common import ROOT, result_path, write_json
+from benchmarks.common import ROOT, machine, result_path, write_json
 from benchmarks.noida import start_noida
 
 HOTPOTQA = ROOT / "samples" / "hotpotqa" / "hotpotqa_dev_distractor_400.jsonl"  # tracked in the repo
@@ -127,14 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {
         "dataset": "hotpotqa_dev_distractor_400 (samples/)", "k": K,
         "n_questions": len(queries), "n_documents": len(docs),
-        "machine": {
-            "cpu_count": os.cpu_count(), "platform": platform.platform(), "processor": platform.processor(),
-            "python": platform.python_version(), "tantivy": version("tantivy"),
-            "elasticsearch_client": version("elasticsearch"),
-            "noida_db": version("noida-db") if not args.skip_es else None,
-            "faiss": version("faiss-cpu"), "torch": version("torch"), "transformers": version("transformers"),
-            "note": "2 cores shared with other jobs while measured: speeds are lower bounds",
-        },
+        "machine": machine(tantivy=version("tantivy"), elasticsearch_client=version("elasticsearch"),
+                           noida_db=version("noida-db") if not args.skip_es else None, faiss=version("faiss-cpu"),
+                           note="2 cores shared with other jobs while measured: speeds are lower bounds"),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     with tempfile.TemporaryDirectory() as tmp:

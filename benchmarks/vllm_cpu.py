@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import result_path, write_json
+from benchmarks.common import machine, result_path, write_json
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "vllm_cpu", "command": " ".join(["python", *sys.argv]),
         "model": {"like": "qwen2.5", "hidden_size": args.hidden, "num_layers": args.layers, "parameters": n_params},
         "work": {"prompts": args.prompts, "prompt_tokens": args.prompt_tokens, "new_tokens": args.tokens},
-        "versions": _versions(), "cpus": os.cpu_count(), "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
+        "versions": _versions(), "machine": machine(), "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
         "vllm_start_s": round(start_s, 1),
         "vllm_tokens_per_s": rate(v_runs), "transformers_tokens_per_s": rate(h_runs),
         "weight_sync_s_median": round(statistics.median(syncs), 3), "weight_sync_s": [round(s, 3) for s in syncs],

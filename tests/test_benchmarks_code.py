@@ -102,3 +102,13 @@ def test_shell_benchmarks_parse_and_call_what_exists(script, capsys):
             assert flag in usage, f"{script} calls benchmarks/{name}.py with {flag}, which it does not take"
     for test in re.findall(r"(tests/\w+\.py)::(\w+)", path.read_text()):
         assert f"def {test[1]}(" in (REPO / test[0]).read_text(), (script, test)
+
+
+@pytest.mark.parametrize("how", [["benchmarks/memory_table.py"], ["-m", "benchmarks.memory_table"]],
+                         ids=["path", "module"])
+def test_a_benchmark_runs_as_a_script_and_as_a_module(how):
+    """README and the Makefile run `python benchmarks/x.py`; `python -m benchmarks.x` works too."""
+    import sys
+
+    out = subprocess.run([sys.executable, *how, "--cpu"], cwd=REPO, capture_output=True, text=True)
+    assert out.returncode == 0 and "update/rows64_micro4_fp32" in out.stdout, out.stderr[-2000:]
