@@ -26,16 +26,19 @@ import json
 import statistics
 from dataclasses import replace
 from pathlib import Path
-
-from ray_bench_common import ROOT, loadavg, machine, prepare_world, small_config, timed_ray_run, update_results
+from typing import Any
 
 from agent_r1.config import load_config
+from benchmarks.common import loadavg, result_path, update_results, work_dir
+from benchmarks.ray_bench_common import add_smoke_arg, prepare_world, ray_machine, small_config, timed_ray_run
 
-WORK = ROOT / "benchmarks" / ".work" / "async"
-CONFIG = small_config(WORK, **{
-    "train.threads": 1, "train.iterations": 1000, "train.checkpoint_every": 1000,
-    "ray.enabled": True, "ray.num_workers": 2, "ray.cpus_per_worker": 1, "ray.learner_cpus": 1,
-})
+
+def config(work: Path, smoke: bool = False) -> dict[str, Any]:
+    return small_config(work, smoke, **{
+        "train.threads": 1, "train.iterations": 1000, "train.checkpoint_every": 1000,
+        "ray.enabled": True, "ray.num_workers": 2, "ray.cpus_per_worker": 1, "ray.learner_cpus": 1,
+    })
+
 # mode -> (max_staleness, config overrides). "async_1" is the figure (the same config as "sync");
 # "async_1_one_worker" splits the 2 cores between one rollout worker and the learner instead of
 # putting 3 busy processes on them (a different config: reported beside the figure, not as it)
@@ -51,16 +54,25 @@ def paired_speedups(runs: dict[str, list[dict]]) -> dict[str, float]:
     seconds apart, so load that drifts between repeats cancels)."""
     return {mode: round(statistics.median(s["iteration_s_mean"] / r["iteration_s_mean"]
                                           for s, r in zip(runs[PAIRS[mode]], runs[mode])), 3)
-            for mode in PAIRS if runs.get(mode)}
+            for mode in PAIRS if runs.get(mode) and runs.get(PAIRS[mode])}
 
 
-def main() -> int:
+def speedup(medians: dict[str, float], sync: str, asynchronous: str) -> float | None:
+    return round(medians[sync] / medians[asynchronous], 3) if sync in medians and asynchronous in medians else None
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iterations", type=int, default=4, help="timed iterations per run (after one warm-up)")
     ap.add_argument("--repeats", type=int, default=3, help="runs per mode, alternated")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "scale.json"))
+    ap.add_argument("--out", default=str(result_path("scale")))
     ap.add_argument("--note", default="", help="what else ran on the machine meanwhile")
-    args = ap.parse_args()
+    ap.add_argument("--modes", default=",".join(MODES), help=f"comma list of {list(MODES)}")
+    add_smoke_arg(ap)
+    args = ap.parse_args(argv)
+    modes = {m: MODES[m] for m in args.modes.split(",")}
+    WORK = work_dir("async")
+    CONFIG = config(WORK, args.smoke)
 
     import ray
 
@@ -68,18 +80,19 @@ def main() -> int:
 
     base = prepare_world(CONFIG, WORK)
     load_before = loadavg()
-    init_ray(replace(base.ray, num_cpus=int(base.ray.learner_cpus + base.ray.num_workers * base.ray.cpus_per_worker)))
-    runs: dict[str, list[dict]] = {mode: [] for mode in MODES}
+    owned = init_ray(replace(base.ray, num_cpus=int(base.ray.learner_cpus + base.ray.num_workers * base.ray.cpus_per_worker)))
+    runs: dict[str, list[dict]] = {mode: [] for mode in modes}
     try:
         for r in range(args.repeats):
-            for mode, (k, over) in MODES.items():
+            for mode, (k, over) in modes.items():
                 cfg = load_config(None, {**CONFIG, **over, "train.out_dir": str(WORK / f"{mode}_{r}")})
                 cfg.train.max_staleness = k  # read with getattr until config.py declares it
                 runs[mode].append({**timed_ray_run(cfg, args.iterations), "loadavg_after": loadavg()})
                 print(f"repeat {r} {mode:8s} {runs[mode][-1]['iteration_s_mean']:.2f} s/iter "
                       f"(waits {runs[mode][-1]['rollout_wait_s']}, updates {runs[mode][-1]['update_s']})", flush=True)
     finally:
-        ray.shutdown()
+        if owned:  # a caller's Ray session (the smoke tests') stays up
+            ray.shutdown()
     medians = {mode: round(statistics.median(x["iteration_s_mean"] for x in rs), 4) for mode, rs in runs.items()}
     section = {
         "what": "seconds per training iteration, synchronous vs train.max_staleness 1: median over alternated "
@@ -87,14 +100,14 @@ def main() -> int:
         "command": f"python benchmarks/async_speed.py --iterations {args.iterations} --repeats {args.repeats}",
         "config": CONFIG, "iterations_timed": args.iterations, "repeats": args.repeats,
         "iteration_s_median": medians, "runs": runs,
-        "speedup_sync_over_async": round(medians["sync"] / medians["async_1"], 3),
-        "speedup_sync_over_async_one_worker": round(medians["sync_one_worker"] / medians["async_1_one_worker"], 3),
+        "speedup_sync_over_async": speedup(medians, "sync", "async_1"),
+        "speedup_sync_over_async_one_worker": speedup(medians, "sync_one_worker", "async_1_one_worker"),
         "pairs": PAIRS,
         # per repeat, sync over each asynchronous run next to it: robust to load that drifts between repeats
         "speedup_paired_median": paired_speedups(runs),
-        "modes": {mode: {"max_staleness": k, "overrides": over} for mode, (k, over) in MODES.items()},
+        "modes": {mode: {"max_staleness": k, "overrides": over} for mode, (k, over) in modes.items()},
         "target_speedup": 1.3,
-        "machine": {**machine(args.note), "loadavg_before": load_before, "loadavg_after": loadavg()},
+        "machine": {**ray_machine(args.note), "loadavg_before": load_before, "loadavg_after": loadavg()},
     }
     out = Path(args.out)
     prev = json.loads(out.read_text()).get("async_speed") if out.exists() else None

@@ -24,23 +24,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from agent_r1.config import load_config  # noqa: E402
-from agent_r1.evaluation.agent_eval import BUDGET_STOPS  # noqa: E402
-from agent_r1.models.build import load_model  # noqa: E402
-from agent_r1.retrieval.base import open_index  # noqa: E402
-from agent_r1.rewards.qa import exact_match, normalize_answer  # noqa: E402
-from agent_r1.rollout.chat import ChatCodec  # noqa: E402
-from agent_r1.rollout.engine import TransformersEngine  # noqa: E402
-from agent_r1.rollout.loop import run_rollout  # noqa: E402
-from agent_r1.runs.assembly import load_samples, make_env_factory, set_threads  # noqa: E402
+from agent_r1.config import load_config
+from agent_r1.evaluation.agent_eval import BUDGET_STOPS
+from agent_r1.models.build import load_model
+from agent_r1.retrieval.base import open_index
+from agent_r1.rewards.qa import exact_match, normalize_answer
+from agent_r1.rollout.chat import ChatCodec
+from agent_r1.rollout.engine import TransformersEngine
+from agent_r1.rollout.loop import run_rollout
+from agent_r1.runs.assembly import load_samples, make_env_factory, set_threads
+from benchmarks.common import result_path, shown, write_json
 
 CLASSES = ("never_answered", "no_search", "misspelled_query", "support_missed", "wrong_document",
            "miscopied", "other")
@@ -121,7 +118,7 @@ def diagnose(trajs, corpus: dict[str, str]) -> dict:
     }
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--run", required=True, help="a run folder (its config.json is used)")
     ap.add_argument("--model", default=None, help="a model folder or checkpoint (default: the run's last)")
@@ -129,7 +126,7 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=300)
     ap.add_argument("--tag", default="")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     from agent_r1.config import parse_overrides
     run = Path(args.run)
     cfg = load_config(run / "config.json", parse_overrides(args.set))
@@ -149,9 +146,8 @@ def main() -> int:
                                  samples[i:i + 64], rollout, cfg.reward, seed=cfg.seed + i, greedy=True)
     finally:
         retriever.close()
-    result = {"model": os.path.relpath(model_dir.resolve(), ROOT), "split": args.split, **diagnose(trajs, corpus)}
-    out = ROOT / "benchmarks" / "results" / f"diagnosis{'_' + args.tag if args.tag else ''}.json"
-    out.write_text(json.dumps(result, indent=1))
+    result = {"model": shown(model_dir), "split": args.split, **diagnose(trajs, corpus)}
+    write_json(result_path(f"diagnosis{'_' + args.tag if args.tag else ''}"), result)
     print(json.dumps({k: v for k, v in result.items() if k != "examples"}, indent=1))
     return 0
 

@@ -1,6 +1,6 @@
 """GPU correctness checks of issue 30, on the first GPU host: `python benchmarks/gpu_correctness.py`
-(run by benchmarks/fsdp_check.sh and benchmarks/gpu_smoke.sh). The same checks run on CPU in the
-test suite; here they run on CUDA (and NCCL):
+(run by benchmarks/fsdp_check.sh and benchmarks/gpu_smoke.sh). The same tests run on CPU in the
+test suite; here pytest runs them on CUDA (and NCCL), with AGENT_R1_TEST_DEVICE=cuda:
 
 - uneven shares: two learner ranks whose shares differ (5 rows at micro-batch 0 and 1, skipped
   zero-advantage rows, a micro-batch without loss tokens, a non-finite loss on one rank, plain
@@ -11,82 +11,94 @@ test suite; here they run on CUDA (and NCCL):
 - the KL reference at step 0: ref log-probs equal the policy's, bf16 and fp32, its own copy and
   one loaded in `model.dtype` as on a resume (bound 0 on CPU; 1e-6 here, for the same reason).
 
-Writes $OUT/gpu_correctness.json when $OUT is set, else benchmarks/results/gpu_correctness.json.
-Exits non-zero on any failure.
+Each test records its figure (`record_property`), read back from pytest's JUnit XML. Writes
+$OUT/gpu_correctness.json when $OUT is set, else benchmarks/results/gpu_correctness.json. Exits
+non-zero on any failure. `--device cpu` runs the same selection on the CPU (the smoke test's check
+of this script; slow: the full CPU cases).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
-import traceback
+import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
-import torch
+from benchmarks.common import ROOT, result_path, write_json
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-
-def tiny_model():
-    from agent_r1.data.synthetic import SyntheticConfig, generate_world
-    from agent_r1.models.build import ModelConfig, build_local_model
-
-    world = generate_world(SyntheticConfig(seed=0, n_people=90, n_cities=12, n_countries=4, n_landmarks=6))
-    texts = [d.text for d in world.documents] + [q.question for q in world.questions()]
-    torch.manual_seed(0)
-    return build_local_model(texts, ModelConfig(hidden_size=64, num_layers=2, num_heads=2, intermediate_size=128,
-                                                vocab_size=400), seed=0)
+# check name -> (pytest selection, whether it needs 2 GPUs)
+CHECKS = {
+    "uneven_shares_fsdp_nccl": (["tests/test_ddp_uneven.py::test_uneven_ranks_finish_and_equal_one_learner"], True),
+    "bf16_resume": (["tests/test_precision_state.py::test_bf16_full_finetune_resume_equals_uninterrupted"], False),
+    # LoRA's reference (the policy with its adapters off) is not among the GPU checks
+    "reference_kl_zero": (["tests/test_precision_state.py::test_reference_equals_policy_at_step_zero",
+                           "-k", "not lora"], False),
+}
 
 
-def check(name: str, results: dict, fn) -> None:
-    try:
-        results[name] = {"ok": True, **fn()}
-    except Exception as err:  # noqa: BLE001  (report every check, then fail)
-        results[name] = {"ok": False, "error": f"{type(err).__name__}: {err}"}
-        traceback.print_exc()
-    print(f"gpu_correctness {name}: {json.dumps(results[name])}", flush=True)
+def junit_cases(xml: Path) -> list[dict[str, Any]]:
+    """Each test case of a JUnit XML file: its name, outcome and recorded properties."""
+    cases = []
+    for case in ET.parse(xml).getroot().iter("testcase"):
+        outcome = "passed"
+        for child in case:
+            if child.tag in ("failure", "error"):
+                outcome = "failed"
+            elif child.tag == "skipped":
+                outcome = "skipped"
+        props = {p.get("name"): float(p.get("value")) for p in case.iter("property")}
+        cases.append({"name": case.get("name"), "outcome": outcome, **props})
+    return cases
 
 
-def main() -> int:
-    if not torch.cuda.is_available():
+def run_check(selection: list[str], device: str, keyword: str | None = None) -> dict[str, Any]:
+    """pytest on `selection` (narrowed by the -k expression `keyword`) with the tests' device set; ok
+    when every case passed."""
+    if keyword:
+        k = selection.index("-k") + 1 if "-k" in selection else None
+        selection = ([*selection[:k], f"({selection[k]}) and ({keyword})", *selection[k + 1:]] if k
+                     else [*selection, "-k", keyword])
+    with tempfile.TemporaryDirectory() as tmp:
+        xml = Path(tmp) / "junit.xml"
+        env = {**os.environ, "AGENT_R1_TEST_DEVICE": device}
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}",
+                               *selection], cwd=ROOT, env=env, capture_output=True, text=True)
+        cases = junit_cases(xml) if xml.exists() else []
+    ok = proc.returncode == 0 and bool(cases) and all(c["outcome"] == "passed" for c in cases)
+    out: dict[str, Any] = {"ok": ok, "cases": cases}
+    if not ok:
+        out["pytest_tail"] = (proc.stdout + proc.stderr)[-3000:]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda", help="cuda (the checks) or cpu (this script's own smoke check)")
+    ap.add_argument("--only", default=None, help=f"comma list of {list(CHECKS)}")
+    ap.add_argument("-k", dest="keyword", default=None, help="pytest -k expression narrowing every check's cases")
+    args = ap.parse_args(argv)
+    import torch
+
+    if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("gpu_correctness: no CUDA device visible to torch; on CPU these checks are "
                  "pytest tests/test_ddp_uneven.py tests/test_precision_state.py")
-    from tests import test_ddp_uneven as U
-    from tests import test_precision_state as P
-
-    model, tok = tiny_model()
-    results: dict = {"gpus": torch.cuda.device_count(), "device": torch.cuda.get_device_name(0)}
-
-    def uneven():
-        if torch.cuda.device_count() < 2:
-            return {"skipped": f"{torch.cuda.device_count()} GPU; two NCCL ranks need 2"}
-        base = U.rollout_groups(model, tok, Path(tempfile.mkdtemp()) / "roll")
-        return {"max_diff": U.check_uneven_ranks(Path(tempfile.mkdtemp()), model, tok, base, device="cuda")}
-
-    def bf16_resume():
-        diff = P.bf16_resume_diff(Path(tempfile.mkdtemp()), device="cuda")
-        assert diff <= 1e-5, diff
-        return {"max_diff": diff}
-
-    def reference():
-        gaps = {}
-        for precision, dtype in (("fp32", "float32"), ("bf16", "float32"), ("bf16", "bfloat16"),
-                                 ("fp32", "bfloat16")):
-            for loaded in (False, True):
-                gap = P.reference_kl_gap((model, tok), Path(tempfile.mkdtemp()), precision, dtype, loaded, "cuda")
-                gaps[f"{precision}/{dtype}/{'loaded' if loaded else 'copy'}"] = gap
-        assert max(gaps.values()) <= 1e-6, gaps
-        return {"max_gap": gaps}
-
-    check("uneven_shares_fsdp_nccl", results, uneven)
-    check("bf16_resume", results, bf16_resume)
-    check("reference_kl_zero", results, reference)
-    out = Path(os.environ["OUT"]) if os.environ.get("OUT") else ROOT / "benchmarks" / "results"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "gpu_correctness.json").write_text(json.dumps(results, indent=1))
+    gpus = torch.cuda.device_count() if args.device == "cuda" else 0
+    results: dict[str, Any] = {"gpus": gpus, "device": torch.cuda.get_device_name(0) if gpus else "cpu"}
+    for name in (args.only.split(",") if args.only else CHECKS):
+        selection, two_gpus = CHECKS[name]
+        if two_gpus and args.device == "cuda" and gpus < 2:
+            results[name] = {"ok": True, "skipped": f"{gpus} GPU; two NCCL ranks need 2"}
+        else:
+            results[name] = run_check(selection, args.device, args.keyword)
+        print(f"gpu_correctness {name}: {json.dumps({k: v for k, v in results[name].items() if k != 'pytest_tail'})}",
+              flush=True)
+    write_json(Path(os.environ["OUT"]) / "gpu_correctness.json" if os.environ.get("OUT")
+               else result_path("gpu_correctness"), results)
     return 0 if all(v["ok"] for v in results.values() if isinstance(v, dict)) else 1
 
 

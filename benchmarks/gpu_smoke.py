@@ -39,8 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.common import ROOT, machine, result_path, work_dir, write_json
 
 QWEN25_05B = {"hidden_size": 896, "num_layers": 24, "num_heads": 14, "num_kv_heads": 2, "intermediate_size": 4864}
 # head_dim 64: vLLM's CPU attention refuses head_dim 16, so the tiny CPU check runs the vLLM paths too
@@ -78,6 +77,7 @@ def overrides(args: argparse.Namespace, model_dir: Path, work: Path, run: str) -
         "algo.skip_zero_advantage": False,
         "rollout.max_turns": 2, "rollout.max_tokens_per_turn": args.tokens_per_turn,
         "rollout.max_observation_tokens": 128, "rollout.max_total_tokens": 2048,
+        **({"data.n_people": args.people} if args.people else {}),
         **RUNS[run],
         # a CPU run asks Ray for no GPU share (a request for one is infeasible there and waits forever)
         **({} if args.device.startswith("cuda") or "ray.gpus_per_worker" not in RUNS[run]
@@ -177,7 +177,7 @@ def vllm_importable() -> bool:
 
 
 def run_one(run: str, cfg_overrides: dict[str, Any], timeout: float) -> dict[str, Any]:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", run, "--overrides", json.dumps(cfg_overrides)]
+    cmd = [sys.executable, "-m", "benchmarks.gpu_smoke", "--child", run, "--overrides", json.dumps(cfg_overrides)]
     try:
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -191,7 +191,7 @@ def run_one(run: str, cfg_overrides: dict[str, Any], timeout: float) -> dict[str
     return json.loads(lines[-1][len(RESULT_MARK):])
 
 
-def main() -> int:
+def parse_args(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="cuda", help="cuda, cuda:N, or cpu (with --tiny, to test this script)")
     ap.add_argument("--tiny", action="store_true", help="hidden 64, 2 layers (same vocabulary): a CPU check")
@@ -207,9 +207,30 @@ def main() -> int:
     ap.add_argument("--entropy-coef", type=float, default=0.0)
     ap.add_argument("--timeout", type=float, default=900, help="seconds per run")
     ap.add_argument("--work", default=None, help="work folder (default: benchmarks/.work/gpu_smoke)")
+    ap.add_argument("--people", type=int, default=None, help="data.n_people of the world (default: params.yaml's)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--overrides", help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    return ap, ap.parse_args(argv)
+
+
+def header(args: argparse.Namespace, shape: dict[str, int], n_params: int) -> dict[str, Any]:
+    """The results document before its runs: model, device, versions, settings."""
+    info = machine(args.device)
+    return {
+        "benchmark": "gpu_smoke", "command": " ".join(["python", *sys.argv]),
+        "model": {"like": "qwen2.5", **shape, "vocab_size": 151_936, "parameters": n_params, "weights": "random"},
+        "device": info.get("gpu", "cpu"),
+        "versions": {k: info[k] for k in ("python", "torch", "transformers")},
+        "settings": {"iterations": args.iterations, "lr": args.lr, "entropy_coef": args.entropy_coef,
+                     "trajectories_per_iteration": args.prompts * 4,
+                     "precision": args.precision, "micro_batch_size": 4, "algo": "grpo, 1 PPO epoch",
+                     "max_tokens_per_turn": args.tokens_per_turn, "max_turns": 2},
+        "runs": {},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap, args = parse_args(argv)
     if args.child:
         print(RESULT_MARK + json.dumps(child(args.child, json.loads(args.overrides))), flush=True)
         return 0
@@ -220,23 +241,11 @@ def main() -> int:
         ap.error(f"--runs {unknown}: choose from {list(RUNS)}")
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         ap.error(f"--device {args.device}: torch {torch.__version__} sees no CUDA device; use --tiny --device cpu")
-    work = Path(args.work or ROOT / "benchmarks" / ".work" / "gpu_smoke").resolve()
+    work = Path(args.work or work_dir("gpu_smoke")).resolve()
     work.mkdir(parents=True, exist_ok=True)
     shape = TINY if args.tiny else QWEN25_05B
     model_dir, n_params = build_model(work, shape)
-    import transformers
-
-    doc: dict[str, Any] = {
-        "benchmark": "gpu_smoke", "command": " ".join(["python", *sys.argv]),
-        "model": {"like": "qwen2.5", **shape, "vocab_size": 151_936, "parameters": n_params, "weights": "random"},
-        "device": torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "cpu",
-        "versions": {"python": sys.version.split()[0], "torch": torch.__version__,
-                     "transformers": transformers.__version__},
-        "settings": {"iterations": args.iterations, "lr": args.lr, "entropy_coef": args.entropy_coef, "trajectories_per_iteration": args.prompts * 4,
-                     "precision": args.precision, "micro_batch_size": 4, "algo": "grpo, 1 PPO epoch",
-                     "max_tokens_per_turn": args.tokens_per_turn, "max_turns": 2},
-        "runs": {},
-    }
+    doc = header(args, shape, n_params)
     for run in args.runs.split(","):
         if uses_vllm(run) and not vllm_importable():  # the CPU build (.venv-vllm) runs them on a CPU
             doc["runs"][run] = {"skipped": "vLLM is not installed here"}
@@ -245,16 +254,12 @@ def main() -> int:
         doc["runs"][run] = run_one(run, overrides(args, model_dir, work, run), args.timeout)
         status = "error" if "error" in doc["runs"][run] else "ok"
         print(f"{run}: {status} in {time.perf_counter() - t0:.0f} s", flush=True)
-    name = "gpu_smoke_cpu_tiny.json" if args.device == "cpu" else "gpu_smoke.json"
-    out = Path(os.environ["OUT"]) / name if os.environ.get("OUT") else ROOT / "benchmarks" / "results" / name
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=2) + "\n")
-    print(f"wrote {out}")
+    name = "gpu_smoke_cpu_tiny" if args.device == "cpu" else "gpu_smoke"
+    write_json(Path(os.environ["OUT"]) / f"{name}.json" if os.environ.get("OUT") else result_path(name), doc, indent=2)
     failed = [r for r, v in doc["runs"].items() if "error" in v]
     for r in failed:
         print(f"--- {r} failed:\n{doc['runs'][r]['error']}", file=sys.stderr)
     return 1 if failed else 0
-
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import shutil
 import subprocess
 import sys
@@ -21,11 +20,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from agent_r1.training.killtest import _train_cmd, _wait_for_step, kill_and_resume, random_delays  # noqa: E402
-from tests.reliability.test_kill_resume import micro_overrides  # noqa: E402
+from agent_r1.training.killtest import _train_cmd, _wait_for_step, kill_and_resume, random_delays
+from benchmarks.common import machine, micro_overrides, result_path, write_json
 
 # Kills are timed from the moment the run logs this step (step 0: the evaluation before iteration 1),
 # so they land in the RL loop, not in the process start-up (imports, model build) that takes most of
@@ -49,20 +45,23 @@ def loop_seconds(overrides: dict[str, object], timeout_s: float = 600) -> float:
     return time.perf_counter() - t0
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=10)
     ap.add_argument("--iterations", type=int, default=6)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "kill_resume.json"))
-    args = ap.parse_args()
-    base = Path(tempfile.mkdtemp(prefix="agent-r1-kill-"))
+    ap.add_argument("--out", default=str(result_path("kill_resume")))
+    ap.add_argument("--work", default=None, help="a folder for the runs, kept (default: a temp folder, removed); "
+                                                 "data and index of the micro run already there are reused")
+    args = ap.parse_args(argv)
+    base = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="agent-r1-kill-"))
     shared = micro_overrides(base)
     # One uninterrupted run, its RL loop timed (a first run builds the shared data and index): kills
     # are then drawn across the loop, so each lands in a rollout, an update or a checkpoint write
     # (before the first checkpoint, the trial is a restart) rather than after the run finished.
     start = time.perf_counter()
-    subprocess.run(_train_cmd({**shared, "train.iterations": 0, "train.out_dir": str(base / "warm")}, False),
-                   capture_output=True, check=True)  # data + index, so every timed run starts alike
+    if not (base / "index").exists():  # data + index, so every timed run starts alike
+        subprocess.run(_train_cmd({**shared, "train.iterations": 0, "train.out_dir": str(base / "warm")}, False),
+                       capture_output=True, check=True)
     loop_s = loop_seconds({**shared, "train.out_dir": str(base / "calibrate"), "train.iterations": args.iterations})
     delays = random_delays(args.trials, 0.0, 0.95 * loop_s, seed=0)
     print(f"uninterrupted RL loop (after step {AFTER_STEP} is logged): {loop_s:.1f}s; kills between "
@@ -78,7 +77,7 @@ def main() -> int:
     # passes it without resuming anything, so resumes and restarts are counted apart
     resumed = [t for t in trials if not t["restarted"]]
     report = {
-        "machine": {"python": platform.python_version(), "platform": platform.platform()},
+        "machine": machine(),
         "trials": len(trials),
         "killed": sum(t["killed"] for t in trials),
         "restarted": len(trials) - len(resumed),
@@ -91,9 +90,10 @@ def main() -> int:
         "wall_seconds": time.perf_counter() - start,
         "details": trials,
     }
-    Path(args.out).write_text(json.dumps(report, indent=1))
+    write_json(Path(args.out), report)
     print(json.dumps({k: v for k, v in report.items() if k != "details"}))
-    shutil.rmtree(base, ignore_errors=True)
+    if not args.work:
+        shutil.rmtree(base, ignore_errors=True)
     return 0 if report["completed_cleanly"] == report["trials"] else 1
 
 

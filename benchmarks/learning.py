@@ -10,7 +10,8 @@ Writes benchmarks/results/learning.json. Long: run it as a benchmark, not in CI.
     python benchmarks/learning.py --seeds 0,1,2 --variants grpo,ppo,grpo_shuffled_rewards
                                                   # the README's figures (about 65 min on 2 idle cores)
     python benchmarks/learning.py                 # seed 0, every default variant
-    python benchmarks/learning.py --quick         # a smoke version (a few minutes; writes learning_quick.json)
+    python benchmarks/learning.py --quick         # a short version (a few minutes; writes learning_quick.json)
+    python benchmarks/learning.py --smoke         # micro model and world, 1 iteration (seconds; learning_smoke.json)
 """
 
 from __future__ import annotations
@@ -18,23 +19,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import sys
 import time
 from pathlib import Path
 
-import torch
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from agent_r1.config import load_config, parse_overrides  # noqa: E402
-from agent_r1.evaluation.harness import em_per_question, evaluate_model  # noqa: E402
-from agent_r1.evaluation.stats import mean_ci  # noqa: E402
-from agent_r1.runs.assembly import ensure_data, ensure_index, load_samples, set_threads  # noqa: E402
-from agent_r1.runs.sft import run_sft  # noqa: E402
-from agent_r1.runs.train import run_train  # noqa: E402
+from agent_r1.config import load_config, parse_overrides
+from agent_r1.evaluation.harness import em_per_question, evaluate_model
+from agent_r1.evaluation.stats import mean_ci
+from agent_r1.runs.assembly import ensure_data, ensure_index, load_samples, set_threads
+from agent_r1.runs.sft import run_sft
+from agent_r1.runs.train import run_train
+from benchmarks.common import ROOT, machine, micro_overrides, result_path, work_dir, write_json
 
 VARIANTS = {
     "grpo": {"algo.adv_estimator": "grpo"},
@@ -83,9 +79,10 @@ def previous_results(path: Path, base: dict) -> dict | None:
     return old if old.get("config") == base else None
 
 
-def main() -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--smoke", action="store_true", help="the micro model and world, 1 iteration (the smoke tests)")
     ap.add_argument("--work", default=None, help="relative to the repo root (default benchmarks/.work/learn_np12k[_quick])")
     ap.add_argument("--variants", default=",".join(DEFAULT_VARIANTS), help=f"comma list of {list(VARIANTS)}")
     ap.add_argument("--seeds", default="0", help="comma list: each seed is its own world, warm start and runs")
@@ -100,18 +97,25 @@ def main() -> int:
                     help="run every variant again even if --out already holds it for the same config")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="extra config override for every run, e.g. --set model.tokenizer=bpe")
-    args = ap.parse_args()
-    os.chdir(ROOT)  # config paths stay relative, so results from any clone compare equal
-    suffix = "_quick" if args.quick else ""  # a smoke run never overwrites the full figures
-    work = Path(args.work or f"benchmarks/.work/learn_np12k{suffix}")  # the 12,000-people world
-    args.out = args.out or f"benchmarks/results/learning{suffix}.json"
+    args = ap.parse_args(argv)
+    unknown = [n for n in args.variants.split(",") if n not in VARIANTS]
+    if unknown:
+        ap.error(f"unknown variant(s) {unknown}; choose from {list(VARIANTS)}")
+    return args
+
+
+def base_config(args: argparse.Namespace, work: Path) -> dict:
+    """The overrides every run of a seed shares (the seed's folders are set by run_seed)."""
     # 80 iterations with the rate decayed to 0 (cosine): held-out EM read off the last checkpoint
     # swung by +-10 points between neighbouring iterations at a constant rate (a probe on seed 1:
     # 51 at iteration 60 constant, 69-79 at 25-125 on a cosine over 150); PPO's 80 iterations fit
     # in 10 minutes of RL on 2 idle cores
-    iterations = args.iterations or (4 if args.quick else 80)
-    sft_steps = args.sft_steps or (40 if args.quick else 500)
-    base = {
+    small = args.quick or args.smoke
+    iterations = args.iterations or (1 if args.smoke else 4 if args.quick else 80)
+    sft_steps = args.sft_steps or (2 if args.smoke else 40 if args.quick else 500)
+    micro = {k: v for k, v in micro_overrides(work).items()
+             if k.startswith(("data.n_", "model.", "rollout.max"))} if args.smoke else {}
+    return {
         "data.dir": str(work / "data"), "search.index_dir": str(work / "index"), "model.tokenizer": "syllable",
         "data.question_types": ["one_hop", "bridge"], "data.n_people": 12000, "sft.out_dir": str(work / "sft"),
         "search.k": args.k,
@@ -121,28 +125,31 @@ def main() -> int:
         # and skip_zero_advantage, which would change these runs at float level (and refuse a KL term)
         "train.minibatch_size": 64, "algo.skip_zero_advantage": False,
         "train.lr_schedule": args.lr_schedule,
-        "env.format_instructions": False, "train.eval_every": 0, "train.eval_size": 100 if not args.quick else 20, "train.checkpoint_every": 1000,
+        "env.format_instructions": False, "train.eval_every": 0, "train.eval_size": 20 if small else 100,
+        "train.checkpoint_every": 1000,
+        **micro, **({"train.prompts_per_iter": 2, "rollout.n_samples": 2, "train.eval_size": 4,
+                     "sft.batch_size": 4, "train.runs_dir": str(work / "runs")} if args.smoke else {}),
         **parse_overrides(args.set),
     }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    os.chdir(ROOT)  # config paths stay relative, so results from any clone compare equal
+    suffix = "_quick" if args.quick else "_smoke" if args.smoke else ""  # a smoke run never overwrites the figures
+    work = Path(args.work or work_dir(f"learn_np12k{suffix}"))  # the 12,000-people world
+    out = Path(args.out or result_path(f"learning{suffix}"))
+    base = base_config(args, work)
     seeds = [int(x) for x in args.seeds.split(",")]
-    names = args.variants.split(",")
-    unknown = [n for n in names if n not in VARIANTS]
-    if unknown:
-        ap.error(f"unknown variant(s) {unknown}; choose from {list(VARIANTS)}")
-    results = previous_results(Path(args.out), base) or {
-        "machine": {"cpus": torch.get_num_threads(), "python": platform.python_version(),
-                    "torch": torch.__version__, "platform": platform.platform()},
-        "config": base, "per_seed": {},
-    }
+    results = previous_results(out, base) or {"machine": machine(), "config": base, "per_seed": {}}
     results["seeds"] = sorted(set(results.get("seeds", [])) | set(seeds))
 
     def save() -> None:
         summarise(results)
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(results, indent=1))
+        write_json(out, results)
 
     for seed in seeds:
-        run_seed(seed, work / f"seed{seed}", {**base, "seed": seed}, names, args.rerun,
+        run_seed(seed, work / f"seed{seed}", {**base, "seed": seed}, args.variants.split(","), args.rerun,
                  results["per_seed"].setdefault(str(seed), {"runs": {}}), save)
     save()
     print(json.dumps(results["summary"], indent=1))

@@ -20,7 +20,6 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -29,8 +28,8 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-WORK = Path("benchmarks/.work/make_run")
+from benchmarks.common import ROOT, machine, result_path, work_dir, write_json
+
 # two-sided 95% Student-t quantiles by degrees of freedom (1-10): 5 seeds have 4
 T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
 CURVE_KEYS = ("reward_mean", "em", "entropy", "search_first_rate", "grad_norm", "clipfrac")
@@ -52,6 +51,11 @@ def recipe_key(params: Path, extra: list[str]) -> str:
     return h.hexdigest()[:16]
 
 
+def run_flow(cmd: list[str], env: dict[str, str]) -> None:
+    """The train-agent flow for one seed, as `make run` runs it (tests replace this with a stand-in)."""
+    subprocess.run(cmd, cwd=ROOT, env=env, check=True)
+
+
 def run_seed(seed: int, params: Path, extra: list[str], work: Path) -> dict:
     summary_file = work / f"seed{seed}" / "summary.json"
     summary_file.parent.mkdir(parents=True, exist_ok=True)
@@ -63,7 +67,7 @@ def run_seed(seed: int, params: Path, extra: list[str], work: Path) -> dict:
            "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "300", "MLFLOW_DISABLE_TELEMETRY": "true",
            "DO_NOT_TRACK": "1"}
     start = time.perf_counter()
-    subprocess.run(cmd, cwd=ROOT, env=env, check=True)
+    run_flow(cmd, env)
     wall = time.perf_counter() - start
     summary = json.loads(summary_file.read_text())
     curve = []
@@ -97,8 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a probe's extra override (the README's figure uses none)")
-    ap.add_argument("--work", default=str(WORK))
-    ap.add_argument("--out", default="benchmarks/results/make_run_seeds.json")
+    ap.add_argument("--work", default=str(work_dir("make_run")))
+    ap.add_argument("--out", default=str(result_path("make_run_seeds")))
     ap.add_argument("--rerun", action="store_true", help="run seeds already in --out again")
     args = ap.parse_args(argv)
     os.chdir(ROOT)
@@ -107,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     results = json.loads(out.read_text()) if out.exists() else {}
     if results.get("recipe_key") != key:
         results = {"recipe_key": key, "params": str(params), "overrides": args.set, "per_seed": {}}
-    results["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
+    results["machine"] = machine()
     for seed in [int(s) for s in args.seeds.split(",")]:
         if str(seed) in results["per_seed"] and not args.rerun:
             print(f"seed {seed}: kept from {out}", flush=True)
@@ -115,8 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         row = run_seed(seed, params, args.set, work)
         results["per_seed"][str(seed)] = row
         results["summary"] = summarise(results["per_seed"])
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(results, indent=1))
+        write_json(out, results)
         print(f"seed {seed}: held-out EM {row['start_em']:.0f} -> {row['final_em']:.0f} "
               f"(lift {row['lift']:+.0f}, {row['wall_s'] / 60:.1f} min)", flush=True)
     print(json.dumps(results.get("summary", {}), indent=1))

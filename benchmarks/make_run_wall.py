@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -25,7 +24,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.common import machine, result_path, write_json
+
 FINISHED = re.compile(r"^(\d\d:\d\d:\d\d\.\d+) \| \w+ +\| Task run '(\w+)-[0-9a-f]+' - Finished in state")
 STARTED = re.compile(r"^(\d\d:\d\d:\d\d\.\d+) \| \w+ +\| Flow run '[\w-]+' - Beginning flow run")
 
@@ -60,7 +60,7 @@ def fresh(clone: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clone", required=True, help="an installed clone that has not run yet")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/make_run_wall.json"))
+    ap.add_argument("--out", default=str(result_path("make_run_wall")))
     args = ap.parse_args(argv)
     clone = Path(args.clone).resolve()
     fresh(clone)
@@ -77,8 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     result = {"command": "make run", "commit": commit, "wall_s": round(wall, 1),
               "phases_s": phases(run.stdout + run.stderr), "start_em": ev["start"]["em"], "final_em": ev["rl"]["em"],
               "eval_questions": ev["rl"]["n"], "load_before": load_before, "load_after": os.getloadavg(),
-              "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}}
-    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+              "machine": machine()}
+    write_json(Path(args.out), result)
     print(json.dumps(result, indent=1))
     return 0
 

@@ -43,11 +43,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from benchmarks.common import ROOT, machine, result_path, work_dir, write_json
 
-WORK = ROOT / "benchmarks" / ".work" / "memory"
 SEQ_TOKENS, PROMPT_TOKENS, TURNS, GROUP = 1024, 200, 4, 4
 TARGET_GIB = 6.0
 
@@ -135,21 +132,22 @@ def max_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
-def synthetic_trajectories(rows: int, seed: int = 0) -> list[Any]:
-    """`rows` trajectories of exactly SEQ_TOKENS tokens: prompt, then TURNS action/observation
-    pairs (the last turn an answer without observation), lengths jittered per row."""
+def synthetic_trajectories(rows: int, seed: int = 0, scale: int = 1) -> list[Any]:
+    """`rows` trajectories of exactly SEQ_TOKENS // scale tokens: prompt, then TURNS action/observation
+    pairs (the last turn an answer without observation), lengths jittered per row; every length is
+    divided by `scale` (1 for the figures; the smoke run's `seq_scale` is 8)."""
     from agent_r1.trajectory import Trajectory, Turn
 
     rng = random.Random(seed)
     trajs = []
     for i in range(rows):
-        prompt = PROMPT_TOKENS + rng.randint(-16, 16)
-        left = SEQ_TOKENS - prompt
+        prompt = (PROMPT_TOKENS + rng.randint(-16, 16)) // scale
+        left = SEQ_TOKENS // scale - prompt
         turns = []
         for t in range(TURNS):
             last = t == TURNS - 1
-            n_act = left if last else rng.randint(70, 130)
-            n_obs = 0 if last else min(rng.randint(90, 150), left - n_act - 40 * (TURNS - 1 - t))
+            n_act = left if last else rng.randint(70, 130) // scale
+            n_obs = 0 if last else min(rng.randint(90, 150) // scale, left - n_act - 40 // scale * (TURNS - 1 - t))
             turns.append(Turn(action_ids=[rng.randrange(151_643) for _ in range(n_act)],
                               action_logprobs=[-2.0] * n_act, action_text="",
                               observation_ids=[rng.randrange(151_643) for _ in range(n_obs)]))
@@ -158,7 +156,7 @@ def synthetic_trajectories(rows: int, seed: int = 0) -> list[Any]:
         reward = 1.0 if i % GROUP == 0 else float(rng.random() < 0.3)
         trajs.append(Trajectory(sample_id=f"q{i // GROUP}", prompt_ids=[rng.randrange(151_643) for _ in range(prompt)],
                                 turns=turns, outcome_reward=reward, stop_reason="answer"))
-        assert len(trajs[-1].token_ids) == SEQ_TOKENS
+        assert len(trajs[-1].token_ids) == SEQ_TOKENS // scale
     return trajs
 
 
@@ -175,10 +173,10 @@ def child_update(spec: dict[str, Any], model_dir: Path, threads: int) -> dict[st
         "rollout.n_samples": GROUP, "train.ppo_epochs": 2, "train.minibatch_size": spec["rows"],
         "train.micro_batch_size": spec["micro_batch_size"], "train.precision": spec["precision"],
         "model.gradient_checkpointing": spec["gradient_checkpointing"], "train.device": "cpu",
-        "train.out_dir": str(WORK / "unused")})
+        "train.out_dir": str(work_dir("memory") / "unused")})
     model, tok = load_model(model_dir)
     trainer = RLTrainer(cfg, model, tok, make_env=None, train_samples=[{"id": "unused"}])
-    trajs = synthetic_trajectories(spec["rows"])
+    trajs = synthetic_trajectories(spec["rows"], scale=spec.get("seq_scale", 1))
     out: dict[str, Any] = {"parameters": sum(p.numel() for p in model.parameters()), "rss_model_loaded_mib": rss_mib()}
     t0 = time.perf_counter()
     with RssSampler() as prep:
@@ -202,10 +200,11 @@ def child_train(spec: dict[str, Any], model_dir: Path, threads: int) -> dict[str
     """`agent-r1 train` in this process (its lifetime peak is this child's ru_maxrss)."""
     from agent_r1.cli import main
 
-    out_dir = WORK / "train_e2e"
+    work = work_dir("memory")
+    out_dir = work / "train_e2e"
     args = ["train", "--params", str(ROOT / "params.yaml"),
             "--set", f"train.init_from={model_dir}", "--set", "env.format=hermes",
-            "--set", f"data.dir={WORK / 'data'}", "--set", f"search.index_dir={WORK / 'index'}",
+            "--set", f"data.dir={work / 'data'}", "--set", f"search.index_dir={work / 'index'}",
             "--set", f"train.out_dir={out_dir}", "--set", f"train.iterations={spec['iterations']}",
             "--set", f"train.prompts_per_iter={spec['prompts_per_iter']}",
             "--set", f"rollout.n_samples={spec['n_samples']}", "--set", "train.minibatch_size=32",
@@ -273,7 +272,7 @@ def ensure_model(work: Path, model: str) -> Path:
 
 
 def measure(name: str, spec: dict[str, Any], model_dir: Path, threads: int) -> dict[str, Any]:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec), "--model", str(model_dir),
+    cmd = [sys.executable, "-m", "benchmarks.memory", "--child", json.dumps(spec), "--model", str(model_dir),
            "--threads", str(threads)]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
@@ -329,38 +328,41 @@ def derived(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def main() -> int:
+# the smoke tests' one configuration: 4 rows of 128 tokens (every length of the figures' rows / 8)
+SMOKE = {"smoke/update_rows4_micro2_seq128": {**_update(4, 2), "seq_scale": 8}}
+SETUP = {"seq_tokens": SEQ_TOKENS, "prompt_tokens": PROMPT_TOKENS, "turns": TURNS, "group": GROUP,
+         "model": "agent-r1 build-model --like qwen2.5 --hidden-size 64 --num-layers 2",
+         "vocab": 151_936, "algo": "grpo, ppo_epochs 2, one mini-batch of all rows",
+         "timings": "not comparable: a 2-core machine shared with other jobs"}
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", action="append", help=f"a configuration name (repeatable): {', '.join(CONFIGS)}")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per child (1 leaves the other core alone)")
+    ap.add_argument("--smoke", action="store_true", help=f"only {list(SMOKE)} (the smoke tests: seconds)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--model", help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.child:
         print(json.dumps(run_child(json.loads(args.child), Path(args.model), args.threads)))
         return 0
-    from perf_common import machine
-
-    WORK.mkdir(parents=True, exist_ok=True)
-    path = ROOT / "benchmarks" / "results" / "memory.json"
+    work = work_dir("memory")
+    work.mkdir(parents=True, exist_ok=True)
+    path = result_path("memory")
     doc = json.loads(path.read_text()) if path.exists() and args.only else {"results": {}}
-    unknown = sorted(set(args.only or []) - set(CONFIGS))
+    configs = SMOKE if args.smoke else CONFIGS
+    unknown = sorted(set(args.only or []) - set(configs))
     if unknown:
-        ap.error(f"--only {unknown}: choose from {list(CONFIGS)}")
-    for name in args.only or list(CONFIGS):
-        model_dir = ensure_model(WORK, CONFIGS[name].get("model", "head"))
-        doc["results"][name] = measure(name, CONFIGS[name], model_dir, args.threads)
+        ap.error(f"--only {unknown}: choose from {list(configs)}")
+    for name in args.only or list(configs):
+        model_dir = ensure_model(work, configs[name].get("model", "head"))
+        doc["results"][name] = measure(name, configs[name], model_dir, args.threads)
         doc.update({"benchmark": "memory", "command": "python benchmarks/memory.py", "machine": machine("cpu"),
-                    "setup": {"seq_tokens": SEQ_TOKENS, "prompt_tokens": PROMPT_TOKENS, "turns": TURNS, "group": GROUP,
-                              "model": "agent-r1 build-model --like qwen2.5 --hidden-size 64 --num-layers 2",
-                              "vocab": 151_936, "algo": "grpo, ppo_epochs 2, one mini-batch of all rows",
-                              "timings": "not comparable: a 2-core machine shared with other jobs"},
-                    "target_gib": TARGET_GIB, "derived": derived(doc["results"])})
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(doc, indent=2) + "\n")  # after each, so a long run keeps what it measured
+                    "setup": SETUP, "target_gib": TARGET_GIB, "derived": derived(doc["results"])})
+        write_json(path, doc, indent=2)  # after each, so a long run keeps what it measured
     print(json.dumps(doc["derived"], indent=2))
     return 0
-
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -29,13 +29,14 @@ head's log-prob chunk + a flat allowance for the CUDA context and allocator slac
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.common import ROOT
+
+MEMORY_JSON = ROOT / "benchmarks" / "results" / "memory.json"  # the committed measurements
 
 GIB = 2**30
 CUDA_SLACK_GIB = 1.5  # CUDA context (~0.5 GiB) and caching-allocator fragmentation: an allowance, not a measurement
@@ -96,10 +97,10 @@ def kv_cache_gib(m: dict[str, Any], cfg: Any) -> float:
     return 2 * m["layers"] * kv * 2 * trajectories * cfg.rollout.max_total_tokens / GIB
 
 
-def table() -> str:
+def table(memory_json: Path = MEMORY_JSON) -> str:
     from agent_r1.config import load_config
 
-    doc = json.loads((ROOT / "benchmarks" / "results" / "memory.json").read_text())
+    doc = json.loads(Path(memory_json).read_text())
     derived, head = doc["derived"], head_bytes(doc["results"])
     groups = {"GRPO / RLOO / REINFORCE++-baseline (n=5)": "grpo", "REINFORCE++ (n=1)": "reinforce_pp",
               "PPO + critic, and its two ablations": "ppo"}
@@ -123,9 +124,9 @@ def table() -> str:
     return "\n".join(lines + [""] + notes)
 
 
-def cpu_table() -> str:
+def cpu_table(memory_json: Path = MEMORY_JSON) -> str:
     """The measured configurations of benchmarks/results/memory.json as a markdown table."""
-    doc = json.loads((ROOT / "benchmarks" / "results" / "memory.json").read_text())
+    doc = json.loads(Path(memory_json).read_text())
     lines = ["| configuration | peak RSS | RSS before the update | the update's own share |", "|---|---:|---:|---:|"]
     for name, r in doc["results"].items():
         if "error" in r or name.startswith("activations/"):
@@ -136,5 +137,14 @@ def cpu_table() -> str:
     return "\n".join(lines)
 
 
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="the GPU memory table of docs/real-models.md from memory.json")
+    ap.add_argument("--cpu", action="store_true", help="the measured CPU configurations instead")
+    ap.add_argument("--memory-json", type=Path, default=MEMORY_JSON)
+    args = ap.parse_args(argv)
+    print(cpu_table(args.memory_json) if args.cpu else table(args.memory_json))
+    return 0
+
+
 if __name__ == "__main__":
-    print(cpu_table() if "--cpu" in sys.argv[1:] else table())
+    raise SystemExit(main())

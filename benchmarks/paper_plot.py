@@ -14,9 +14,9 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only: no display on a server or in CI
 import matplotlib.pyplot as plt
-from paper_render import ABLATIONS, per_seed_em, rows_of
 
 from agent_r1.evaluation.stats import mean_ci
+from benchmarks.paper_render import ABLATIONS, per_seed_em, rows_of
 
 
 def plot_paper_table(res: dict[str, Any], path: Path) -> Path | None:

@@ -68,13 +68,14 @@ def comparisons(res: dict[str, Any]) -> list[tuple[tuple[str, str], tuple[str, s
 def header(res: dict[str, Any]) -> list[str]:
     b = res["budget"]
     ds_names = list(res["datasets"])
+    threads = res["machine"].get("torch_threads", res["machine"].get("cpus"))  # "cpus" in files before issue 32
     seeds = res["seeds"]
     return [
         "# Paper table at CPU scale (synthetic multi-hop world)",
         "",
         f"Command: `{res['command']}`  ",
         (f"Config hash: `{res['config_hash']}`; total wall time {res['wall_seconds'] / 60:.1f} min on "
-         f"{res['machine']['cpus']} CPU threads (load average {res.get('load', '?')}); model "
+         f"{threads} CPU threads (load average {res.get('load', '?')}); model "
          f"{res['model_params'] / 1e6:.2f}M parameters; greedy decoding.  "),
         (f"Seeds {', '.join(map(str, seeds))}: each seed is its own world (people, names), its own SFT warm start "
          f"({b['sft_steps']} steps, guess fraction {b['guess_fraction']}) and its own RL runs. RL budget per method "

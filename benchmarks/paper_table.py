@@ -37,38 +37,31 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import torch
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from paper_plot import plot_paper_table  # noqa: E402
-from paper_render import render_markdown  # noqa: E402
-
-from agent_r1.config import load_config  # noqa: E402
-from agent_r1.evaluation.harness import (  # noqa: E402
+from agent_r1.config import load_config
+from agent_r1.evaluation.harness import (
     em_per_question,
     evaluate_model,
     format_table,
     load_question_set,
 )
-from agent_r1.runs.assembly import (  # noqa: E402
+from agent_r1.runs.assembly import (
     build_index,
     ensure_data,
     ensure_index,
     load_samples,
     set_threads,
 )
-from agent_r1.runs.sft import run_sft  # noqa: E402
-from agent_r1.runs.train import run_train  # noqa: E402
+from agent_r1.runs.sft import run_sft
+from agent_r1.runs.train import run_train
+from benchmarks.common import ROOT, machine, micro_overrides, results_dir, shown, work_dir, write_json
+from benchmarks.paper_plot import plot_paper_table
+from benchmarks.paper_render import render_markdown
 
 SAMPLES = ROOT / "samples"  # public dataset samples, tracked in the repo (samples/README.md: sources, licences)
 REAL_SETS = {  # name -> path under samples/; all searched over the HotpotQA corpus
@@ -103,12 +96,7 @@ BASELINES = {"direct": "Direct answer (no retrieval)", "rag": "Naive RAG (top-k 
 MICRO_METHODS = ("ppo", "grpo")
 
 
-def rel(path: Path | str) -> str:
-    """A path relative to the repo root when it lies inside it (portable reports)."""
-    try:
-        return str(Path(path).resolve().relative_to(ROOT))
-    except ValueError:
-        return str(path)
+rel = shown  # a path relative to the repo root when it lies inside it (portable reports)
 
 
 def config_hash(obj: Any) -> str:
@@ -133,10 +121,9 @@ def base_overrides(work: Path, args: argparse.Namespace) -> dict[str, Any]:
         "train.eval_size": args.eval_n, "train.checkpoint_every": 1000, "train.log_trajectories_every": 0,
         "train.runs_dir": str(work / "runs"),  # its digest cache too: never the repository's runs/
     }
-    if args.micro:
-        base.update({"model.hidden_size": 32, "model.num_layers": 1, "model.num_heads": 2,
-                     "model.intermediate_size": 64, "model.vocab_size": 300, "data.n_people": 60,
-                     "sft.batch_size": 8, "train.minibatch_size": 8, "train.ppo_epochs": 1,
+    if args.micro:  # the micro model and world (common.micro_overrides), turns long enough to answer
+        base.update({k: v for k, v in micro_overrides(work).items() if k.startswith(("model.", "data.n_"))})
+        base.update({"sft.batch_size": 8, "train.minibatch_size": 8, "train.ppo_epochs": 1,
                      "rollout.max_turns": 3, "rollout.max_tokens_per_turn": 24})
     return base
 
@@ -204,7 +191,7 @@ def model_params(path: Path) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--micro", action="store_true", help="CI smoke: tiny model, 5 SFT steps, 1 iteration, "
                                                          f"n=4, RL methods {MICRO_METHODS} only")
@@ -240,29 +227,21 @@ def main(argv: list[str] | None = None) -> int:
     args.real_n = (2 if micro else 400) if args.real_n is None else args.real_n
     if micro:
         args.prompts_per_iter, args.n_samples = 4, 2
-    methods = (args.methods or ",".join(MICRO_METHODS if micro else METHODS)).split(",")
-    unknown = [m for m in methods if m not in METHODS]
+    args.methods = (args.methods or ",".join(MICRO_METHODS if micro else METHODS)).split(",")
+    unknown = [m for m in args.methods if m not in METHODS]
     if unknown:
         ap.error(f"unknown method(s) {unknown}; choose from {list(METHODS)}")
-    work = Path(args.work or ROOT / "benchmarks" / ".work" / ("paper_table_micro" if micro else "paper_table"))
-    results_dir = Path(args.results_dir or (work / "results" if micro else ROOT / "benchmarks" / "results"))
-    if args.render_only:
-        done = json.loads((results_dir / "paper_table.json").read_text())
-        (results_dir / "paper_table.md").write_text(render_markdown(done))
-        plot_paper_table(done, results_dir / "paper_table.png")
-        return 0
-    results_dir.mkdir(parents=True, exist_ok=True)
-    t_start = time.perf_counter()
-
-    seeds = [int(x) for x in str(args.seeds).split(",")]
-    if args.warm_start and len(seeds) > 1 and "{seed}" not in args.warm_start:
+    args.seeds = [int(x) for x in str(args.seeds).split(",")]
+    if args.warm_start and len(args.seeds) > 1 and "{seed}" not in args.warm_start:
         ap.error("--warm-start without '{seed}' reuses one warm start: it needs a single seed")
-    set_threads(args.threads)
+    return args
+
+
+def results_header(args: argparse.Namespace, argv: list[str] | None, work: Path, results: Path) -> dict[str, Any]:
+    """The results document before any run: command, budget, base config, what earlier runs kept."""
     command = "python benchmarks/paper_table.py " + " ".join(argv if argv is not None else sys.argv[1:])
     res: dict[str, Any] = {
-        "command": command.strip(), "seeds": seeds,
-        "machine": {"cpus": torch.get_num_threads(), "python": platform.python_version(), "torch": torch.__version__,
-                    "platform": platform.platform()},
+        "command": command.strip(), "seeds": args.seeds, "machine": machine(),
         "budget": {"iterations": args.iterations, "prompts_per_iter": args.prompts_per_iter,
                    "n_samples": args.n_samples, "sft_steps": args.sft_steps, "guess_fraction": args.guess_fraction},
         "base_config": base_overrides(work / "seed<S>", args), "per_seed": {}, "real": None,
@@ -270,28 +249,45 @@ def main(argv: list[str] | None = None) -> int:
     # what a kept result must share with this run (seeds, methods and real data may differ: they are
     # kept per seed and per method), so a table of many hours can be filled in over several sessions
     res["resume_key"] = config_hash({"base": res["base_config"], "eval_n": args.eval_n, "warm_start": args.warm_start})
-    kept = {} if args.rerun else previous_seeds(results_dir / "paper_table.json", res["resume_key"])
+    kept = {} if args.rerun else previous_seeds(results / "paper_table.json", res["resume_key"])
     for seed in sorted(map(int, kept)):  # in the file from the start: a run killed early loses none of them
         res["per_seed"][str(seed)] = kept[str(seed)]
-    res["seeds"] = sorted(set(seeds) | set(map(int, kept)))
-    res["config_hash"] = config_hash({"base": res["base_config"], "methods": {m: METHODS[m][1] for m in methods},
+    res["seeds"] = sorted(set(args.seeds) | set(map(int, kept)))
+    res["config_hash"] = config_hash({"base": res["base_config"], "methods": {m: METHODS[m][1] for m in args.methods},
                                       "seeds": res["seeds"], "eval_n": args.eval_n, "real_n": args.real_n,
                                       "warm_start": args.warm_start})
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    work = Path(args.work or work_dir("paper_table_micro" if args.micro else "paper_table"))
+    results = Path(args.results_dir or (work / "results" if args.micro else results_dir()))
+    if args.render_only:
+        done = json.loads((results / "paper_table.json").read_text())
+        (results / "paper_table.md").write_text(render_markdown(done))
+        plot_paper_table(done, results / "paper_table.png")
+        return 0
+    results.mkdir(parents=True, exist_ok=True)
+    t_start = time.perf_counter()
+    set_threads(args.threads)
+    res = results_header(args, argv, work, results)
+    kept = dict(res["per_seed"])
 
     def save() -> None:
         res["wall_seconds"] = round(time.perf_counter() - t_start, 1)
         res["load"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
-        (results_dir / "paper_table.json").write_text(json.dumps(res, indent=1, default=str))
-        (results_dir / "paper_table.md").write_text(render_markdown(res))
+        write_json(results / "paper_table.json", res)
+        (results / "paper_table.md").write_text(render_markdown(res))
 
-    for seed in seeds:
-        run_seed(seed, work / f"seed{seed}", args, methods, res, save, kept.get(str(seed), {}))
+    for seed in args.seeds:
+        run_seed(seed, work / f"seed{seed}", args, args.methods, res, save, kept.get(str(seed), {}))
     if args.real_n:
         res["real"] = real_data(work, res, args.real_n)
         print(format_table(res["real"]["reports"]["SFT warm start"]), flush=True)
     save()
-    plot_paper_table(res, results_dir / "paper_table.png")
-    print((results_dir / "paper_table.md").read_text())
+    plot_paper_table(res, results / "paper_table.png")
+    print((results / "paper_table.md").read_text())
     return 0
 
 

@@ -1,6 +1,5 @@
 """Shared parts of the performance benchmarks (perf_rollout.py, perf_update.py, perf_trl.py).
 
-- `machine()`: what the figures were measured on (CPU model, cores, threads, GPU, versions, commit).
 - `alternate(fns, repeats)`: runs A, B, ... alternated (ABAB, then BABA, ...) so that drift on a
   shared machine hits every variant alike; returns each one's timings.
 - `summary(values)`: median, min, max of repeats. Ratios are taken per repeat pair, then the median.
@@ -12,29 +11,27 @@
   on the same demos written in the hermes format (`<tool_call>` JSON) through a given chat template,
   so that it writes calls that parse (cached in the work folder; 500 steps: after 100, a third of its
   calls were malformed and TRL's loop, which ends an episode there, made a third of agent-r1's calls).
-- `write_result(name, payload)`: benchmarks/results/<name>.json with machine, peak RSS and payload.
+- `write_result(name, payload)`: benchmarks/results/<name>.json with machine (common.machine), peak RSS
+  and payload.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import platform
 import resource
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from benchmarks.common import ROOT, machine, micro_overrides, result_path, work_dir, write_json
 
-RESULTS = ROOT / "benchmarks" / "results"
-WORK = ROOT / "benchmarks" / ".work" / "perf"
+
+def perf_work() -> Path:
+    """The perf benchmarks' shared work folder (data, index, warm starts)."""
+    return work_dir("perf")
+
 
 # A Qwen2-shaped model for GPU hosts (the layer shapes of Qwen2.5-0.5B, this project's vocabulary).
 GPU_MODEL = {"hidden_size": 896, "num_hidden_layers": 24, "num_attention_heads": 14, "num_key_value_heads": 2,
@@ -44,36 +41,6 @@ GPU_MODEL = {"hidden_size": 896, "num_hidden_layers": 24, "num_attention_heads":
 def peak_rss_mb() -> float:
     """Peak RSS of this process in MiB (Linux reports ru_maxrss in KiB)."""
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-
-
-def machine(device: str = "cpu") -> dict[str, Any]:
-    import torch
-    import transformers
-
-    cpu = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        commit = ""
-    try:
-        mem_gib = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
-    except (ValueError, OSError):
-        mem_gib = None
-    info = {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(), "memory_gib": mem_gib,
-            "python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
-            "platform": platform.platform(), "device": device, "commit": commit,
-            "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
-    if device.startswith("cuda"):
-        info["gpu"] = torch.cuda.get_device_name(0)
-    return info
 
 
 def time_generate(engine: Any) -> list[float]:
@@ -120,25 +87,22 @@ def ratio_summary(num: list[float], den: list[float]) -> dict[str, Any]:
 
 
 def write_result(name: str, payload: dict[str, Any], device: str = "cpu") -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}.json"
     doc = {"benchmark": name, "command": " ".join([Path(sys.executable).name, *sys.argv]),
            "machine": machine(device), **payload, "peak_rss_mb": peak_rss_mb()}
-    path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
-    print(f"wrote {path.relative_to(ROOT)}")
-    return path
+    return write_json(result_path(name), doc, indent=2)
 
 
-def base_overrides(work: Path = WORK) -> dict[str, Any]:
+def base_overrides(work: Path | None = None) -> dict[str, Any]:
     """The default run (params.yaml) with its data, index and SFT under the benchmark's work folder.
     The tokenizer stays byte-level BPE, as when the committed figures were measured (params.yaml
     later switched to the syllable split, which changes token counts)."""
+    work = work or perf_work()
     return {"data.dir": str(work / "data"), "search.index_dir": str(work / "index"), "model.tokenizer": "bpe",
             "sft.out_dir": str(work / "sft"), "train.out_dir": str(work / "train"),
             "train.checkpoint_every": 100000, "train.eval_size": 0, "train.log_trajectories_every": 0}
 
 
-def load_cfg(extra: dict[str, Any] | None = None, work: Path = WORK):
+def load_cfg(extra: dict[str, Any] | None = None, work: Path | None = None):
     from agent_r1.config import load_config
 
     return load_config(ROOT / "params.yaml", {**base_overrides(work), **(extra or {})})
@@ -181,7 +145,7 @@ def hermes_policy(cfg: Any, chat_template: str, sft_steps: int = 500, batch_size
     SFT steps (batch `batch_size`, guess_fraction 0) on the scripted demos rendered with
     `env.format=hermes` through that template (the tools' JSON schema in the system prompt, calls
     as `<tool_call>{"name": ..., "arguments": ...}</tool_call>`, observations as tool messages).
-    Cached in WORK/sft_hermes; calls agent_r1.training.demos.build_demos and sft.sft_train as is."""
+    Cached in <work>/sft_hermes; calls agent_r1.training.demos.build_demos and sft.sft_train as is."""
     import hashlib
     from dataclasses import replace
 
@@ -252,7 +216,24 @@ def device_overrides(device: str) -> dict[str, Any]:
     return {"train.device": device, "train.precision": "bf16" if device.startswith("cuda") else "fp32"}
 
 
+def smoke_overrides() -> dict[str, Any]:
+    """The micro model and world (common.micro_overrides' sizes) for a `--smoke` run."""
+    return {k: v for k, v in micro_overrides(perf_work()).items()
+            if k.startswith(("data.n_", "model.", "rollout.", "train.prompts_per_iter", "train.runs_dir"))}
+
+
+def bench_cfg(args: Any, extra: dict[str, Any] | None = None, work: Path | None = None):
+    """load_cfg, with the micro sizes under `--smoke`."""
+    return load_cfg({**(smoke_overrides() if args.smoke else {}), **(extra or {})}, work)
+
+
+def sft_steps(args: Any, default: int = 60) -> int:
+    """The warm start's SFT steps: 2 under `--smoke` (the machinery, not a policy that searches)."""
+    return 2 if args.smoke else default
+
+
 def add_common_args(ap: Any) -> None:
+    ap.add_argument("--smoke", action="store_true", help="micro model, 1 repeat, smallest sweeps (the smoke tests)")
     ap.add_argument("--full", action="store_true", help="the long version (more repeats, larger sweeps)")
     ap.add_argument("--device", default="cpu", help="cpu or cuda (a GPU host: a larger random Qwen2-shaped model)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1: leaves the other core alone)")

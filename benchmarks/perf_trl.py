@@ -34,14 +34,11 @@ import datetime
 import json
 import os
 import re
-import sys
 import traceback
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from perf_common import RESULTS, add_common_args, hermes_policy, load_cfg, machine, policy, write_result  # noqa: E402
+from benchmarks.common import git_commit, loadavg, result_path
+from benchmarks.perf_common import add_common_args, bench_cfg, hermes_policy, policy, sft_steps, write_result
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
@@ -57,8 +54,7 @@ def trl_version() -> str | None:
         return None
 
 
-def _load() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
+_load = loadavg
 
 
 def make_reward(exact_match: Any) -> Any:
@@ -75,7 +71,7 @@ def make_reward(exact_match: Any) -> Any:
     return reward
 
 
-def main() -> int:
+def parse_args(argv: list[str] | None) -> Any:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_common_args(ap)
     ap.add_argument("--modes", default="equal_work,tool", help="equal_work, tool (comma-separated)")
@@ -85,17 +81,48 @@ def main() -> int:
     ap.add_argument("--skip-cells", default="128x256", help="equal_work cells that also run algo.skip_zero_advantage")
     ap.add_argument("--prompts", type=int, default=16, help="tool: prompts per iteration (params.yaml's 16)")
     ap.add_argument("--iterations", type=int, default=None, help="tool: RL iterations per timed run")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    args.repeats = args.repeats or (1 if args.smoke else 5 if args.full else 2)
+    args.cells = args.cells or ("4x4" if args.smoke else "32x64,32x256,128x64,128x256" if args.full else "32x64,128x256")
+    args.iterations = args.iterations or (2 if args.full else 1)
+    return args
+
+
+def run_mode(mode: str, cfg: Any, samples: list[dict], reward: Any, args: Any, previous: dict,
+             started: dict[str, Any]) -> dict[str, Any]:
+    """One mode's results (its sides, ratios, checks) and the policy's description."""
+    import torch
+
+    if mode == "equal_work":
+        from benchmarks.perf_trl_equal import run_equal_work
+
+        model, tok, desc = policy(cfg, "cpu", sft_steps(args))
+        cells = [tuple(int(x) for x in c.split("x")) for c in args.cells.split(",")]
+        skip = {tuple(int(x) for x in c.split("x")) for c in args.skip_cells.split(",") if c}
+        out = run_equal_work(cfg, model, tok, samples, reward, args, torch, cells, args.micro, args.repeats, skip)
+        for cell in out["cells"].values():  # cells not run this time keep their last entry
+            cell["measured"] = {**started, "load_average_at_end": _load()}
+        out["cells"] = {**previous.get(mode, {}).get("cells", {}), **out["cells"]}
+    elif mode == "tool":
+        from benchmarks.perf_trl_tool import run_tool, template_path
+
+        model, tok, desc = hermes_policy(cfg, template_path().read_text(), sft_steps(args, 500),
+                                         base_steps=sft_steps(args))
+        out = run_tool(cfg, model, tok, samples[:args.prompts], reward, args.iterations, args.repeats, args, torch)
+    else:
+        raise ValueError(f"unknown mode {mode!r}; choose equal_work or tool")
+    return {"measured": {**started, "load_average_at_end": _load()}, "model": desc, **out}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     import torch
 
     if args.device != "cpu":  # `make bench DEVICE=cuda` runs every perf_* script: skip, do not fail
         print(f"perf_trl.py: --device {args.device} skipped; the comparison runs on the CPU (fp32, one thread a side)")
         return 0
     torch.set_num_threads(args.threads)
-    repeats = args.repeats or (5 if args.full else 2)
-    args.cells = args.cells or ("32x64,32x256,128x64,128x256" if args.full else "32x64,128x256")
-    iterations = args.iterations or (2 if args.full else 1)
-    cfg = load_cfg()
+    cfg = bench_cfg(args)
     results: dict[str, Any] = {"trl": trl_version(), "modes": {}}
     if results["trl"] is None:
         results["error"] = "trl is not installed: pip install -e '.[bench]'"
@@ -109,33 +136,16 @@ def main() -> int:
     data_dir = ensure_data(cfg)
     ensure_index(cfg, data_dir)
     all_samples = load_samples(data_dir / cfg.data.train_file)
-    previous = RESULTS / "perf_trl.json"
+    previous = result_path("perf_trl")
     if previous.exists():  # modes not run this time keep their last entry
         results["modes"] = {k: v for k, v in json.loads(previous.read_text()).get("modes", {}).items()
                             if k not in RETIRED}
     reward = make_reward(exact_match)
     for mode in args.modes.split(","):
-        started = {"commit": machine(args.device)["commit"], "load_average_at_start": _load(), "threads": args.threads,
+        started = {"commit": git_commit(), "load_average_at_start": _load(), "threads": args.threads,
                    "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
         try:
-            if mode == "equal_work":
-                from perf_trl_equal import run_equal_work
-
-                model, tok, desc = policy(cfg)
-                cells = [tuple(int(x) for x in c.split("x")) for c in args.cells.split(",")]
-                skip = {tuple(int(x) for x in c.split("x")) for c in args.skip_cells.split(",") if c}
-                out = run_equal_work(cfg, model, tok, all_samples, reward, args, torch, cells, args.micro, repeats, skip)
-                for cell in out["cells"].values():  # cells not run this time keep their last entry
-                    cell["measured"] = {**started, "load_average_at_end": _load()}
-                out["cells"] = {**results["modes"].get(mode, {}).get("cells", {}), **out["cells"]}
-            elif mode == "tool":
-                from perf_trl_tool import run_tool, template_path
-
-                model, tok, desc = hermes_policy(cfg, template_path().read_text())
-                out = run_tool(cfg, model, tok, all_samples[:args.prompts], reward, iterations, repeats, args, torch)
-            else:
-                raise ValueError(f"unknown mode {mode!r}; choose equal_work or tool")
-            results["modes"][mode] = {"measured": {**started, "load_average_at_end": _load()}, "model": desc, **out}
+            results["modes"][mode] = run_mode(mode, cfg, all_samples, reward, args, results["modes"], started)
         except Exception as exc:  # noqa: BLE001  (recorded in the JSON: which side failed and why)
             traceback.print_exc()
             results["modes"][mode] = {"measured": started, "error": f"{type(exc).__name__}: {exc}"}
@@ -143,7 +153,6 @@ def main() -> int:
               flush=True)
     write_result("perf_trl", results, args.device)
     return 0
-
 
 if __name__ == "__main__":
     raise SystemExit(main())

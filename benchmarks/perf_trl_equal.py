@@ -34,13 +34,13 @@ with this model's own kernels.
 from __future__ import annotations
 
 import copy
-import os
 import time
 from dataclasses import replace
 from typing import Any
 
-from perf_common import WORK, alternate, ratio_summary, summary, time_generate
-from perf_floor import floor_side
+from benchmarks.common import loadavg
+from benchmarks.perf_common import alternate, perf_work, ratio_summary, summary, time_generate
+from benchmarks.perf_floor import floor_side
 
 # where the two sides' work is the same but done differently (what the ratio is made of)
 NOTES = [
@@ -54,8 +54,7 @@ NOTES = [
 ]
 
 
-def _load() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
+_load = loadavg
 
 
 def run_equal_work(cfg: Any, base_model: Any, tok: Any, all_samples: list[dict], reward_fn: Any, args: Any,
@@ -75,51 +74,25 @@ def run_equal_work(cfg: Any, base_model: Any, tok: Any, all_samples: list[dict],
 
 def _cell(cfg: Any, base_model: Any, tok: Any, all_samples: list[dict], reward_fn: Any, args: Any, torch: Any,
           completions: int, tokens: int, micro: int, repeats: int, with_skip: bool) -> dict[str, Any]:
-    from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
+    cell = Cell(cfg, base_model, tok, all_samples, reward_fn, args, torch, completions, tokens, micro)
+    sides = {"agent_r1": cell.agent_r1, "trl": cell.trl}
+    if with_skip:
+        sides["agent_r1_skip"] = lambda r: cell.agent_r1(r, skip=True)
+        sides["floor"] = cell.floor
+    for fn in sides.values():  # warm-up: first-call imports and allocations of every side
+        fn(1000)
+    timed_runs = alternate(sides, repeats)
+    cell.retriever.close()
+    runs = {name: [v for _, v in vals] for name, vals in timed_runs.items()}
+    for name, vals in runs.items():
+        print(f"  {name}: " + ", ".join(f"{v['seconds']:.1f}s (gen {v['generate_s']:.1f}, load {v['load'][0]})"
+                                         for v in vals), flush=True)
+    return cell.report(runs, with_skip)
 
-    from agent_r1.retrieval.base import open_index
-    from agent_r1.rollout.chat import ChatCodec
-    from agent_r1.runs.assembly import make_env_factory
-    from agent_r1.training.trainer import RLTrainer
 
-    group = cfg.rollout.n_samples
-    if completions % group or completions % micro:
-        raise ValueError(f"{completions} completions: not a multiple of the group size {group} and micro-batch {micro}")
-    samples = all_samples[: completions // group]
-    codec = ChatCodec(tok)
-    rcfg = replace(cfg, rollout=replace(cfg.rollout, max_turns=1, max_tokens_per_turn=tokens,
-                                        max_total_tokens=max(cfg.rollout.max_total_tokens, 4096),
-                                        mask_truncated_turns=False),
-                   train=replace(cfg.train, prompts_per_iter=len(samples), minibatch_size=completions,
-                                 micro_batch_size=micro, iterations=1, threads=args.threads))
-    retriever = open_index(cfg.search.index_dir)
-    make_env = make_env_factory(rcfg, retriever)
-    messages = [make_env(s).reset(s) for s in samples]
-    prompt_ids = [codec.prompt_ids(m) for m in messages]
-    dataset = Dataset.from_list([{"prompt": codec.decode(p), "answers": s["answers"]}
-                                 for p, s in zip(prompt_ids, samples)])
-    # every iteration trains on prompt + completion tokens of all completions (checked on both sides)
-    batch_tokens = group * sum(len(p) for p in prompt_ids) + completions * tokens
-    fmt = make_env(samples[0]).fmt
-    stop_ids = [tok.eos_token_id] + [ids[0] for ids in (codec.encode(x) for x in fmt.stop_strings) if len(ids) == 1]
-
-    def agent_r1(r: int, skip: bool = False) -> dict[str, Any]:
-        c = replace(rcfg, seed=r, algo=replace(rcfg.algo, skip_zero_advantage=skip))
-        trainer = RLTrainer(c, copy.deepcopy(base_model), tok, make_env, samples)
-        trainer.engine.ignore_stops = True
-        gen = time_generate(trainer.engine)
-        load = _load()
-        t0 = time.perf_counter()
-        m = trainer.train_step()
-        total = time.perf_counter() - t0
-        seen = sum(len(t.token_ids) for t in trainer.last_trajectories)
-        lengths = {len(t.turns[0].action_ids) for t in trainer.last_trajectories}
-        if lengths != {tokens} or seen != batch_tokens:
-            raise RuntimeError(f"agent-r1 did not do the equal work: completion lengths {sorted(lengths)} "
-                               f"(want {tokens}), {seen} tokens (want {batch_tokens})")
-        return {"seconds": total, "generate_s": gen[0], "update_s": total - gen[0], "load": load,
-                "reward_mean": m["reward_mean"], "skipped_rows_fraction": m.get("skipped_rows_fraction", 0.0)}
+def timed_grpo_class() -> Any:
+    """TRL's GRPOTrainer, timing every `_generate_single_turn` call (i.e. `model.generate`)."""
+    from trl import GRPOTrainer
 
     class TimedGRPO(GRPOTrainer):
         gen_s = 0.0
@@ -131,24 +104,86 @@ def _cell(cfg: Any, base_model: Any, tok: Any, all_samples: list[dict], reward_f
             finally:
                 TimedGRPO.gen_s += time.perf_counter() - t0
 
-    def trl(r: int) -> dict[str, Any]:
-        model = copy.deepcopy(base_model)
-        model.generation_config.eos_token_id = stop_ids
-        steps = completions // micro
-        gargs = GRPOConfig(
+    return TimedGRPO
+
+
+class Cell:
+    """One (completions, tokens) cell: the shared prompts and config, then one method per side."""
+
+    def __init__(self, cfg: Any, base_model: Any, tok: Any, all_samples: list[dict], reward_fn: Any, args: Any,
+                 torch: Any, completions: int, tokens: int, micro: int):
+        from datasets import Dataset
+
+        from agent_r1.retrieval.base import open_index
+        from agent_r1.rollout.chat import ChatCodec
+        from agent_r1.runs.assembly import make_env_factory
+
+        group = cfg.rollout.n_samples
+        if completions % group or completions % micro:
+            raise ValueError(f"{completions} completions: not a multiple of the group size {group} and "
+                             f"micro-batch {micro}")
+        self.cfg, self.base_model, self.tok, self.reward_fn, self.args, self.torch = \
+            cfg, base_model, tok, reward_fn, args, torch
+        self.completions, self.tokens, self.micro, self.group = completions, tokens, micro, group
+        self.samples = samples = all_samples[: completions // group]
+        codec = ChatCodec(tok)
+        self.rcfg = replace(cfg, rollout=replace(cfg.rollout, max_turns=1, max_tokens_per_turn=tokens,
+                                                 max_total_tokens=max(cfg.rollout.max_total_tokens, 4096),
+                                                 mask_truncated_turns=False),
+                            train=replace(cfg.train, prompts_per_iter=len(samples), minibatch_size=completions,
+                                          micro_batch_size=micro, iterations=1, threads=args.threads))
+        self.retriever = open_index(cfg.search.index_dir)
+        self.make_env = make_env_factory(self.rcfg, self.retriever)
+        self.prompt_ids = [codec.prompt_ids(self.make_env(s).reset(s)) for s in samples]
+        self.dataset = Dataset.from_list([{"prompt": codec.decode(p), "answers": s["answers"]}
+                                          for p, s in zip(self.prompt_ids, samples)])
+        # every iteration trains on prompt + completion tokens of all completions (checked on both sides)
+        self.batch_tokens = group * sum(len(p) for p in self.prompt_ids) + completions * tokens
+        fmt = self.make_env(samples[0]).fmt
+        self.stop_ids = [tok.eos_token_id] + [ids[0] for ids in (codec.encode(x) for x in fmt.stop_strings)
+                                              if len(ids) == 1]
+
+    def agent_r1(self, r: int, skip: bool = False) -> dict[str, Any]:
+        from agent_r1.training.trainer import RLTrainer
+
+        c = replace(self.rcfg, seed=r, algo=replace(self.rcfg.algo, skip_zero_advantage=skip))
+        trainer = RLTrainer(c, copy.deepcopy(self.base_model), self.tok, self.make_env, self.samples)
+        trainer.engine.ignore_stops = True
+        gen = time_generate(trainer.engine)
+        load = _load()
+        t0 = time.perf_counter()
+        m = trainer.train_step()
+        total = time.perf_counter() - t0
+        seen = sum(len(t.token_ids) for t in trainer.last_trajectories)
+        lengths = {len(t.turns[0].action_ids) for t in trainer.last_trajectories}
+        if lengths != {self.tokens} or seen != self.batch_tokens:
+            raise RuntimeError(f"agent-r1 did not do the equal work: completion lengths {sorted(lengths)} "
+                               f"(want {self.tokens}), {seen} tokens (want {self.batch_tokens})")
+        return {"seconds": total, "generate_s": gen[0], "update_s": total - gen[0], "load": load,
+                "reward_mean": m["reward_mean"], "skipped_rows_fraction": m.get("skipped_rows_fraction", 0.0)}
+
+    def trl_config(self, r: int) -> Any:
+        from trl import GRPOConfig
+
+        cfg, steps = self.cfg, self.completions // self.micro
+        return GRPOConfig(
             # TRL defaults to bf16 and gradient checkpointing; agent-r1 runs fp32 without recomputation here
-            output_dir=str(WORK / "trl_out"), use_cpu=True, bf16=False, gradient_checkpointing=False,
-            per_device_train_batch_size=micro, gradient_accumulation_steps=steps, steps_per_generation=steps,
-            num_generations=group, num_iterations=cfg.train.ppo_epochs, max_steps=cfg.train.ppo_epochs,
-            max_completion_length=tokens, generation_kwargs={"min_new_tokens": tokens},
+            output_dir=str(perf_work() / "trl_out"), use_cpu=True, bf16=False, gradient_checkpointing=False,
+            per_device_train_batch_size=self.micro, gradient_accumulation_steps=steps, steps_per_generation=steps,
+            num_generations=self.group, num_iterations=cfg.train.ppo_epochs, max_steps=cfg.train.ppo_epochs,
+            max_completion_length=self.tokens, generation_kwargs={"min_new_tokens": self.tokens},
             temperature=cfg.rollout.temperature, top_k=0, beta=0.0, learning_rate=cfg.train.lr,
             weight_decay=cfg.train.weight_decay, max_grad_norm=cfg.train.max_grad_norm, lr_scheduler_type="constant",
             warmup_steps=0, logging_steps=1, report_to="none", save_strategy="no", disable_tqdm=True, seed=r,
             dataloader_num_workers=0)
-        TimedGRPO.gen_s = 0.0
-        trainer = TimedGRPO(model=model, reward_funcs=reward_fn, args=gargs, train_dataset=dataset,
-                            processing_class=tok)
-        torch.set_num_threads(args.threads)  # accelerate may change it
+
+    def trl(self, r: int) -> dict[str, Any]:
+        model = copy.deepcopy(self.base_model)
+        model.generation_config.eos_token_id = self.stop_ids
+        timed = timed_grpo_class()
+        trainer = timed(model=model, reward_funcs=self.reward_fn, args=self.trl_config(r),
+                        train_dataset=self.dataset, processing_class=self.tok)
+        self.torch.set_num_threads(self.args.threads)  # accelerate may change it
         load = _load()
         t0 = time.perf_counter()
         trainer.train()
@@ -156,58 +191,49 @@ def _cell(cfg: Any, base_model: Any, tok: Any, all_samples: list[dict], reward_f
         logs = [h for h in trainer.state.log_history if "completions/min_length" in h]
         lo, hi = min(h["completions/min_length"] for h in logs), max(h["completions/max_length"] for h in logs)
         seen = trainer.state.num_input_tokens_seen
-        if (lo, hi) != (tokens, tokens) or seen != batch_tokens:
-            raise RuntimeError(f"TRL did not do the equal work: completion lengths {lo}..{hi} (want {tokens}), "
-                               f"{seen} tokens (want {batch_tokens})")
-        return {"seconds": total, "generate_s": TimedGRPO.gen_s, "update_s": total - TimedGRPO.gen_s, "load": load,
+        if (lo, hi) != (self.tokens, self.tokens) or seen != self.batch_tokens:
+            raise RuntimeError(f"TRL did not do the equal work: completion lengths {lo}..{hi} (want {self.tokens}), "
+                               f"{seen} tokens (want {self.batch_tokens})")
+        return {"seconds": total, "generate_s": timed.gen_s, "update_s": total - timed.gen_s, "load": load,
                 "reward_mean": logs[0].get("reward", float("nan"))}
 
-    def floor(r: int) -> dict[str, Any]:
-        torch.manual_seed(r)
+    def floor(self, r: int) -> dict[str, Any]:
+        cfg = self.cfg
+        self.torch.manual_seed(r)
         load = _load()
-        out = floor_side(copy.deepcopy(base_model), prompt_ids, group, tokens, micro, cfg.train.ppo_epochs,
-                         cfg.train.lr, tok.pad_token_id, cfg.train.max_grad_norm)
+        out = floor_side(copy.deepcopy(self.base_model), self.prompt_ids, self.group, self.tokens, self.micro,
+                         cfg.train.ppo_epochs, cfg.train.lr, self.tok.pad_token_id, cfg.train.max_grad_norm)
         return {**out, "load": load}
 
-    sides = {"agent_r1": agent_r1, "trl": trl}
-    if with_skip:
-        sides["agent_r1_skip"] = lambda r: agent_r1(r, skip=True)
-        sides["floor"] = floor
-    for fn in sides.values():  # warm-up: first-call imports and allocations of every side
-        fn(1000)
-    timed_runs = alternate(sides, repeats)
-    retriever.close()
-    runs = {name: [v for _, v in vals] for name, vals in timed_runs.items()}
-    for name, vals in runs.items():
-        print(f"  {name}: " + ", ".join(f"{v['seconds']:.1f}s (gen {v['generate_s']:.1f}, load {v['load'][0]})"
-                                         for v in vals), flush=True)
-
-    def side(vals: list[dict[str, Any]]) -> dict[str, Any]:
+    def side(self, vals: list[dict[str, Any]]) -> dict[str, Any]:
+        work = self.completions * self.tokens
         return {"seconds_per_iteration": summary([v["seconds"] for v in vals]),
                 "generate_s": summary([v["generate_s"] for v in vals]),
                 "update_s": summary([v["update_s"] for v in vals]),
-                "generation_tokens_per_s": summary([completions * tokens / v["generate_s"] for v in vals], 1),
-                "update_tokens_per_s": summary([cfg.train.ppo_epochs * batch_tokens / v["update_s"] for v in vals], 1),
+                "generation_tokens_per_s": summary([work / v["generate_s"] for v in vals], 1),
+                "update_tokens_per_s": summary([self.cfg.train.ppo_epochs * self.batch_tokens / v["update_s"]
+                                                for v in vals], 1),
                 "runs": vals}
 
-    a, t = runs["agent_r1"], runs["trl"]
-    cell: dict[str, Any] = {
-        "completions": completions, "tokens_per_completion": tokens, "prompts": len(samples), "group_size": group,
-        "batch_tokens": batch_tokens, "optimizer_steps": cfg.train.ppo_epochs, "micro_batch_size": micro,
-        "agent_r1": side(a), "trl": side(t),
-        "ratio_agent_r1_over_trl": ratio_summary([x["seconds"] for x in a], [x["seconds"] for x in t]),
-        "ratio_generate": ratio_summary([x["generate_s"] for x in a], [x["generate_s"] for x in t]),
-        "ratio_update": ratio_summary([x["update_s"] for x in a], [x["update_s"] for x in t])}
-    if with_skip:
-        s = runs["agent_r1_skip"]
-        cell["agent_r1_skip_zero_advantage"] = {
-            **side(s), "skipped_rows_fraction": summary([v["skipped_rows_fraction"] for v in s], 3),
-            "ratio_over_trl": ratio_summary([x["seconds"] for x in s], [x["seconds"] for x in t]),
-            "note": "not equal work: rows of groups whose advantages are all 0 skip forward/backward"}
-        f = runs["floor"]
-        cell["floor"] = {
-            **side(f), "ratio_over_trl": ratio_summary([x["seconds"] for x in f], [x["seconds"] for x in t]),
-            "ratio_agent_r1_over_floor": ratio_summary([x["seconds"] for x in a], [x["seconds"] for x in f]),
-            "note": "the same work by the bare model (perf_floor.py): no framework, no sampling, no old "
-                    "log-probs; floor / TRL is the least ratio a framework could reach with these kernels"}
-    return cell
+    def report(self, runs: dict[str, list[dict[str, Any]]], with_skip: bool) -> dict[str, Any]:
+        a, t = runs["agent_r1"], runs["trl"]
+        cell: dict[str, Any] = {
+            "completions": self.completions, "tokens_per_completion": self.tokens, "prompts": len(self.samples),
+            "group_size": self.group, "batch_tokens": self.batch_tokens, "optimizer_steps": self.cfg.train.ppo_epochs,
+            "micro_batch_size": self.micro, "agent_r1": self.side(a), "trl": self.side(t),
+            "ratio_agent_r1_over_trl": ratio_summary([x["seconds"] for x in a], [x["seconds"] for x in t]),
+            "ratio_generate": ratio_summary([x["generate_s"] for x in a], [x["generate_s"] for x in t]),
+            "ratio_update": ratio_summary([x["update_s"] for x in a], [x["update_s"] for x in t])}
+        if with_skip:
+            s = runs["agent_r1_skip"]
+            cell["agent_r1_skip_zero_advantage"] = {
+                **self.side(s), "skipped_rows_fraction": summary([v["skipped_rows_fraction"] for v in s], 3),
+                "ratio_over_trl": ratio_summary([x["seconds"] for x in s], [x["seconds"] for x in t]),
+                "note": "not equal work: rows of groups whose advantages are all 0 skip forward/backward"}
+            f = runs["floor"]
+            cell["floor"] = {
+                **self.side(f), "ratio_over_trl": ratio_summary([x["seconds"] for x in f], [x["seconds"] for x in t]),
+                "ratio_agent_r1_over_floor": ratio_summary([x["seconds"] for x in a], [x["seconds"] for x in f]),
+                "note": "the same work by the bare model (perf_floor.py): no framework, no sampling, no old "
+                        "log-probs; floor / TRL is the least ratio a framework could reach with these kernels"}
+        return cell

@@ -28,14 +28,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import os
 import statistics
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from perf_common import WORK, alternate, ratio_summary, summary, time_generate
+from benchmarks.common import loadavg
+from benchmarks.perf_common import alternate, perf_work, ratio_summary, summary, time_generate
 
 
 class SchemaTool(dict):
@@ -50,72 +50,48 @@ class SchemaTool(dict):
         return self._fn(**kwargs)
 
 
-def _load() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
+_load = loadavg
 
 
 def run_tool(cfg: Any, model: Any, tok: Any, samples: list[dict], reward_fn: Any, iterations: int, repeats: int,
              args: Any, torch: Any) -> dict[str, Any]:
-    from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
+    bench = ToolBench(cfg, model, tok, samples, reward_fn, iterations, args, torch)
+    checks = bench.checks
+    # the warm-up runs (untimed) are the check that both loops call the tool alike
+    warm = {"agent_r1": bench.agent_r1(1000), "trl": bench.trl(1000)}
+    calls_a = per_trajectory([warm["agent_r1"]])["tool_calls"]
+    calls_t = per_trajectory([warm["trl"]])["tool_calls"]
+    checks["tool_calls_per_trajectory_warmup"] = {"agent_r1": calls_a, "trl": calls_t}
+    checks["tool_calls_within_10_percent"] = abs(calls_a - calls_t) <= 0.1 * max(calls_a, calls_t, 1e-9)
+    checks["examples_warmup"] = {k: v["example"] for k, v in warm.items()}
+    print("tool: warm-up tool calls per trajectory", checks["tool_calls_per_trajectory_warmup"], flush=True)
+    timed_runs = alternate({"agent_r1": bench.agent_r1, "trl": bench.trl}, repeats)
+    bench.retriever.close()
+    runs = {k: [v for _, v in vals] for k, vals in timed_runs.items()}
+    a, t = runs["agent_r1"], runs["trl"]
+    for name, vals in runs.items():
+        print(f"  {name}: " + ", ".join(f"{v['seconds']:.1f}s (load {v['load'][0]})" for v in vals), flush=True)
+    comparable = checks["prompts_identical"] and checks["glue_identical"] and checks["tool_calls_within_10_percent"]
+    return {"comparable": comparable, "checks": checks, "budgets": bench.budgets, "agent_r1": bench.side(a),
+            "trl": bench.side(t),
+            "ratio_agent_r1_over_trl": ratio_summary([x["seconds"] for x in a], [x["seconds"] for x in t]),
+            "prompts": len(samples), "group_size": cfg.rollout.n_samples, "iterations_per_run": iterations,
+            "micro_batch_size": bench.micro,
+            "stop_ids": bench.stop_ids, "note": __doc__.split("\n\n", 1)[1].strip()}
 
-    from agent_r1.retrieval.base import open_index
-    from agent_r1.rollout.chat import ChatCodec
-    from agent_r1.runs.assembly import make_env_factory
-    from agent_r1.tools.search import format_hits
-    from agent_r1.training.trainer import RLTrainer
 
-    n_completions = len(samples) * cfg.rollout.n_samples
-    micro = args.micro if n_completions % args.micro == 0 else n_completions
-    rcfg = replace(cfg, env=replace(cfg.env, format="hermes"),
-                   train=replace(cfg.train, prompts_per_iter=len(samples), minibatch_size=n_completions,
-                                 micro_batch_size=micro, iterations=iterations, threads=args.threads))
-    codec = ChatCodec(tok)
-    retriever = open_index(cfg.search.index_dir)
-    make_env = ending_like_trl(make_env_factory(rcfg, retriever))
-    env0 = make_env(samples[0])
-    calls = [0]
+def per_trajectory(runs: list[dict[str, Any]]) -> dict[str, float]:
+    steps = [s for run in runs for s in run["steps"]]
+    keys = [k for k in steps[0] if isinstance(steps[0][k], (int, float))]
+    return {k: round(statistics.mean(s[k] for s in steps), 3) for k in keys}
 
-    def search(query: str) -> str:
-        # agent-r1's search tool text, cut to the rollout's observation budget as the rollout cuts it
-        calls[0] += 1
-        text = format_hits(retriever.search([query], cfg.search.k)[0], cfg.search.max_chars_per_doc)
-        ids = codec.encode(text)
-        cap = rcfg.rollout.max_observation_tokens
-        return text if len(ids) <= cap else codec.decode(ids[:cap])
 
-    (schema,) = [s for s in env0.tool_schemas if s["function"]["name"] == "search"]
-    tool = SchemaTool(schema, search)
-    messages = [make_env(s).reset(s) for s in samples]
-    checks = _check_identical(tok, codec, make_env, samples[0], messages, tool, search, rcfg)
-    stop_ids = [tok.eos_token_id] + [ids[0] for ids in (codec.encode(x) for x in env0.fmt.stop_strings)
-                                     if len(ids) == 1]
-    dataset = Dataset.from_list([{"prompt": m, "answers": s["answers"]} for m, s in zip(messages, samples)])
-    longest = max(checks["prompt_tokens"])
-    budgets = {"trl_max_completion_length": rcfg.rollout.max_total_tokens - longest,
-               "trl_max_tool_calling_iterations": rcfg.rollout.max_turns - 1,
-               "agent_r1": {k: getattr(rcfg.rollout, k) for k in ("max_turns", "max_tokens_per_turn",
-                                                                    "max_observation_tokens", "max_total_tokens")}}
-
-    def agent_r1(r: int) -> dict[str, Any]:
-        trainer = RLTrainer(replace(rcfg, seed=r), copy.deepcopy(model), tok, make_env, samples)
-        gen, steps = time_generate(trainer.engine), []
-        load, t0 = _load(), time.perf_counter()
-        for _ in range(iterations):
-            m = trainer.train_step()
-            trajs = trainer.last_trajectories
-            steps.append({"tool_calls": m["tool_calls_per_trajectory"], "turns": m["turns_per_trajectory"],
-                          "valid_call_rate": m["valid_call_rate"], "action_tokens": m["action_tokens"],
-                          "tokens": sum(len(t.token_ids) for t in trajs) / len(trajs),
-                          "sampled_tokens": sum(len(t.action_ids) for tr in trajs for t in tr.turns) / len(trajs)})
-        total = time.perf_counter() - t0
-        return {"seconds": total / iterations, "generate_s": gen[0] / iterations, "load": load, "steps": steps,
-                "example": codec.decode(trajs[0].token_ids[len(trajs[0].prompt_ids):])[:600]}
+def end_of_turn_grpo_class(tok: Any, prompt_tokens: list[int]) -> Any:
+    """TRL's GRPOTrainer with agent-r1's glue after a call (see the module docstring); records, per
+    generation batch, turns, tool calls, completion tokens and sampled tokens per trajectory."""
+    from trl import GRPOTrainer
 
     class EndOfTurnGRPO(GRPOTrainer):
-        """TRL with agent-r1's glue after a call (see the module docstring); records, per generation
-        batch, turns, tool calls, completion tokens and sampled tokens per trajectory."""
-
         seen: list[dict[str, Any]] = []
         gen_s = 0.0
 
@@ -136,73 +112,122 @@ def run_tool(cfg: Any, model: Any, tok: Any, samples: list[dict], reward_fn: Any
             EndOfTurnGRPO.seen.append({
                 "turns": sum(sum(m.get("role") == "assistant" for m in c) for c in completions) / n,
                 "tool_calls": out[4] / n, "tool_failures": out[5] / n,
-                "tokens": sum(map(len, completion_ids)) / n + statistics.mean(checks["prompt_tokens"]),
+                "tokens": sum(map(len, completion_ids)) / n + statistics.mean(prompt_tokens),
                 "sampled_tokens": sum(map(sum, tool_mask)) / n,
                 "hit_completion_budget": sum(len(c) >= self.max_completion_length for c in completion_ids) / n,
                 "example": tok.decode(completion_ids[0])[:600]})
             return out
 
-    def trl(r: int) -> dict[str, Any]:
-        m = copy.deepcopy(model)
-        m.generation_config.eos_token_id = stop_ids
-        gargs = GRPOConfig(
-            output_dir=str(WORK / "trl_out"), use_cpu=True, bf16=False, gradient_checkpointing=False,
-            per_device_train_batch_size=micro, gradient_accumulation_steps=n_completions // micro,
-            steps_per_generation=n_completions // micro,
+    return EndOfTurnGRPO
+
+
+class ToolBench:
+    """The tool mode's shared setup (config, env, the search tool both sides call, checks), then one
+    method per side."""
+
+    def __init__(self, cfg: Any, model: Any, tok: Any, samples: list[dict], reward_fn: Any, iterations: int,
+                 args: Any, torch: Any):
+        from datasets import Dataset
+
+        from agent_r1.retrieval.base import open_index
+        from agent_r1.rollout.chat import ChatCodec
+        from agent_r1.runs.assembly import make_env_factory
+
+        self.cfg, self.model, self.tok, self.samples, self.reward_fn = cfg, model, tok, samples, reward_fn
+        self.iterations, self.args, self.torch = iterations, args, torch
+        self.n_completions = n_completions = len(samples) * cfg.rollout.n_samples
+        self.micro = args.micro if n_completions % args.micro == 0 else n_completions
+        self.rcfg = rcfg = replace(cfg, env=replace(cfg.env, format="hermes"),
+                                   train=replace(cfg.train, prompts_per_iter=len(samples), minibatch_size=n_completions,
+                                                 micro_batch_size=self.micro, iterations=iterations,
+                                                 threads=args.threads))
+        self.codec = ChatCodec(tok)
+        self.retriever = open_index(cfg.search.index_dir)
+        self.make_env = ending_like_trl(make_env_factory(rcfg, self.retriever))
+        env0 = self.make_env(samples[0])
+        (schema,) = [s for s in env0.tool_schemas if s["function"]["name"] == "search"]
+        self.tool = SchemaTool(schema, self.search)
+        messages = [self.make_env(s).reset(s) for s in samples]
+        self.checks = _check_identical(tok, self.codec, self.make_env, samples[0], messages, self.tool, self.search,
+                                       rcfg)
+        self.stop_ids = [tok.eos_token_id] + [ids[0] for ids in (self.codec.encode(x) for x in env0.fmt.stop_strings)
+                                              if len(ids) == 1]
+        self.dataset = Dataset.from_list([{"prompt": m, "answers": s["answers"]} for m, s in zip(messages, samples)])
+        longest = max(self.checks["prompt_tokens"])
+        self.budgets = {"trl_max_completion_length": rcfg.rollout.max_total_tokens - longest,
+                        "trl_max_tool_calling_iterations": rcfg.rollout.max_turns - 1,
+                        "agent_r1": {k: getattr(rcfg.rollout, k) for k in (
+                            "max_turns", "max_tokens_per_turn", "max_observation_tokens", "max_total_tokens")}}
+
+    def search(self, query: str) -> str:
+        """agent-r1's search tool text, cut to the rollout's observation budget as the rollout cuts it."""
+        from agent_r1.tools.search import format_hits
+
+        cfg = self.cfg
+        text = format_hits(self.retriever.search([query], cfg.search.k)[0], cfg.search.max_chars_per_doc)
+        ids = self.codec.encode(text)
+        cap = self.rcfg.rollout.max_observation_tokens
+        return text if len(ids) <= cap else self.codec.decode(ids[:cap])
+
+    def agent_r1(self, r: int) -> dict[str, Any]:
+        from agent_r1.training.trainer import RLTrainer
+
+        trainer = RLTrainer(replace(self.rcfg, seed=r), copy.deepcopy(self.model), self.tok, self.make_env,
+                            self.samples)
+        gen, steps = time_generate(trainer.engine), []
+        load, t0 = _load(), time.perf_counter()
+        for _ in range(self.iterations):
+            m = trainer.train_step()
+            trajs = trainer.last_trajectories
+            steps.append({"tool_calls": m["tool_calls_per_trajectory"], "turns": m["turns_per_trajectory"],
+                          "valid_call_rate": m["valid_call_rate"], "action_tokens": m["action_tokens"],
+                          "tokens": sum(len(t.token_ids) for t in trajs) / len(trajs),
+                          "sampled_tokens": sum(len(t.action_ids) for tr in trajs for t in tr.turns) / len(trajs)})
+        total = time.perf_counter() - t0
+        return {"seconds": total / self.iterations, "generate_s": gen[0] / self.iterations, "load": load,
+                "steps": steps, "example": self.codec.decode(trajs[0].token_ids[len(trajs[0].prompt_ids):])[:600]}
+
+    def trl_config(self, r: int) -> Any:
+        from trl import GRPOConfig
+
+        cfg, micro, n = self.cfg, self.micro, self.n_completions
+        return GRPOConfig(
+            output_dir=str(perf_work() / "trl_out"), use_cpu=True, bf16=False, gradient_checkpointing=False,
+            per_device_train_batch_size=micro, gradient_accumulation_steps=n // micro,
+            steps_per_generation=n // micro,
             num_generations=cfg.rollout.n_samples, num_iterations=cfg.train.ppo_epochs,
-            max_steps=iterations * cfg.train.ppo_epochs, max_completion_length=budgets["trl_max_completion_length"],
+            max_steps=self.iterations * cfg.train.ppo_epochs,
+            max_completion_length=self.budgets["trl_max_completion_length"],
             temperature=cfg.rollout.temperature, top_k=0, beta=0.0, learning_rate=cfg.train.lr,
             weight_decay=cfg.train.weight_decay, max_grad_norm=cfg.train.max_grad_norm, lr_scheduler_type="constant",
             warmup_steps=0, logging_steps=1, report_to="none", save_strategy="no", disable_tqdm=True, seed=r,
-            dataloader_num_workers=0, max_tool_calling_iterations=rcfg.rollout.max_turns - 1)
-        EndOfTurnGRPO.seen, EndOfTurnGRPO.gen_s = [], 0.0
-        trainer = EndOfTurnGRPO(model=m, reward_funcs=reward_fn, args=gargs, train_dataset=dataset,
-                                processing_class=tok, tools=[tool])
-        torch.set_num_threads(args.threads)  # accelerate may change it
+            dataloader_num_workers=0, max_tool_calling_iterations=self.rcfg.rollout.max_turns - 1)
+
+    def trl(self, r: int) -> dict[str, Any]:
+        m = copy.deepcopy(self.model)
+        m.generation_config.eos_token_id = self.stop_ids
+        grpo = end_of_turn_grpo_class(self.tok, self.checks["prompt_tokens"])
+        grpo.seen, grpo.gen_s = [], 0.0
+        trainer = grpo(model=m, reward_funcs=self.reward_fn, args=self.trl_config(r), train_dataset=self.dataset,
+                       processing_class=self.tok, tools=[self.tool])
+        self.torch.set_num_threads(self.args.threads)  # accelerate may change it
         load, t0 = _load(), time.perf_counter()
         trainer.train()
         total = time.perf_counter() - t0
-        seen = list(EndOfTurnGRPO.seen)
-        return {"seconds": total / iterations, "generate_s": EndOfTurnGRPO.gen_s / iterations, "load": load,
+        seen = list(grpo.seen)
+        return {"seconds": total / self.iterations, "generate_s": grpo.gen_s / self.iterations, "load": load,
                 "steps": [{k: v for k, v in s.items() if k != "example"} for s in seen],
                 "example": seen[0]["example"] if seen else ""}
 
-    def per_trajectory(runs: list[dict[str, Any]]) -> dict[str, float]:
-        steps = [s for run in runs for s in run["steps"]]
-        keys = [k for k in steps[0] if isinstance(steps[0][k], (int, float))]
-        return {k: round(statistics.mean(s[k] for s in steps), 3) for k in keys}
-
-    # the warm-up runs (untimed) are the check that both loops call the tool alike
-    warm = {"agent_r1": agent_r1(1000), "trl": trl(1000)}
-    calls_a = per_trajectory([warm["agent_r1"]])["tool_calls"]
-    calls_t = per_trajectory([warm["trl"]])["tool_calls"]
-    checks["tool_calls_per_trajectory_warmup"] = {"agent_r1": calls_a, "trl": calls_t}
-    checks["tool_calls_within_10_percent"] = abs(calls_a - calls_t) <= 0.1 * max(calls_a, calls_t, 1e-9)
-    checks["examples_warmup"] = {k: v["example"] for k, v in warm.items()}
-    print("tool: warm-up tool calls per trajectory", checks["tool_calls_per_trajectory_warmup"], flush=True)
-    timed_runs = alternate({"agent_r1": agent_r1, "trl": trl}, repeats)
-    retriever.close()
-    runs = {k: [v for _, v in vals] for k, vals in timed_runs.items()}
-    a, t = runs["agent_r1"], runs["trl"]
-    for name, vals in runs.items():
-        print(f"  {name}: " + ", ".join(f"{v['seconds']:.1f}s (load {v['load'][0]})" for v in vals), flush=True)
-
-    def side(vals: list[dict[str, Any]]) -> dict[str, Any]:
+    def side(self, vals: list[dict[str, Any]]) -> dict[str, Any]:
         pt = per_trajectory(vals)
-        n = len(samples) * cfg.rollout.n_samples
+        n, epochs = self.n_completions, self.cfg.train.ppo_epochs
         return {"seconds_per_iteration": summary([v["seconds"] for v in vals]),
                 "generate_s": summary([v["generate_s"] for v in vals]),
                 "generation_tokens_per_s": summary([n * pt["sampled_tokens"] / v["generate_s"] for v in vals], 1),
-                "update_tokens_per_s": summary([cfg.train.ppo_epochs * n * pt["tokens"] / (v["seconds"] - v["generate_s"])
+                "update_tokens_per_s": summary([epochs * n * pt["tokens"] / (v["seconds"] - v["generate_s"])
                                                 for v in vals], 1),
                 "per_trajectory": pt, "runs": [{k: x for k, x in v.items() if k != "example"} for v in vals]}
-
-    comparable = checks["prompts_identical"] and checks["glue_identical"] and checks["tool_calls_within_10_percent"]
-    return {"comparable": comparable, "checks": checks, "budgets": budgets, "agent_r1": side(a), "trl": side(t),
-            "ratio_agent_r1_over_trl": ratio_summary([x["seconds"] for x in a], [x["seconds"] for x in t]),
-            "prompts": len(samples), "group_size": cfg.rollout.n_samples, "iterations_per_run": iterations,
-            "micro_batch_size": micro,
-            "stop_ids": stop_ids, "note": __doc__.split("\n\n", 1)[1].strip()}
 
 
 def ending_like_trl(make_env: Any) -> Any:

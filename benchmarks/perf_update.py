@@ -15,50 +15,46 @@ Writes benchmarks/results/perf_update.json (or perf_update_cuda.json).
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from perf_common import (  # noqa: E402
+from benchmarks.perf_common import (
     add_common_args,
     alternate,
+    bench_cfg,
     device_overrides,
-    load_cfg,
     policy,
     ratio_summary,
+    sft_steps,
     summary,
     write_result,
 )
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    add_common_args(ap)
-    args = ap.parse_args()
-    import torch
-
-    torch.set_num_threads(args.threads)
-    repeats = args.repeats or (9 if args.full else 5)
-    cuda = args.device.startswith("cuda")
-    cfg = load_cfg(device_overrides(args.device))
+def prepared_batch(args: argparse.Namespace) -> tuple[Any, Any, Any, dict, Any]:
+    """(config, trainer, model, its description, batch): a batch that `rollout` + `prepare` produced."""
     from agent_r1.retrieval.base import open_index
     from agent_r1.runs.assembly import ensure_data, ensure_index, load_samples, make_env_factory
     from agent_r1.training import trainer as trainer_mod
 
+    cfg = bench_cfg(args, device_overrides(args.device))
     data_dir = ensure_data(cfg)
     retriever = open_index(ensure_index(cfg, data_dir))
-    model, tok, model_desc = policy(cfg, args.device, dtype="bfloat16" if cuda else "float32")
+    model, tok, model_desc = policy(cfg, args.device, sft_steps(args),
+                                    dtype="bfloat16" if args.device.startswith("cuda") else "float32")
     trainer = trainer_mod.RLTrainer(cfg, model, tok, make_env_factory(cfg, retriever),
                                     load_samples(data_dir / cfg.data.train_file))
     batch = trainer.prepare(trainer.rollout())
-    # the trainer moves each micro-batch itself; the bare baseline gets the batch on the device
-    dev_batch = {k: v.to(args.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
     retriever.close()
-    t = cfg.train
-    n, width = batch["input_ids"].shape
-    tokens = t.ppo_epochs * int(batch["attention_mask"].sum())
+    return cfg, trainer, model, model_desc, batch
+
+
+def bare_update(model: Any, batch: dict, t: Any, device: str):
+    """B: a bare loop over the same minibatches and epochs (forward, masked NLL, backward, AdamW)."""
+    import torch
+
+    # the trainer moves each micro-batch itself; the bare baseline gets the batch on the device
+    dev_batch = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+    n = batch["input_ids"].shape[0]
     bare_opt = torch.optim.AdamW(model.parameters(), lr=t.lr, weight_decay=t.weight_decay)
 
     def bare(r: int) -> None:
@@ -68,7 +64,7 @@ def main() -> int:
             order = torch.randperm(n, generator=gen)
             for start in range(0, n, t.minibatch_size):
                 idx = order[start:start + t.minibatch_size]
-                ids, attn, mask = (dev_batch[k][idx.to(args.device)] for k in ("input_ids", "attention_mask", "loss_mask"))
+                ids, attn, mask = (dev_batch[k][idx.to(device)] for k in ("input_ids", "attention_mask", "loss_mask"))
                 logits = model(input_ids=ids, attention_mask=attn.long()).logits[:, :-1].float()
                 nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")
                 loss = (nll * mask[:, 1:]).sum() / mask[:, 1:].sum().clamp(min=1)
@@ -76,6 +72,23 @@ def main() -> int:
                 loss.backward()
                 bare_opt.step()
 
+    return bare
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_common_args(ap)
+    args = ap.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    repeats = args.repeats or (1 if args.smoke else 9 if args.full else 5)
+    cuda = args.device.startswith("cuda")
+    cfg, trainer, model, model_desc, batch = prepared_batch(args)
+    t = cfg.train
+    n, width = batch["input_ids"].shape
+    tokens = t.ppo_epochs * int(batch["attention_mask"].sum())
+    bare = bare_update(model, batch, t, args.device)
     sync = torch.cuda.synchronize if cuda else None
     trainer.update(batch)  # warm-up
     bare(0)
@@ -95,7 +108,6 @@ def main() -> int:
     print("trainer/bare:", results["trainer_over_bare"]["median"], flush=True)
     write_result("perf_update" + ("_cuda" if cuda else ""), results, args.device)
     return 0
-
 
 if __name__ == "__main__":
     raise SystemExit(main())

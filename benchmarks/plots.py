@@ -34,7 +34,8 @@ import matplotlib
 matplotlib.use("Agg")  # files only: no display on a server or in CI
 import matplotlib.pyplot as plt
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.common import ROOT
+
 # the command that writes each file, for files that do not record their own `command`
 COMMANDS = {"learning": "python benchmarks/learning.py --seeds 0,1,2", "memory": "python benchmarks/memory.py",
             "ray": "python benchmarks/ray_overhead.py", "scale": "python benchmarks/async_speed.py",

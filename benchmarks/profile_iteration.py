@@ -34,17 +34,12 @@ from __future__ import annotations
 import argparse
 import functools
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from perf_common import RESULTS, ROOT, load_cfg, policy, summary, write_result
-
-WORK = ROOT / "benchmarks" / ".work" / "profile"
+from benchmarks.common import ROOT, results_dir, work_dir
+from benchmarks.perf_common import load_cfg, policy, smoke_overrides, summary, write_result
 
 # (phase, label, how the seconds are found): a measured timer, or "rest:<parent>" = the parent's
 # timer minus its measured children (listed in CHILDREN)
@@ -89,8 +84,9 @@ class SectionTimer:
         return timed
 
 
-def instrument(trainer: Any, retriever: Any, timer: SectionTimer) -> None:
-    """Wraps the functions one iteration calls (instance attributes and module globals)."""
+def instrument(trainer: Any, retriever: Any, timer: SectionTimer) -> Callable[[], None]:
+    """Wraps the functions one iteration calls (instance attributes and module globals); returns
+    what puts the module globals back (the process may go on: a test calls main in-process)."""
     import torch
 
     from agent_r1.rollout import loop
@@ -102,12 +98,19 @@ def instrument(trainer: Any, retriever: Any, timer: SectionTimer) -> None:
     trainer.engine.generate = timer.wrap(trainer.engine.generate, "generate")
     trainer.optimizer.step = timer.wrap(trainer.optimizer.step, "optimizer_step")
     retriever.search = timer.wrap(retriever.search, "retrieval")
-    loop.step_many = timer.wrap(loop.step_many, "env_step")
-    trainer_mod.collate = timer.wrap(trainer_mod.collate, "collate")
     # the log-prob pass calls token_logprobs too, without gradients; only the PPO forward counts here
-    trainer_mod.token_logprobs = timer.wrap(trainer_mod.token_logprobs, "forward", torch.is_grad_enabled)
-    torch.autograd.backward = timer.wrap(torch.autograd.backward, "backward")
-    torch.nn.utils.clip_grad_norm_ = timer.wrap(torch.nn.utils.clip_grad_norm_, "grad_clip")
+    patches = [(loop, "step_many", "env_step", None), (trainer_mod, "collate", "collate", None),
+               (trainer_mod, "token_logprobs", "forward", torch.is_grad_enabled),
+               (torch.autograd, "backward", "backward", None), (torch.nn.utils, "clip_grad_norm_", "grad_clip", None)]
+    originals = [(owner, attr, getattr(owner, attr)) for owner, attr, _, _ in patches]
+    for owner, attr, name, when in patches:
+        setattr(owner, attr, timer.wrap(getattr(owner, attr), name, when))
+
+    def undo() -> None:
+        for owner, attr, fn in originals:
+            setattr(owner, attr, fn)
+
+    return undo
 
 
 def leaf_seconds(measured: dict[str, float]) -> dict[str, float]:
@@ -138,39 +141,29 @@ def table(rows: list[dict[str, Any]], totals: dict[str, Any], header: str) -> st
     return "\n".join([*lines, "", FLAME]) + "\n"
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--iterations", type=int, default=3, help="timed iterations (after one warm-up)")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (1: leaves the other core alone)")
-    ap.add_argument("--sft-steps", type=int, default=60, help="SFT steps of the benchmark warm start (cached)")
-    ap.add_argument("--no-write", action="store_true", help="print only (e.g. under py-spy)")
-    args = ap.parse_args()
-    import torch
-
-    torch.set_num_threads(args.threads)
+def setup(args: argparse.Namespace) -> tuple[Any, Any, Any, dict]:
+    """(config, trainer, retriever, the policy's description)."""
     from agent_r1.config import load_config
     from agent_r1.retrieval.base import open_index
-    from agent_r1.runs.assembly import (
-        ensure_data,
-        ensure_index,
-        load_samples,
-        make_env_factory,
-    )
+    from agent_r1.runs.assembly import ensure_data, ensure_index, load_samples, make_env_factory
     from agent_r1.training.trainer import RLTrainer
 
     # params.yaml as it is (perf_common's overrides keep the older BPE tokenizer: not here), with
-    # data, index and warm start in WORK
-    cfg = load_cfg({"model.tokenizer": load_config(ROOT / "params.yaml").model.tokenizer}, work=WORK)
-
+    # data, index and warm start in the work folder
+    cfg = load_cfg({"model.tokenizer": load_config(ROOT / "params.yaml").model.tokenizer,
+                    **(smoke_overrides() if args.smoke else {})}, work=work_dir("profile"))
     data_dir = ensure_data(cfg)
     retriever = open_index(ensure_index(cfg, data_dir))
-    model, tok, model_desc = policy(cfg, "cpu", args.sft_steps)
+    model, tok, model_desc = policy(cfg, "cpu", 2 if args.smoke else args.sft_steps)
     trainer = RLTrainer(cfg, model, tok, make_env_factory(cfg, retriever),
                         load_samples(data_dir / cfg.data.train_file))
-    timer = SectionTimer()
-    instrument(trainer, retriever, timer)
+    return cfg, trainer, retriever, model_desc
+
+
+def run_iterations(trainer: Any, timer: SectionTimer, iterations: int) -> list[dict[str, float]]:
+    """One warm-up then `iterations` timed iterations: each one's sections, phases and context."""
     iters: list[dict[str, float]] = []
-    for i in range(args.iterations + 1):
+    for i in range(iterations + 1):
         t0 = time.perf_counter()
         metrics = trainer.train_step()
         wall = time.perf_counter() - t0
@@ -187,7 +180,40 @@ def main() -> int:
                       action_tokens=metrics.get("action_tokens", 0.0), reward=metrics.get("reward_mean", 0.0))
         iters.append(leaves)
         print(f"iteration {i}: {wall:.2f} s (rollout {leaves['rollout']:.2f}, update {leaves['update']:.2f})", flush=True)
-    retriever.close()
+    return iters
+
+
+def header_text(cfg: Any, args: argparse.Namespace, ctx: dict[str, Any], model_desc: dict) -> str:
+    return (f"One iteration at the default settings (params.yaml: {cfg.train.prompts_per_iter} prompts x "
+            f"{cfg.rollout.n_samples} samples, {cfg.train.ppo_epochs} PPO epochs, minibatch "
+            f"{cfg.train.minibatch_size}), median of {args.iterations} iterations after 1 warm-up, "
+            f"{args.threads} torch thread(s), CPU shared with another benchmark. "
+            f"`python benchmarks/profile_iteration.py --iterations {args.iterations}`. "
+            "'of which retrieval' is part of 'env step'; 'masks (collate)' runs at the start of the learner's "
+            "prepare (counted in the rollout total here). Per iteration (median): "
+            f"{ctx['tool_calls']['median']} tool calls and {ctx['action_tokens']['median']} sampled tokens per "
+            f"trajectory, mean reward {ctx['reward']['median']}. Policy: {model_desc['kind']}.")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--iterations", type=int, default=3, help="timed iterations (after one warm-up)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (1: leaves the other core alone)")
+    ap.add_argument("--sft-steps", type=int, default=60, help="SFT steps of the benchmark warm start (cached)")
+    ap.add_argument("--no-write", action="store_true", help="print only (e.g. under py-spy)")
+    ap.add_argument("--smoke", action="store_true", help="micro model and world, 2 SFT steps (the smoke tests)")
+    args = ap.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    cfg, trainer, retriever, model_desc = setup(args)
+    timer = SectionTimer()
+    undo = instrument(trainer, retriever, timer)
+    try:
+        iters = run_iterations(trainer, timer, args.iterations)
+    finally:
+        undo()
+        retriever.close()
 
     def stats(key: str) -> dict[str, Any]:
         return {"seconds": summary([it[key] for it in iters]),
@@ -196,15 +222,7 @@ def main() -> int:
     rows = [{"phase": phase, "section": label.strip(), "key": key, **stats(key)} for phase, label, key in ROWS]
     totals = {k: stats(k) for k in ("rollout", "update", "iteration")}
     ctx = {k: summary([it[k] for it in iters], 3) for k in ("tool_calls", "action_tokens", "reward")}
-    header = (f"One iteration at the default settings (params.yaml: {cfg.train.prompts_per_iter} prompts x "
-              f"{cfg.rollout.n_samples} samples, {cfg.train.ppo_epochs} PPO epochs, minibatch "
-              f"{cfg.train.minibatch_size}), median of {args.iterations} iterations after 1 warm-up, "
-              f"{args.threads} torch thread(s), CPU shared with another benchmark. "
-              f"`python benchmarks/profile_iteration.py --iterations {args.iterations}`. "
-              "'of which retrieval' is part of 'env step'; 'masks (collate)' runs at the start of the learner's "
-              "prepare (counted in the rollout total here). Per iteration (median): "
-              f"{ctx['tool_calls']['median']} tool calls and {ctx['action_tokens']['median']} sampled tokens per "
-              f"trajectory, mean reward {ctx['reward']['median']}. Policy: {model_desc['kind']}.")
+    header = header_text(cfg, args, ctx, model_desc)
     print(table(rows, totals, header))
     if not args.no_write:
         write_result("profile", {
@@ -215,9 +233,8 @@ def main() -> int:
             "sections": rows, "totals": totals,
             "per_iteration_context": ctx,
         })
-        (RESULTS / "profile.md").write_text(table(rows, totals, header))
+        (results_dir() / "profile.md").write_text(table(rows, totals, header))
     return 0
-
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -5,28 +5,16 @@
 - `prepare_world(config)`: builds that data and index once (not timed).
 - `timed_ray_run(cfg, iterations)`: a fresh Ray trainer (start-up reported, not timed), one warm-up
   iteration, then `iterations` timed ones; seconds, rollout wait and update per iteration.
-- `machine(note)`: perf_common.machine() (CPU, cores, versions, commit) plus Ray's
-  version and the note.
-- `update_results(path, key, section)`: read-modify-write of one key of a results JSON, so the
-  benchmarks that share a file (scale.json) keep each other's sections.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-for path in (ROOT, ROOT / "benchmarks"):
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
-
-from perf_common import machine as perf_machine  # noqa: E402
+from benchmarks import common
 
 SMALL = {
     "data.n_people": 120, "model.hidden_size": 128, "model.num_layers": 2, "model.num_heads": 4,
@@ -36,9 +24,24 @@ SMALL = {
 }
 
 
-def small_config(work: Path, **over: Any) -> dict[str, Any]:
-    """The small benchmark config with its data and index under `work`, then `over` (dotted keys)."""
-    return {"data.dir": str(work / "data"), "search.index_dir": str(work / "index"), **SMALL, **over}
+def small_config(work: Path, smoke: bool = False, **over: Any) -> dict[str, Any]:
+    """The small benchmark config with its data and index under `work`, then `over` (dotted keys);
+    `smoke`: the micro model and world instead (common.micro_overrides), for the smoke tests."""
+    micro = {k: v for k, v in common.micro_overrides(work).items() if k.startswith(("data.n_", "model.", "rollout."))}
+    return {"data.dir": str(work / "data"), "search.index_dir": str(work / "index"), **SMALL,
+            **(micro if smoke else {}), **over}
+
+
+def ray_machine(note: str = "") -> dict[str, Any]:
+    """common.machine() with Ray's version and the note; the caller records the load average before
+    and after its runs."""
+    from importlib.metadata import version
+
+    return common.machine(at_start=False, ray=version("ray"), note=note)
+
+
+def add_smoke_arg(ap: Any) -> None:
+    ap.add_argument("--smoke", action="store_true", help="the micro model and world, for the smoke tests (seconds)")
 
 
 def prepare_world(config: dict[str, Any], work: Path) -> Any:
@@ -72,25 +75,3 @@ def timed_ray_run(cfg: Any, iterations: int) -> dict[str, Any]:
             # the tokens a batch holds (prompt and response, every trajectory): the work of an update
             "batch_tokens": [round(m["update_tokens_per_s"] * m["update_s"] / cfg.train.ppo_epochs) for m in metrics],
             "staleness_max": max(m.get("staleness/max", 0.0) for m in metrics), "startup_s": round(startup, 2)}
-
-
-def machine(note: str = "") -> dict[str, Any]:
-    """What the figures were measured on; the caller records the load average before and after."""
-    import ray
-
-    info = {**perf_machine(), "ray": ray.__version__, "note": note}
-    info.pop("load_average_at_start", None)  # taken when this is called, which may be after the runs
-    return info
-
-
-def loadavg() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
-
-
-def update_results(path: Path, key: str, section: dict[str, Any]) -> dict[str, Any]:
-    """Writes `section` under `key` of the JSON at `path`, keeping its other keys; returns the whole."""
-    result = json.loads(path.read_text()) if path.exists() else {}
-    result[key] = section
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=1) + "\n")
-    return result

@@ -22,12 +22,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from ray_bench_common import ROOT, loadavg, machine, prepare_world, small_config
-
 from agent_r1.config import load_config
+from benchmarks.common import loadavg, result_path, work_dir, write_json
+from benchmarks.ray_bench_common import add_smoke_arg, prepare_world, ray_machine, small_config
 
-WORK = ROOT / "benchmarks" / ".work" / "ray"
-CONFIG = small_config(WORK, **{"train.threads": 2})
 RAY = {"ray.enabled": True, "ray.learner_cpus": 1}
 RUNS = {
     "in_process": {},
@@ -58,24 +56,15 @@ def summarise(steps: list[tuple[float, dict]]) -> dict:
             "policy_loss": [m.get("policy_loss") for _, m in steps]}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--iterations", type=int, default=5, help="timed iterations per run (after one warm-up)")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "ray.json"))
-    args = ap.parse_args()
-
+def run_all(base, cfgs: dict, iterations: int) -> tuple[dict[str, list], dict[str, float]]:
+    """Every trainer in one Ray session, taking turns iteration by iteration: (steps, start-up seconds)."""
     import ray
-    import torch
 
     from agent_r1.runs.train import assembly
     from agent_r1.training.ray_trainer import RayTrainer, init_ray
 
-    base = prepare_world(CONFIG, WORK)
-    cfgs = {name: load_config(None, {**CONFIG, **over, "train.out_dir": str(WORK / name)}) for name, over in RUNS.items()}
     needed = sum(int(c.ray.learner_cpus + c.ray.num_workers * c.ray.cpus_per_worker) for c in cfgs.values() if c.ray.enabled)
-    load_before = loadavg()
-    torch.set_num_threads(base.train.threads)
-    init_ray(replace(base.ray, num_cpus=needed))  # logical CPUs: the trainers take turns
+    owned = init_ray(replace(base.ray, num_cpus=needed))  # logical CPUs: the trainers take turns
     trainers, startup = {}, {}
     retriever = None
     try:
@@ -87,7 +76,7 @@ def main() -> int:
                 trainers[name], retriever = in_process_trainer(cfg)
             startup[name] = round(time.perf_counter() - t0, 2)
         steps: dict[str, list] = {name: [] for name in cfgs}
-        for i in range(args.iterations + 1):
+        for i in range(iterations + 1):
             for name, trainer in trainers.items():
                 t0 = time.perf_counter()
                 metrics = trainer.train_step()
@@ -99,23 +88,50 @@ def main() -> int:
                 trainer.close()
         if retriever is not None:
             retriever.close()
-        ray.shutdown()
+        if owned:  # a caller's Ray session (the smoke tests') stays up
+            ray.shutdown()
+    return steps, startup
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--iterations", type=int, default=5, help="timed iterations per run (after one warm-up)")
+    ap.add_argument("--out", default=str(result_path("ray")))
+    ap.add_argument("--runs", default=",".join(RUNS), help=f"comma list of {list(RUNS)} (in_process always runs)")
+    add_smoke_arg(ap)
+    args = ap.parse_args(argv)
+    runs_asked = {"in_process", *args.runs.split(",")}
+    WORK = work_dir("ray")
+    CONFIG = small_config(WORK, args.smoke, **{"train.threads": 2})
+
+    import torch
+
+    base = prepare_world(CONFIG, WORK)
+    cfgs = {name: load_config(None, {**CONFIG, **over, "train.out_dir": str(WORK / name)})
+            for name, over in RUNS.items() if name in runs_asked}
+    load_before = loadavg()
+    torch.set_num_threads(base.train.threads)
+    steps, startup = run_all(base, cfgs, args.iterations)
     runs = {name: {**summarise(s), "startup_s": startup[name]} for name, s in steps.items()}
     reference = runs["in_process"]["iteration_s_median"]
+
+    def ratio(name: str) -> float | None:
+        return round(runs[name]["iteration_s_median"] / reference, 3) if name in runs else None
+
     result = {
         "what": "median wall seconds per training iteration (after one warm-up), same config and seed",
         "config": CONFIG, "iterations_timed": args.iterations,
         "runs": runs,
-        "ratio_ray_1_worker_over_in_process": round(runs["ray_1_worker"]["iteration_s_median"] / reference, 3),
-        "ratio_ray_2_workers_over_in_process": round(runs["ray_2_workers"]["iteration_s_median"] / reference, 3),
+        "ratio_ray_1_worker_over_in_process": ratio("ray_1_worker"),
+        "ratio_ray_2_workers_over_in_process": ratio("ray_2_workers"),
         "target_ratio_1_worker": 1.15,
         # one worker reproduces the in-process run: the same rewards, iteration by iteration
-        "one_worker_same_rewards_as_in_process": runs["ray_1_worker"]["reward_mean"] == runs["in_process"]["reward_mean"],
+        "one_worker_same_rewards_as_in_process": (runs["ray_1_worker"]["reward_mean"] == runs["in_process"]["reward_mean"]
+                                                  if "ray_1_worker" in runs else None),
         "note": "a shared machine: see loadavg; the trainers take turns so they see the same load",
-        "machine": {**machine(), "loadavg_before": load_before, "loadavg_after": loadavg()},
+        "machine": {**ray_machine(), "loadavg_before": load_before, "loadavg_after": loadavg()},
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    write_json(Path(args.out), result)
     print(json.dumps({k: v for k, v in result.items() if k.startswith(("ratio", "one_worker"))}, indent=1))
     for name, r in runs.items():
         print(f"{name:18s} {r['iteration_s_median']:.3f} s/iter  (rollout {r['rollout_s_median']:.3f}, "

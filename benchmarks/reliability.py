@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import random
 import subprocess
 import sys
@@ -40,8 +39,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.common import ROOT, machine, result_path, shown, write_json
 
 FAULT_TESTS = {  # pytest node id -> the fault it injects; an id without [...] stands for all its parameters
     "tests/test_env.py::test_each_failure_kind_becomes_observation":
@@ -182,7 +180,7 @@ TRACKING_TESTS = (  # each asserts every record reached the store (or was set as
 
 
 def run_fuzz(cases: int, seed: int) -> dict:
-    from tests.reliability.test_fuzz_rollout import MAX_CALLS, build_world, check_step, fuzz_cases
+    from benchmarks.fuzz import MAX_CALLS, build_world, check_step, fuzz_cases
 
     kinds: dict[str, int] = {}
     failures: list[str] = []
@@ -222,10 +220,9 @@ def _json_text(rng: random.Random, depth: int = 0) -> str:
 def run_parse_fuzz(cases: int, seed: int) -> dict:
     """test_fuzz_parse's two properties on fixed inputs: every injected exception type (all
     combinations) and `cases` hermes calls of JSON of every type in every position."""
-    from tests.reliability import test_fuzz_parse as fp
+    from benchmarks.fuzz import EXCEPTIONS, check_exception_becomes_error, check_hermes_json, parse_envs
 
-    injected = fp.test_any_exception_from_one_call_becomes_its_error.hypothesis.inner_test
-    every_type = fp.test_hermes_json_of_every_type_in_every_position.hypothesis.inner_test
+    envs = parse_envs()
     kinds = {"parse_exception": 0, "parse_json": 0}
     failures: list[str] = []
     start = time.perf_counter()
@@ -233,22 +230,22 @@ def run_parse_fuzz(cases: int, seed: int) -> dict:
     def attempt(kind: str, check, **kwargs) -> None:
         kinds[kind] += 1
         try:
-            check(**kwargs)
+            check(envs, **kwargs)
         except Exception as exc:  # AssertionError (a broken invariant) or anything the env raised
             failures.append(f"{kind}: {type(exc).__name__}: {str(exc)[:200]}")
 
     try:
-        for exc_type in fp.EXCEPTIONS:
+        for exc_type in EXCEPTIONS:
             for fmt in ("tag", "hermes"):
                 for n in (1, 2, 3):
-                    attempt("parse_exception", injected, exc_type=exc_type, fmt=fmt, n=n)
+                    attempt("parse_exception", check_exception_becomes_error, exc_type=exc_type, fmt=fmt, n=n)
         rng = random.Random(seed)
         for _ in range(cases):
             name = '"search"' if rng.random() < 0.2 else _json_text(rng)
-            attempt("parse_json", every_type, name=name, args=_json_text(rng), as_string=rng.random() < 0.5,
+            attempt("parse_json", check_hermes_json, name=name, args=_json_text(rng), as_string=rng.random() < 0.5,
                     pad=rng.choice(["", "\n", " \n\t"]))
     finally:
-        for env in fp.ENVS.values():  # the module's envs fork tool workers: stop them
+        for env in envs.values():  # the envs fork tool workers: stop them
             env.runner.close()
     return {"inputs_tried": sum(kinds.values()), "by_kind": kinds, "failures": len(failures),
             "failure_samples": failures[:5], "seconds": round(time.perf_counter() - start, 1)}
@@ -272,12 +269,12 @@ def _covers(test: str, node: str) -> bool:
     return node == test or ("[" not in test and node.startswith(test + "["))
 
 
-def run_fault_tests() -> dict:
+def run_fault_tests(tests: dict[str, str] = FAULT_TESTS) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         xml = Path(tmp) / "junit.xml"
         start = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}",
-                               *FAULT_TESTS], cwd=ROOT, capture_output=True, text=True)
+                               *tests], cwd=ROOT, capture_output=True, text=True)
         seconds = time.perf_counter() - start
         outcome: dict[str, str] = {}
         if xml.exists():
@@ -291,7 +288,7 @@ def run_fault_tests() -> dict:
                         status = "skipped"
                 outcome[node] = status
     rows = []
-    for test, fault in FAULT_TESTS.items():
+    for test, fault in tests.items():
         cases = [st for node, st in outcome.items() if _covers(test, node)]
         rows.append({"test": test, "fault": fault, "cases": len(cases), "cases_passed": cases.count("passed"),
                      "outcome": _outcome(cases)})
@@ -316,29 +313,31 @@ def kill_counts(kill: dict) -> dict:
             "trials_completed_cleanly": sum(bool(t["resumed_ok"]) for t in details)}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", type=int, default=20000, help="model outputs stepped through the env")
     ap.add_argument("--parse-cases", type=int, default=10000, help="hermes calls of JSON of every type")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-fault-tests", action="store_true")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "reliability.json"))
-    args = ap.parse_args()
+    ap.add_argument("--fault-tests", default=None, help="comma list of FAULT_TESTS ids to run (default: all)")
+    ap.add_argument("--out", default=str(result_path("reliability")))
+    args = ap.parse_args(argv)
+    tests = {t: FAULT_TESTS[t] for t in args.fault_tests.split(",")} if args.fault_tests else FAULT_TESTS
 
     fuzz = run_fuzz(args.cases, args.seed)
     print(f"fuzz: {fuzz['inputs_tried']} inputs, {fuzz['failures']} failures, {fuzz['seconds']} s", flush=True)
     parse = run_parse_fuzz(args.parse_cases, args.seed)
     print(f"parse fuzz: {parse['inputs_tried']} inputs, {parse['failures']} failures, {parse['seconds']} s", flush=True)
-    faults = {"skipped": True} if args.skip_fault_tests else run_fault_tests()
+    faults = {"skipped": True} if args.skip_fault_tests else run_fault_tests(tests)
     if not args.skip_fault_tests:
         print(f"faults: {faults['handled']}/{faults['injected']} handled ({faults['cases_passed']}/"
               f"{faults['cases_run']} cases), {faults['seconds']} s", flush=True)
-    kill_path = ROOT / "benchmarks" / "results" / "kill_resume.json"
+    kill_path = result_path("kill_resume")
     kill = kill_counts(json.loads(kill_path.read_text())) if kill_path.exists() else {}
     passed = {r["test"] for r in faults.get("faults", []) if r["outcome"] == "passed"}
     tracking_ok = set(TRACKING_TESTS) <= passed
     report = {
-        "machine": {"python": platform.python_version(), "platform": platform.platform()},
+        "machine": machine(),
         "inputs_tried": fuzz["inputs_tried"] + parse["inputs_tried"],
         "inputs_failed": fuzz["failures"] + parse["failures"],
         "model_outputs_tried": fuzz["inputs_tried"],
@@ -352,9 +351,9 @@ def main() -> int:
         "fuzz": fuzz,
         "parse_fuzz": parse,
         "fault_tests": faults,
-        "kill_resume_source": str(kill_path.relative_to(ROOT)) if kill else None,
+        "kill_resume_source": shown(kill_path) if kill else None,
     }
-    Path(args.out).write_text(json.dumps(report, indent=1))
+    write_json(Path(args.out), report)
     print(json.dumps({k: v for k, v in report.items() if k not in ("fuzz", "parse_fuzz", "fault_tests")}, indent=1))
     ok = report["inputs_failed"] == 0 and (args.skip_fault_tests or faults["handled"] == faults["injected"])
     return 0 if ok and (not kill or kill["trials_completed_cleanly"] == kill["sigkill_trials"]) else 1

@@ -20,29 +20,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from importlib.metadata import version
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from agent_r1.data.corpus import build_corpus_from_hotpotqa
+from agent_r1.data.corpus import build_corpus_from_hotpotqa, dedup_documents, make_document
+from agent_r1.data.io import iter_records
 from agent_r1.data.loaders import load_hotpotqa
 from agent_r1.retrieval.base import RetrievalConfig, open_retriever
 from agent_r1.retrieval.metrics import recall_at_k, top1_agreement
+from benchmarks.common import ROOT, machine, result_path, write_json
+from benchmarks.noida import start_noida
 
-HOTPOTQA = REPO / "samples" / "hotpotqa" / "hotpotqa_dev_distractor_400.jsonl"  # tracked in the repo
+HOTPOTQA = ROOT / "samples" / "hotpotqa" / "hotpotqa_dev_distractor_400.jsonl"  # tracked in the repo
 K = 5
 
 
@@ -103,52 +97,37 @@ def torch_threads() -> int:
     return torch.get_num_threads()
 
 
-def start_noida(data_dir: Path) -> tuple[subprocess.Popen, str]:
-    binary = str(files("noida_db").joinpath("noida-db"))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([binary, "start", "--data-dir", str(data_dir), "--host", "127.0.0.1",
-                             "--only", "elasticsearch", "--elasticsearch-port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            urllib.request.urlopen(url, timeout=1).close()
-            return proc, url
-        except OSError:
-            if proc.poll() is not None:
-                break
-            time.sleep(0.1)
-    proc.terminate()
-    raise RuntimeError(f"noida-db did not start at {url}")
+def hotpot(n: int | None = None) -> tuple[list, list]:
+    """(documents, questions) of HotpotQA-400, or of its first `n` questions (their paragraphs only)."""
+    samples = load_hotpotqa(HOTPOTQA)
+    if n is None:
+        return build_corpus_from_hotpotqa(HOTPOTQA), samples
+    rows = [rec.value for rec in iter_records(HOTPOTQA)][:n]
+    docs = dedup_documents(make_document(title, " ".join(x.strip() for x in sents))
+                           for row in rows for title, sents in row["context"])
+    return docs, samples[:n]
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5, help="tantivy search repeats (median)")
     ap.add_argument("--es-repeats", type=int, default=1, help="Elasticsearch search repeats (slow)")
     ap.add_argument("--skip-es", action="store_true")
-    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "retrieval.json")
+    ap.add_argument("--out", type=Path, default=result_path("retrieval"))
     ap.add_argument("--skip-dense", action="store_true", help="skip the dense and hybrid rows")
     ap.add_argument("--dense-repeats", type=int, default=3, help="dense/hybrid search repeats (median)")
-    args = ap.parse_args()
+    ap.add_argument("--questions", type=int, default=None, help="the first N HotpotQA questions (default: all 400)")
+    args = ap.parse_args(argv)
 
-    docs = build_corpus_from_hotpotqa(HOTPOTQA)
-    samples = load_hotpotqa(HOTPOTQA)
+    docs, samples = hotpot(args.questions)
     queries = [s.question for s in samples]
     gold = [s.supporting_titles for s in samples]
     report: dict[str, Any] = {
         "dataset": "hotpotqa_dev_distractor_400 (samples/)", "k": K,
         "n_questions": len(queries), "n_documents": len(docs),
-        "machine": {
-            "cpu_count": os.cpu_count(), "platform": platform.platform(), "processor": platform.processor(),
-            "python": platform.python_version(), "tantivy": version("tantivy"),
-            "elasticsearch_client": version("elasticsearch"),
-            "noida_db": version("noida-db") if not args.skip_es else None,
-            "faiss": version("faiss-cpu"), "torch": version("torch"), "transformers": version("transformers"),
-            "note": "2 cores shared with other jobs while measured: speeds are lower bounds",
-        },
+        "machine": machine(tantivy=version("tantivy"), elasticsearch_client=version("elasticsearch"),
+                           noida_db=version("noida-db") if not args.skip_es else None, faiss=version("faiss-cpu"),
+                           note="2 cores shared with other jobs while measured: speeds are lower bounds"),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     with tempfile.TemporaryDirectory() as tmp:
@@ -159,15 +138,14 @@ def main() -> int:
         if not args.skip_dense:
             report.update(bench_dense(Path(tmp), docs, queries, gold, args.dense_repeats, tv))
         if not args.skip_es:
-            proc, url = start_noida(Path(tmp) / "noida")
+            server = start_noida(Path(tmp) / "noida")
             try:
-                config = RetrievalConfig(backend="elasticsearch", url=url, index_name="bench-hotpot",
+                config = RetrievalConfig(backend="elasticsearch", url=server.url, index_name="bench-hotpot",
                                          request_timeout_s=600)
                 es, es_results = bench_backend(config, docs, queries, gold, args.es_repeats)
                 es["server"] = "noida-db (Elasticsearch REST API stand-in, reports 8.15.3)"
             finally:
-                proc.terminate()
-                proc.wait(timeout=30)
+                server.stop()
             report["elasticsearch"] = es
             agreement = top1_agreement(tv_results, es_results)
             report["top1_agreement"] = agreement.to_dict()
@@ -178,9 +156,7 @@ def main() -> int:
         kept = {key: value for key, value in previous.items() if key not in report}
         if kept:
             report = {**kept, **report, "kept_from_previous_run": sorted(kept)}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {args.out}")
+    write_json(args.out, report, indent=2)
     return 0
 
 

@@ -25,33 +25,23 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
-import os
-import platform
 import shutil
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import asdict, dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-for path in (ROOT, ROOT / "benchmarks"):
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
+from agent_r1.retrieval.base import RetrievalConfig, open_index, open_retriever, write_manifest
+from benchmarks import common
+from benchmarks.common import ROOT, loadavg, result_path, work_dir
+from benchmarks.noida import start_noida
+from benchmarks.scale_passages import PassageConfig, iter_passages, passage_name, sample_indices
+from benchmarks.scale_profile import profile
 
-from scale_passages import PassageConfig, iter_passages, passage_name, sample_indices  # noqa: E402
-from scale_profile import profile  # noqa: E402
-
-from agent_r1.retrieval.base import RetrievalConfig, open_index, open_retriever, write_manifest  # noqa: E402
-
-RESULT = ROOT / "benchmarks" / "results" / "retrieval_scale.json"
-WORK = ROOT / "benchmarks" / ".work" / "retrieval_scale"
+RESULT = ROOT / "benchmarks" / "results" / "retrieval_scale.json"  # the figures' file (the plot goes with it)
 PLOT = ROOT / "docs" / "img" / "bench-retrieval-scale.png"
 TARGET_QPS = 2000.0  # issue 19: >= 2,000 queries/s at 1M passages from one process
 ES_LABEL = "ES-API-compatible test server (noida-db), not a real Elasticsearch"
@@ -71,7 +61,7 @@ class ScaleConfig:
     seconds: float = 10.0
     latency_queries: int = 2_000   # one-query calls timed for p50/p99
     es_passages: int = 10_000      # 0: skip the Elasticsearch section
-    work: Path = WORK
+    work: Path = field(default_factory=lambda: work_dir("retrieval_scale"))
     keep: bool = False
 
     def __post_init__(self) -> None:
@@ -84,25 +74,7 @@ class ScaleConfig:
             raise ValueError(f"--processes needs one or more positive counts, got {self.processes}")
 
 
-def load() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
-
-
-def machine() -> dict[str, Any]:
-    cpu = platform.processor()
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
-        if line.startswith("model name"):
-            cpu = line.split(":", 1)[1].strip()
-            break
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        commit = ""
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
-            "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
-            "tantivy": version("tantivy"), "commit": commit, "load_average_at_start": load(),
-            "note": "2 cores shared with other benchmark jobs: see load_before/load_after of each phase"}
+load = loadavg
 
 
 def dir_bytes(path: Path) -> int:
@@ -223,49 +195,14 @@ def single_query_latency(index_dir: Path, queries: list[str], gold: list[str], c
             "load_before": before, "load_after": load()}
 
 
-def start_noida(data_dir: Path) -> tuple[subprocess.Popen, str]:
-    """noida-db on a free 127.0.0.1 port in its own session (stopped by stop_noida, by its pid)."""
-    from importlib.resources import files
-
-    binary = str(files("noida_db").joinpath("noida-db"))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    data_dir.mkdir(parents=True, exist_ok=True)
-    with open(data_dir / "noida.log", "wb") as log:
-        proc = subprocess.Popen([binary, "start", "--data-dir", str(data_dir), "--host", "127.0.0.1",
-                                 "--only", "elasticsearch", "--elasticsearch-port", str(port)],
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            urllib.request.urlopen(url, timeout=1).close()
-            return proc, url
-        except OSError:
-            time.sleep(0.1)
-    stop_noida(proc)
-    raise RuntimeError(f"noida-db did not answer at {url}; see {data_dir / 'noida.log'}")
-
-
-def stop_noida(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-
-
 def es_bulk(config: ScaleConfig) -> dict[str, Any]:
     """Bulk indexing rate of the Elasticsearch backend (chunks of bulk_chunk_size, then a refresh)."""
     docs = list(iter_passages(PassageConfig(config.es_passages, config.seed)))  # generated before the clock
     data_dir = config.work / "noida"
     shutil.rmtree(data_dir, ignore_errors=True)
-    proc, url = start_noida(data_dir)
+    server = start_noida(data_dir, timeout_s=60)
     try:
-        rconf = RetrievalConfig(backend="elasticsearch", url=url, index_name="bench-scale", request_timeout_s=600)
+        rconf = RetrievalConfig(backend="elasticsearch", url=server.url, index_name="bench-scale", request_timeout_s=600)
         retriever = open_retriever(rconf)
         before = load()
         t0 = time.perf_counter()
@@ -275,7 +212,7 @@ def es_bulk(config: ScaleConfig) -> dict[str, Any]:
         counted = retriever.count()
         retriever.close()
     finally:
-        stop_noida(proc)
+        server.stop()
         shutil.rmtree(data_dir, ignore_errors=True)
     return {"server": ES_LABEL, "noida_db": version("noida-db"), "elasticsearch_client": version("elasticsearch"),
             "passages": n, "count_after_refresh": counted, "bulk_chunk_size": rconf.bulk_chunk_size,
@@ -290,7 +227,9 @@ def run(config: ScaleConfig, out: Path | None = RESULT, plot: Path | None = PLOT
     config.work.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {
         "command": command,
-        "machine": machine(), "config": {**asdict(config), "work": str(config.work)},
+        "machine": common.machine(tantivy=version("tantivy"), note="2 cores shared with other benchmark jobs: see "
+                                  "load_before/load_after of each phase"),
+        "config": {**asdict(config), "work": str(config.work)},
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "target_qps_1_process_1M": TARGET_QPS,
         "builds": [], **{f"search_{form}_queries": [] for form in QUERY_FORMS}, "quality": []}
     for passages in sorted(config.passages):
@@ -324,7 +263,7 @@ def run(config: ScaleConfig, out: Path | None = RESULT, plot: Path | None = PLOT
         out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
         print(f"wrote {out}")
     if plot is not None and out is not None:
-        from plots import plot_retrieval_scale
+        from benchmarks.plots import plot_retrieval_scale
 
         plot.parent.mkdir(parents=True, exist_ok=True)
         print(f"wrote {plot_retrieval_scale(out.parent, plot.parent)}")
@@ -352,8 +291,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency-queries", type=int, default=2_000, help="one-query calls timed for p50/p99")
     ap.add_argument("--es-passages", type=int, default=10_000, help="Elasticsearch bulk section size (0 skips)")
     ap.add_argument("--skip-es", action="store_true", help="same as --es-passages 0")
-    ap.add_argument("--keep", action="store_true", help=f"keep the indexes under {WORK.relative_to(ROOT)}")
-    ap.add_argument("--out", type=Path, default=RESULT)
+    ap.add_argument("--keep", action="store_true", help="keep the indexes under benchmarks/.work/retrieval_scale")
+    ap.add_argument("--out", type=Path, default=result_path("retrieval_scale"))
     args = ap.parse_args(argv)
     config = ScaleConfig(passages=args.passages, seed=args.seed, k=5, queries=args.queries, batch=args.batch,
                          processes=args.processes, seconds=args.seconds, latency_queries=args.latency_queries,

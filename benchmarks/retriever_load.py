@@ -21,7 +21,6 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -30,8 +29,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.common import ROOT, machine, result_path, shown
+from benchmarks.retrieval import hotpot
+
 HOTPOT = ROOT / "samples" / "hotpotqa" / "hotpotqa_dev_distractor_400.jsonl"  # tracked in the repo
 
 
@@ -78,10 +78,12 @@ def write_merged(path: str, update: dict) -> None:
     """Writes `update` into the JSON at `path`, keeping the keys it does not set (the other backend's)."""
     out = Path(path)
     old = json.loads(out.read_text()) if out.exists() else {}
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({**old, **update}, indent=1))
+    print(f"wrote {shown(out)}")
 
 
-def main() -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("--backend", choices=["tantivy", "elasticsearch"], default="tantivy")
     ap.add_argument("--processes", type=int, default=4, help="tantivy: worker processes")
@@ -96,8 +98,16 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=None, help="queries per search call (64 tantivy, 8 elasticsearch)")
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=None, help="per run (60 tantivy, 30 elasticsearch)")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "retriever_load.json"))
-    args = ap.parse_args()
+    ap.add_argument("--start-delay", type=float, default=8.0,
+                    help="tantivy: seconds every worker gets to open its index before the clock starts")
+    ap.add_argument("--tantivy-questions", type=int, default=None,
+                    help="tantivy: the first N HotpotQA questions and their paragraphs (default: all 400)")
+    ap.add_argument("--out", default=str(result_path("retriever_load")))
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     if args.backend == "elasticsearch":
         args.batch, args.seconds = args.batch or 8, args.seconds or 30.0
         report = run_es(args, HOTPOT)
@@ -105,18 +115,20 @@ def main() -> int:
         print(json.dumps(report, indent=1))
         return 0 if all(r["errors"] == 0 and r["mismatched"] == 0 and r["lost"] == 0 for r in report["runs"]) else 1
     args.batch, args.seconds = args.batch or 64, args.seconds or 60.0
+    report = run_tantivy(args)
+    write_merged(args.out, report)
+    print(json.dumps({k: v for k, v in report.items() if k != "per_worker"}, indent=1))
+    ok = report["errors"] == 0 and report["lost_results"] == 0 and report["results_differing_from_single_process"] == 0
+    return 0 if ok else 1
 
-    from agent_r1.data.corpus import build_corpus_from_hotpotqa
-    from agent_r1.data.loaders import load_hotpotqa
-    from agent_r1.retrieval.base import (
-        RetrievalConfig,
-        open_index,
-        open_retriever,
-        write_manifest,
-    )
 
-    docs = build_corpus_from_hotpotqa(HOTPOT)
-    questions = [q.question for q in load_hotpotqa(HOTPOT)]
+def run_tantivy(args: argparse.Namespace) -> dict[str, Any]:
+    """One index, `args.processes` worker processes searching it for `args.seconds`, checked against
+    one process's results."""
+    from agent_r1.retrieval.base import RetrievalConfig, open_index, open_retriever, write_manifest
+
+    docs, samples = hotpot(args.tantivy_questions)
+    questions = [q.question for q in samples]
     with tempfile.TemporaryDirectory(prefix="agent-r1-load-") as tmp:
         config = RetrievalConfig(backend="tantivy", index_dir=Path(tmp))
         t0 = time.perf_counter()
@@ -130,18 +142,21 @@ def main() -> int:
         single.close()
 
         ctx = mp.get_context("spawn")
-        start_at = time.time() + 8.0  # every worker has opened its index before the clock starts
+        start_at = time.time() + args.start_delay  # every worker has opened its index before the clock starts
         with ctx.Pool(args.processes) as pool:
             jobs = [pool.apply_async(worker, (tmp, questions, reference, w, args.batch, args.k, start_at,
                                               args.seconds)) for w in range(args.processes)]
             results = [j.get(timeout=args.seconds + 300) for j in jobs]
+    return tantivy_report(args, results, n, len(questions), build_s, single_qps)
 
+
+def tantivy_report(args: argparse.Namespace, results: list[dict], n: int, n_questions: int, build_s: float,
+                   single_qps: float) -> dict[str, Any]:
     latencies = [x for r in results for x in r["latencies"]]
     queries = sum(r["queries"] for r in results)
-    report = {
-        "machine": {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
-                    "load_avg_1m_at_end": round(os.getloadavg()[0], 2)},
-        "corpus_docs": n, "distinct_questions": len(questions), "index_build_seconds": round(build_s, 2),
+    return {
+        "machine": {**machine(), "load_avg_1m_at_end": round(os.getloadavg()[0], 2)},
+        "corpus_docs": n, "distinct_questions": n_questions, "index_build_seconds": round(build_s, 2),
         "processes": args.processes, "batch_size": args.batch, "k": args.k, "seconds": args.seconds,
         "batches": len(latencies), "queries": queries,
         "qps": round(queries / args.seconds, 1),
@@ -157,14 +172,6 @@ def main() -> int:
         "per_worker": [{k: v for k, v in r.items() if k != "latencies"} | {"errors": len(r["errors"])}
                        for r in results],
     }
-    write_merged(args.out, report)
-    print(json.dumps({k: v for k, v in report.items() if k != "per_worker"}, indent=1))
-    ok = report["errors"] == 0 and report["lost_results"] == 0 and report["results_differing_from_single_process"] == 0
-    return 0 if ok else 1
-
-
-# ------------------------------------------------------------------------------------------------
-# Elasticsearch: W worker processes x T threads, one pooled client per process.
 
 def es_worker(index_dir: str, questions: list[str], reference: list[list[str]], worker_id: int, threads: int,
               pool_size: int, batch: int, k: int, seconds: float, barrier: Any, out: Any) -> None:
@@ -273,7 +280,7 @@ def run_es(args: Any, hotpot: Path) -> dict:
     with tempfile.TemporaryDirectory(prefix="agent-r1-esload-") as tmp:
         server = None
         if not args.url:
-            from tests.es_fixture import start_noida
+            from benchmarks.noida import start_noida
 
             server = start_noida(Path(tmp) / "noida")
         try:
@@ -295,7 +302,7 @@ def run_es(args: Any, hotpot: Path) -> dict:
     return {
         "server": (f"noida-db {importlib.metadata.version('noida-db')} (speaks the Elasticsearch REST API; "
                    "not a real Elasticsearch: absolute figures say nothing of a cluster)") if server else args.url,
-        "machine": {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count()},
+        "machine": machine(),
         "note": args.note, "corpus_docs": n, "distinct_questions": len(questions), "index_build_seconds": round(build_s, 2),
         "batch_size": args.batch, "k": args.k, "seconds_per_run": args.seconds,
         "single_client_reference_qps": round(single_qps, 2), "runs": runs,

@@ -29,15 +29,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ray_bench_common import ROOT, loadavg, machine, prepare_world, small_config, timed_ray_run, update_results
-
 from agent_r1.config import load_config
+from benchmarks.common import ROOT, loadavg, result_path, update_results, work_dir
+from benchmarks.ray_bench_common import add_smoke_arg, prepare_world, ray_machine, small_config, timed_ray_run
 
-WORK = ROOT / "benchmarks" / ".work" / "scale_grid"
-CONFIG = small_config(WORK, **{
-    "train.threads": 1, "train.iterations": 1000, "train.checkpoint_every": 1000, "ray.enabled": True,
-    "ray.cpus_per_worker": 1, "ray.learner_cpus": 1,
-})
+
+def config(work: Path, smoke: bool = False) -> dict[str, Any]:
+    return small_config(work, smoke, **{
+        "train.threads": 1, "train.iterations": 1000, "train.checkpoint_every": 1000, "ray.enabled": True,
+        "ray.cpus_per_worker": 1, "ray.learner_cpus": 1,
+    })
+
+
 CELLS = [(w, n) for n in (1, 2) for w in (1, 2)]  # (rollout workers, learners)
 PLOT = ROOT / "docs" / "img" / "bench-scale-grid.png"
 
@@ -47,7 +50,7 @@ def cell_name(workers: int, learners: int) -> str:
 
 
 def summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    base = cell_name(1, 1)
+    base = cell_name(1, 1)  # speed-ups need it: a run without it has none
     out: dict[str, Any] = {"iteration_s_median": {}, "iteration_s_range": {}, "rollout_wait_s_median": {},
                            "update_s_median": {}, "speedup_over_1w_1l_paired_median": {}}
     for name, rs in runs.items():
@@ -56,8 +59,9 @@ def summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         out["iteration_s_range"][name] = [min(means), max(means)]
         out["rollout_wait_s_median"][name] = round(statistics.median(x for r in rs for x in r["rollout_wait_s"]), 4)
         out["update_s_median"][name] = round(statistics.median(x for r in rs for x in r["update_s"]), 4)
-        out["speedup_over_1w_1l_paired_median"][name] = round(statistics.median(
-            b["iteration_s_mean"] / r["iteration_s_mean"] for b, r in zip(runs[base], rs)), 3)
+        if runs.get(base):
+            out["speedup_over_1w_1l_paired_median"][name] = round(statistics.median(
+                b["iteration_s_mean"] / r["iteration_s_mean"] for b, r in zip(runs[base], rs)), 3)
     return out
 
 
@@ -70,8 +74,11 @@ def plot(section: dict[str, Any], path: Path) -> Path:
     fig, (ax, ax_phase) = plt.subplots(1, 2, figsize=(12, 4.6), gridspec_kw={"width_ratios": [3, 2]})
     medians, ranges, runs = section["iteration_s_median"], section["iteration_s_range"], section["runs"]
     for i, learners in enumerate((1, 2)):
-        xs = [w + (i - 0.5) * 0.06 for w in (1, 2)]  # a nudge, so the two ranges do not hide each other
-        names = [cell_name(w, learners) for w in (1, 2)]
+        xs = [int(n[0]) + (i - 0.5) * 0.06 for n in (cell_name(w, learners) for w in (1, 2))
+              if n in medians]  # a nudge, so the two ranges do not hide each other
+        names = [cell_name(w, learners) for w in (1, 2) if cell_name(w, learners) in medians]
+        if not names:
+            continue
         ys = [medians[n] for n in names]
         err = [[y - ranges[n][0] for n, y in zip(names, ys)], [ranges[n][1] - y for n, y in zip(names, ys)]]
         ax.errorbar(xs, ys, yerr=err, fmt="-o", capsize=4, color=f"C{i}",
@@ -84,12 +91,13 @@ def plot(section: dict[str, Any], path: Path) -> Path:
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower left")
-    names = [cell_name(w, n) for w, n in CELLS]
+    cells = [(w, n) for w, n in CELLS if cell_name(w, n) in medians]
+    names = [cell_name(w, n) for w, n in cells]
     rollout = [section["rollout_wait_s_median"][n] for n in names]
     update = [section["update_s_median"][n] for n in names]
     ax_phase.bar(range(len(names)), rollout, label="rollout (driver's wait)", color="C2", alpha=0.8)
     ax_phase.bar(range(len(names)), update, bottom=rollout, label="update", color="C3", alpha=0.8)
-    ax_phase.set_xticks(range(len(names)), [f"{w} w\n{n} l" for w, n in CELLS])
+    ax_phase.set_xticks(range(len(names)), [f"{w} w\n{n} l" for w, n in cells])
     ax_phase.set(ylabel="seconds (medians)", title="Where an iteration goes")
     ax_phase.grid(axis="y", alpha=0.3)
     ax_phase.legend(fontsize=8)
@@ -104,14 +112,20 @@ def plot(section: dict[str, Any], path: Path) -> Path:
     return path
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iterations", type=int, default=3, help="timed iterations per run (after one warm-up)")
     ap.add_argument("--repeats", type=int, default=4, help="runs per cell; each repeat runs every cell once")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "scale.json"))
+    ap.add_argument("--out", default=str(result_path("scale")))
     ap.add_argument("--plot", default=str(PLOT))
     ap.add_argument("--note", default="", help="what else ran on the machine meanwhile")
-    args = ap.parse_args()
+    ap.add_argument("--cells", default=",".join(f"{w}x{n}" for w, n in CELLS),
+                    help="comma list of WORKERSxLEARNERS (default: all four)")
+    add_smoke_arg(ap)
+    args = ap.parse_args(argv)
+    cells = [tuple(int(x) for x in c.split("x")) for c in args.cells.split(",")]
+    WORK = work_dir("scale_grid")
+    CONFIG = config(WORK, args.smoke)
 
     import ray
 
@@ -120,11 +134,11 @@ def main() -> int:
     base = prepare_world(CONFIG, WORK)
     load_before = loadavg()
     # logical CPUs for the largest cell (2 workers + 2 learners): they take turns, rollout then update
-    init_ray(replace(base.ray, num_cpus=4))
-    runs: dict[str, list[dict[str, Any]]] = {cell_name(w, n): [] for w, n in CELLS}
+    owned = init_ray(replace(base.ray, num_cpus=4))
+    runs: dict[str, list[dict[str, Any]]] = {cell_name(w, n): [] for w, n in cells}
     try:
         for r in range(args.repeats):
-            for w, n in CELLS[r % len(CELLS):] + CELLS[:r % len(CELLS)]:
+            for w, n in cells[r % len(cells):] + cells[:r % len(cells)]:
                 name = cell_name(w, n)
                 cfg = load_config(None, {**CONFIG, "ray.num_workers": w, "ray.num_learners": n,
                                          "train.out_dir": str(WORK / f"{name}_{r}")})
@@ -135,20 +149,21 @@ def main() -> int:
                 print(f"repeat {r} {name}: {run['iteration_s_mean']:.2f} s/iter (waits {run['rollout_wait_s']}, "
                       f"updates {run['update_s']}; load {before[0]} -> {run['loadavg_after'][0]})", flush=True)
     finally:
-        ray.shutdown()
+        if owned:  # a caller's Ray session (the smoke tests') stays up
+            ray.shutdown()
     section = {
         "what": "seconds per training iteration against ray.num_workers (1, 2) and ray.num_learners (1, 2), "
                 "synchronous, same config and seed: median over repeats of each run's mean over timed iterations "
                 "(after one warm-up); cells alternated within each repeat",
         "command": f"python benchmarks/scale_grid.py --iterations {args.iterations} --repeats {args.repeats}",
-        "config": CONFIG, "cells": {cell_name(w, n): {"ray.num_workers": w, "ray.num_learners": n} for w, n in CELLS},
+        "config": CONFIG, "cells": {cell_name(w, n): {"ray.num_workers": w, "ray.num_learners": n} for w, n in cells},
         "iterations_timed": args.iterations, "repeats": args.repeats,
         **summarise(runs), "runs": runs,
         "caveats": "2 cores shared with other engineers' benchmarks and tests (see each run's load average): "
                    "a cell of 2 workers or 2 learners needs both cores free to gain. Work is close, not equal: "
                    "2 workers sample their shards with per-shard seeds (batch_tokens). Learners split every "
                    "mini-batch's rows, and each rank still computes the whole batch's advantages.",
-        "machine": {**machine(args.note), "loadavg_before": load_before, "loadavg_after": loadavg()},
+        "machine": {**ray_machine(args.note), "loadavg_before": load_before, "loadavg_after": loadavg()},
     }
     update_results(Path(args.out), "scale_grid", section)  # beside async_speed's section
     print(f"wrote {args.out} (scale_grid) and {plot(section, Path(args.plot))}")

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -25,7 +24,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.common import git_commit, loadavg, machine, result_path, write_json
+
 DURATION = re.compile(r"^\s*(\d+\.\d+)s (setup|call|teardown)\s+(\S+)")
 SUMMARY = re.compile(r"(\d+) (passed|failed|errors?|skipped)")
 
@@ -49,11 +49,11 @@ def parse(output: str) -> dict:
     return {"sessions": sessions, "modules": {m: round(t, 2) for m, t in sorted(units.items(), key=lambda kv: -kv[1])}}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--clone", type=Path, required=True, help="a fresh clone that `make install` has installed")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "suite_time.json")
-    args = ap.parse_args()
+    ap.add_argument("--out", type=Path, default=result_path("suite_time"))
+    args = ap.parse_args(argv)
     clone = args.clone.resolve()
     if not (clone / ".venv" / ".installed").exists():
         sys.exit(f"{clone} is not installed: run `make -C {clone} install` first")
@@ -66,17 +66,14 @@ def main() -> None:
     (args.out.parent / "logs").mkdir(parents=True, exist_ok=True)
     (args.out.parent / "logs" / "suite_time.log").write_text(output)
     parsed = parse(output)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=clone, capture_output=True, text=True).stdout
     # wall_s is the figure: make test runs its two pytest sessions at once, so their times overlap
     result = {"command": "make test", "rc": proc.returncode, "wall_s": round(wall, 1), **parsed,
-              "commit": commit.strip(), "load_before": [round(x, 2) for x in load_before],
-              "load_after": [round(x, 2) for x in os.getloadavg()],
-              "machine": {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
-                          "python": platform.python_version()}}
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+              "commit": git_commit(clone), "load_before": [round(x, 2) for x in load_before],
+              "load_after": loadavg(), "machine": machine()}
+    write_json(args.out, result)
     print(json.dumps({k: result[k] for k in ("rc", "wall_s", "sessions")}, indent=1))
-    sys.exit(proc.returncode)
+    return proc.returncode
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

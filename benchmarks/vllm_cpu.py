@@ -19,12 +19,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.common import machine, result_path, write_json
 
 
-def main() -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--prompts", type=int, default=32)
     ap.add_argument("--prompt-tokens", type=int, default=256)
@@ -32,22 +32,47 @@ def main() -> int:
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--syncs", type=int, default=5)
-    args = ap.parse_args()
+    return ap.parse_args(argv)
 
-    import torch
 
+def build_policy(args: argparse.Namespace) -> tuple[Any, Any]:
+    """A `--like qwen2.5` folder of the asked shape, built in a temp folder and loaded in float32."""
     from agent_r1.cli import main as cli
     from agent_r1.models.build import load_model
-    from agent_r1.rollout.engine import SamplingParams, TransformersEngine
-    from agent_r1.rollout.vllm_engine import VLLMEngine
-    from agent_r1.training.compute import token_logprobs
 
-    work = Path(tempfile.mkdtemp(prefix="vllm-cpu-bench-"))
-    folder = work / "model"
+    folder = Path(tempfile.mkdtemp(prefix="vllm-cpu-bench-")) / "model"
     assert cli(["build-model", "--like", "qwen2.5", "--out", str(folder), "--hidden-size", str(args.hidden),
                 "--num-heads", str(args.hidden // 64), "--num-kv-heads", "1", "--num-layers", str(args.layers)]) == 0
     model, tokenizer = load_model(folder, "float32")
     model.eval()
+    return model, tokenizer
+
+
+def logprob_gaps(engine: Any, model: Any, prompts: list[list[int]], tokens: int) -> list[float]:
+    """|engine - trainer| log-prob of each token vLLM sampled at temperature 0.7 (8 prompts)."""
+    import torch
+
+    from agent_r1.rollout.engine import SamplingParams
+    from agent_r1.training.compute import token_logprobs
+
+    outs = engine.generate(prompts[:8], SamplingParams(max_new_tokens=tokens, temperature=0.7, seed=2))
+    gaps = []
+    for p, o in zip(prompts[:8], outs):
+        ids = torch.tensor([p + o.token_ids])
+        with torch.no_grad():
+            lp, _ = token_logprobs(model, ids, torch.ones_like(ids), 0.7)
+        gaps += [abs(a - b) for a, b in zip(o.logprobs, lp[0, len(p):].tolist())]
+    return gaps
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    import torch
+
+    from agent_r1.rollout.engine import SamplingParams, TransformersEngine
+    from agent_r1.rollout.vllm_engine import VLLMEngine
+
+    model, tokenizer = build_policy(args)
     g = torch.Generator().manual_seed(0)
     prompts = [torch.randint(100, 5000, (args.prompt_tokens,), generator=g).tolist() for _ in range(args.prompts)]
     params = SamplingParams(max_new_tokens=args.tokens, temperature=1.0, seed=1)
@@ -66,15 +91,7 @@ def main() -> int:
     hf = TransformersEngine(model, tokenizer)
     h_runs = [timed(hf) for _ in range(3)]
     syncs = [engine.sync_weights(model) for _ in range(args.syncs)]
-
-    hot = SamplingParams(max_new_tokens=args.tokens, temperature=0.7, seed=2)
-    outs = engine.generate(prompts[:8], hot)
-    gaps = []
-    for p, o in zip(prompts[:8], outs):
-        ids = torch.tensor([p + o.token_ids])
-        with torch.no_grad():
-            lp, _ = token_logprobs(model, ids, torch.ones_like(ids), 0.7)
-        gaps += [abs(a - b) for a, b in zip(o.logprobs, lp[0, len(p):].tolist())]
+    gaps = logprob_gaps(engine, model, prompts, args.tokens)
     engine.close()
 
     def rate(runs) -> float:
@@ -85,15 +102,14 @@ def main() -> int:
         "benchmark": "vllm_cpu", "command": " ".join(["python", *sys.argv]),
         "model": {"like": "qwen2.5", "hidden_size": args.hidden, "num_layers": args.layers, "parameters": n_params},
         "work": {"prompts": args.prompts, "prompt_tokens": args.prompt_tokens, "new_tokens": args.tokens},
-        "versions": _versions(), "cpus": os.cpu_count(), "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
+        "versions": _versions(), "machine": machine(), "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
         "vllm_start_s": round(start_s, 1),
         "vllm_tokens_per_s": rate(v_runs), "transformers_tokens_per_s": rate(h_runs),
         "weight_sync_s_median": round(statistics.median(syncs), 3), "weight_sync_s": [round(s, 3) for s in syncs],
         "logprob_gap_max_t07": max(gaps), "logprob_gap_tokens": len(gaps),
     }
-    out = Path(os.environ["OUT"]) if os.environ.get("OUT") else ROOT / "benchmarks" / "results"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "vllm_cpu.json").write_text(json.dumps(doc, indent=2) + "\n")
+    write_json(Path(os.environ["OUT"]) / "vllm_cpu.json" if os.environ.get("OUT") else result_path("vllm_cpu"), doc,
+               indent=2)
     print(json.dumps(doc, indent=2))
     return 0
 

@@ -7,20 +7,13 @@ Each server is started on 127.0.0.1 on a free port in a temp data dir and stoppe
 
 from __future__ import annotations
 
-import os
-import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from benchmarks import noida
+from benchmarks.noida import NoidaServer
 from tests.conftest import SAMPLES
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -35,90 +28,16 @@ def require_sample(path: Path) -> Path:
     return path
 
 
-def _noida_binary() -> str | None:
-    # Prefer the bundled server binary over the `noida-db` Python launcher: run directly,
-    # it is our child, so stop() signals and reaps the server itself.
-    try:
-        from importlib.resources import files
-
-        bundled = Path(str(files("noida_db").joinpath("noida-db")))
-        if bundled.is_file() and os.access(bundled, os.X_OK):
-            return str(bundled)
-    except ImportError:
-        pass
-    candidate = Path(sys.executable).with_name("noida-db")
-    if candidate.exists():
-        return str(candidate)
-    return shutil.which("noida-db")
-
-
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@dataclass
-class NoidaServer:
-    """A foreground `noida-db start` subprocess serving the Elasticsearch API."""
-
-    proc: subprocess.Popen[bytes]
-    url: str
-    data_dir: Path
-    log_path: Path
-
-    def stop(self) -> None:
-        if self.proc.poll() is not None:
-            return
-        # Started in its own session: signal exactly that process group, nothing else.
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=10)
-        # If `proc` is the Python launcher, the server is its child and may still be
-        # shutting down: wait until the port stops accepting connections.
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and self.answers():
-            time.sleep(0.05)
-
-    def answers(self) -> bool:
-        host, port = self.url.rsplit("/", 1)[-1].split(":")
-        try:
-            with socket.create_connection((host, int(port)), timeout=0.5):
-                return True
-        except OSError:
-            return False
+    return noida.free_port()
 
 
 def start_noida(data_dir: Path, timeout_s: float = 30.0) -> NoidaServer:
-    binary = _noida_binary()
-    if binary is None:
+    """benchmarks/noida.py's server, on this module's `free_port()` (a test that restarts a server on
+    the same port patches it); a missing noida-db fails the test, never skips it."""
+    if noida.noida_binary() is None:
         pytest.fail("noida-db is not installed: run `make install` (it is in the dev extra)")
-    port = free_port()
-    data_dir.mkdir(parents=True, exist_ok=True)
-    log_path = data_dir / "noida.log"
-    log = open(log_path, "wb")
-    proc = subprocess.Popen(
-        [binary, "start", "--data-dir", str(data_dir), "--host", "127.0.0.1",
-         "--only", "elasticsearch", "--elasticsearch-port", str(port)],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    log.close()
-    server = NoidaServer(proc=proc, url=f"http://127.0.0.1:{port}", data_dir=data_dir, log_path=log_path)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"noida-db exited with {proc.returncode}: {log_path.read_text(errors='replace')[-2000:]}")
-        try:
-            with urllib.request.urlopen(server.url, timeout=1) as resp:
-                if resp.status == 200:
-                    return server
-        except OSError:
-            time.sleep(0.1)
-    server.stop()
-    raise RuntimeError(f"noida-db did not answer at {server.url} within {timeout_s}s")
+    return noida.start_noida(data_dir, timeout_s, port=free_port())
 
 
 @pytest.fixture(scope="module")

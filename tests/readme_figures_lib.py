@@ -206,8 +206,9 @@ def gpu_learner_gib(model: str, preset: str) -> Getter:
 
 @lru_cache(maxsize=None)
 def _memory_table() -> Any:
-    from tests.module_loader import load_script
-    return load_script(REPO / "benchmarks" / "memory_table.py", "memory_table_readme_figures")
+    from benchmarks import memory_table
+
+    return memory_table
 
 
 @lru_cache(maxsize=None)

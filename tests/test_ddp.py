@@ -13,6 +13,7 @@ actors (over gloo) through a checkpoint and a resume, evaluation included.
 from __future__ import annotations
 
 import copy
+import os
 from types import SimpleNamespace
 
 import pytest
@@ -26,6 +27,9 @@ from tests.rollout_helpers import make_env_factory
 from tests.test_trainer import SAMPLES, _warm_model
 
 TOL = 1e-5
+# `bash benchmarks/fsdp_check.sh` runs the FSDP tests on a GPU host with AGENT_R1_TEST_DEVICE=cuda
+# (NCCL, min(2, GPUs) ranks, both estimators); the suite runs them here over gloo
+DEVICE = os.environ.get("AGENT_R1_TEST_DEVICE", "cpu")
 
 
 def _over(tmp_path, estimator: str) -> dict:
@@ -109,11 +113,13 @@ def test_two_learners_equal_one(tmp_path, warm, estimator):
         assert r.ranks[0]["metrics"][key] == pytest.approx(r.single_metrics[key], abs=TOL), key
 
 
-def test_fsdp_shards_equal_one_learner_over_gloo(tmp_path, warm):
+@pytest.mark.parametrize("estimator", ["grpo", "gae"] if DEVICE == "cuda" else ["grpo"])
+def test_fsdp_shards_equal_one_learner_over_gloo(tmp_path, warm, estimator):
     """FSDP2's arithmetic (sharded decoder layers, summed reduce-scatter, global clip) checked where
     there is no GPU: gloo on CPU, a path the config refuses to users (`check_fsdp`) and `join`
     opens only for this check. The GPU run is `bash benchmarks/fsdp_check.sh`."""
-    r = _run(tmp_path, warm, "grpo", fsdp=True)
+    ranks = min(2, torch.cuda.device_count()) if DEVICE == "cuda" else 2
+    r = _run(tmp_path, warm, estimator, ranks=ranks, fsdp=True, device=DEVICE)
     for rank in r.ranks:
         diff = max(float((rank["weights"][k] - r.single[k]).abs().max()) for k in r.single)
         assert diff <= TOL, diff
@@ -156,7 +162,7 @@ def _ray_learners(world_dir, name, learners, iterations=2, fsdp=False, resume=Fa
 
 @pytest.fixture(scope="module")
 def one_learner(ray_session, world):  # noqa: F811  (imported fixtures)
-    return _ray_learners(world, "learners1", 1, finish=True)
+    return _ray_learners(world, "learners1", 1, finish=True, device=DEVICE)
 
 
 def _max_diff(a, b):
@@ -188,7 +194,7 @@ def test_fsdp_learner_actors_equal_one_through_a_resume(one_learner, world):  # 
     the checkpoint holds full weights and optimiser state (the resumed Adam step would differ
     otherwise), and evaluation (rank 0 over gathered layers) equals one unsharded learner's.
     On GPUs (NCCL) the same check is part of `bash benchmarks/fsdp_check.sh`."""
-    check_fsdp_learner_actors(world, one_learner)
+    check_fsdp_learner_actors(world, one_learner, DEVICE)
 
 
 def check_fsdp_learner_actors(world, one_learner, device="cpu"):  # noqa: F811

@@ -204,9 +204,7 @@ def test_micro_paper_table_from_real_runs(tmp_path):
     (direct, rag, agent) and two RL methods (PPO, GRPO), one training iteration each, greedy eval on
     4 in-domain and 4 out-of-domain (comparison) questions, and the real-data harness on 2 questions
     per sample file (samples/, tracked, so always there). It checks the table is produced from those runs, not the scores."""
-    from tests.module_loader import load_script
-
-    paper_table = load_script(REPO / "benchmarks" / "paper_table.py", "paper_table")
+    from benchmarks import paper_table
     assert paper_table.main(["--micro", "--work", str(tmp_path), "--threads", "1", "--real-n", "2"]) == 0
     res = json.loads((tmp_path / "results" / "paper_table.json").read_text())
     md = (tmp_path / "results" / "paper_table.md").read_text()

@@ -5,16 +5,14 @@ one. It crashed with a TypeError once `prepare` gained the deferred-old-log-prob
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import pytest
 
 from agent_r1.config import load_config
 from agent_r1.training.trainer import RLTrainer
-from tests.module_loader import load_script
+from benchmarks.learning import shuffle_scores
 from tests.rollout_helpers import make_env_factory
 
-REPO = Path(__file__).resolve().parents[1]
 NAMES = ["Karivo", "Bamena", "Tolusa", "Meriko"]
 SAMPLES = [{"id": f"q{i}", "question": f"Where was {n} born?", "answers": ["Telumas"]} for i, n in enumerate(NAMES)]
 
@@ -28,7 +26,7 @@ def test_shuffled_control_permutes_rewards_inside_the_real_update(tiny_model, tm
                              "train.minibatch_size": 16, "train.threads": 1})
     trainer = RLTrainer(cfg, copy.deepcopy(model), tok, make_env_factory("tag"), SAMPLES)
     assert trainer._can_defer_old_logp(16)  # the deferred path, where the control used to crash
-    load_script(REPO / "benchmarks" / "learning.py", "learning_bench").shuffle_scores(trainer)
+    shuffle_scores(trainer)
     trajs = trainer.rollout()
     rewards = [float(i % 3 == 0) for i in range(len(trajs))]  # 6 of 16 rewarded, at known places
     for t, r in zip(trajs, rewards):

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.module_loader import load_script
+from benchmarks import make_run_seeds as seeds
+from benchmarks import make_run_wall as wall
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
-seeds = load_script(BENCH / "make_run_seeds.py", "make_run_seeds")
-wall = load_script(BENCH / "make_run_wall.py", "make_run_wall")
 
 
 def test_summary_mean_min_and_student_t_interval():

@@ -4,11 +4,9 @@ excludes 0."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
-from tests.module_loader import load_script
+from benchmarks import paper_render
 
-REPO = Path(__file__).resolve().parents[1]
 DS = ("synthetic_test", "synthetic_comparison_ood")
 
 
@@ -33,7 +31,7 @@ def _res() -> dict:
 
 
 def test_rows_follow_the_papers_order_and_partial_seeds_are_marked():
-    render = load_script(REPO / "benchmarks" / "paper_render.py", "paper_render")
+    render = paper_render
     res = _res()
     assert [n for _, n, _ in render.rows_of(res)] == ["agent", "ppo", "grpo", "grpo_loss_mask_off"]
     md = render.render_markdown(res)
@@ -42,7 +40,7 @@ def test_rows_follow_the_papers_order_and_partial_seeds_are_marked():
 
 
 def test_only_differences_whose_interval_excludes_zero_are_supported():
-    render = load_script(REPO / "benchmarks" / "paper_render.py", "paper_render")
+    render = paper_render
     md = render.render_markdown(_res())
     lines = {line.split(" | ")[0].strip("| "): line for line in md.splitlines() if " - " in line}
     assert lines["PPO (GAE + critic) - GRPO"].endswith("| yes: GRPO higher |")

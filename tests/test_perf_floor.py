@@ -4,19 +4,17 @@ tokens (padding, positions and the in-place cache are right), and its update tra
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import pytest
 
-from tests.module_loader import load_script
+from benchmarks import perf_floor
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def floor():
-    return load_script(REPO / "benchmarks" / "perf_floor.py", "perf_floor")
+    return perf_floor
 
 
 def _prompts(tok):

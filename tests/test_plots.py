@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tests.module_loader import load_script
+from benchmarks import plots
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
@@ -14,7 +14,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def _plots():
-    return load_script(REPO / "benchmarks" / "plots.py", "bench_plots")
+    return plots
 
 
 def test_plots_write_png_files_from_the_real_results(tmp_path):

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import copy
+import os
 
 import pytest
 import torch
@@ -19,6 +20,12 @@ from agent_r1.training.trainer import RLTrainer
 from tests.pipeline_helpers import resume_run_overrides
 from tests.rollout_helpers import make_env_factory
 from tests.test_trainer import SAMPLES
+
+
+# benchmarks/gpu_correctness.py runs these tests on CUDA (AGENT_R1_TEST_DEVICE=cuda), where reductions
+# need not be bit-reproducible: the bounds there are 1e-5 (resume) and 1e-6 (reference), 1e-6 and 0 here
+DEVICE = os.environ.get("AGENT_R1_TEST_DEVICE", "cpu")
+RESUME_TOL, REFERENCE_TOL = (1e-6, 0.0) if DEVICE == "cpu" else (1e-5, 1e-6)
 
 
 @pytest.fixture
@@ -51,11 +58,12 @@ def bf16_resume_diff(tmp_path, device="cpu") -> float:
     return max(float((pa[k] - pb[k]).abs().max()) for k in pa)
 
 
-def test_bf16_full_finetune_resume_equals_uninterrupted(tmp_path, one_thread):
+def test_bf16_full_finetune_resume_equals_uninterrupted(tmp_path, one_thread, record_property):
     """lr 1e-4 moves weights by less than bf16's resolution at their size (about 2e-4 at 0.05): a
     resume that reloads the saved masters in bf16 rounds most of those moves away (1.6e-4 here)."""
-    diff = bf16_resume_diff(tmp_path)
-    assert diff <= 1e-6, diff
+    diff = bf16_resume_diff(tmp_path, DEVICE)
+    record_property("max_diff", diff)  # benchmarks/gpu_correctness.py reports it
+    assert diff <= RESUME_TOL, diff
 
 
 def _prepared(tiny_model, tmp_path, precision, dtype, loaded_reference, device="cpu", lora=0):
@@ -77,8 +85,10 @@ def _prepared(tiny_model, tmp_path, precision, dtype, loaded_reference, device="
 @pytest.mark.parametrize("precision,dtype", [("fp32", "float32"), ("bf16", "float32"), ("bf16", "bfloat16"),
                                              ("fp32", "bfloat16")])
 def test_reference_equals_policy_at_step_zero(tiny_model, tmp_path, one_thread, precision, dtype,
-                                              loaded_reference, lora):
-    assert reference_kl_gap(tiny_model, tmp_path, precision, dtype, loaded_reference, lora=lora) == 0.0
+                                              loaded_reference, lora, record_property):
+    gap = reference_kl_gap(tiny_model, tmp_path, precision, dtype, loaded_reference, DEVICE, lora=lora)
+    record_property("max_gap", gap)
+    assert gap <= REFERENCE_TOL
 
 
 def reference_kl_gap(tiny_model, tmp_path, precision, dtype, loaded_reference, device="cpu", lora=0) -> float:

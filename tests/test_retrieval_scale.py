@@ -5,16 +5,11 @@ result JSON has its sections and the plot is a PNG. No timings are asserted."""
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-import retrieval_scale as rs  # noqa: E402
-from scale_passages import PassageConfig, iter_passages, passage_name  # noqa: E402
+from benchmarks import retrieval_scale as rs
+from benchmarks.scale_passages import PassageConfig, iter_passages, passage_name
 
 N = 2_000
 

@@ -70,13 +70,8 @@ def test_ray_modules_are_one_unit_and_long_units_go_first():
 def test_suite_time_benchmark_reads_every_session_and_module():
     """benchmarks/suite_time.py on the output `make test` prints (two pytest sessions: the main
     suite under xdist, then the vLLM environment's), with PYTEST_ADDOPTS asking for durations."""
-    import importlib.util
+    from benchmarks import suite_time as bench
 
-    from tests.isolation import REPO
-
-    spec = importlib.util.spec_from_file_location("suite_time", REPO / "benchmarks" / "suite_time.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
     output = """\
 ============================= slowest durations ==============================
 110.74s call     tests/test_deployment.py::test_two_deployment_runs_at_once

@@ -13,42 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_r1.envs import formats
-from agent_r1.envs.formats import get_format
-from agent_r1.envs.tool_env import EnvConfig, ToolEnv
-from agent_r1.rewards.scoring import RewardConfig
-from agent_r1.tools.base import ToolResult
-from agent_r1.tools.runner import ToolRunner
+from benchmarks.fuzz import EXCEPTIONS, check_exception_becomes_error, check_hermes_json, parse_envs
 
-EXCEPTIONS = [ValueError, TypeError, OverflowError, RecursionError, MemoryError, KeyError, IndexError,
-              AttributeError, UnicodeDecodeError, ZeroDivisionError, AssertionError, RuntimeError, LookupError,
-              ArithmeticError, NotImplementedError, json.JSONDecodeError]
-
-
-class Echo:
-    name = "search"
-    description = "Search."
-    parameters = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
-
-    def call(self, arguments):
-        return ToolResult("Doc 1 (Karivo): found.", True, {"titles": ["Karivo"]})
-
-
-def _env(fmt: str) -> ToolEnv:
-    env = ToolEnv(ToolRunner([Echo()], timeout_s=5.0), get_format(fmt), EnvConfig(format=fmt), RewardConfig())
-    env.reset({"id": "q", "question": "Where?", "answers": ["x"]})
-    return env
-
-
-ENVS = {fmt: _env(fmt) for fmt in ("tag", "hermes")}
-
-
-def _instance(exc_type: type) -> BaseException:
-    if exc_type is UnicodeDecodeError:
-        return UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
-    if exc_type is json.JSONDecodeError:
-        return json.JSONDecodeError("Expecting value", "x", 0)
-    return exc_type("injected")
+ENVS = parse_envs()
 
 
 @settings(max_examples=60, deadline=None)
@@ -56,21 +23,7 @@ def _instance(exc_type: type) -> BaseException:
 def test_any_exception_from_one_call_becomes_its_error(exc_type, fmt, n):
     """Building a parsed call raises `exc_type` (injected where the real ToolCall is made, in both
     formats): each call gets an error, the step says so, nothing escapes."""
-    real = formats.ToolCall
-    raised = _instance(exc_type)
-
-    def exploding(name, arguments, error=None):
-        if error is None:
-            raise raised
-        return real(name, arguments, error)
-
-    call = '<tool_call>{"name": "search", "arguments": {"query": "a"}}</tool_call>' if fmt == "hermes" \
-        else "<search>a</search>"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(formats, "ToolCall", exploding)
-        out = ENVS[fmt].step(call * n)
-    assert not out.done and out.info["tool_calls"] == n and out.info["valid_tool_calls"] == 0
-    assert out.observation.count("Error") >= n and exc_type.__name__ in out.observation
+    check_exception_becomes_error(ENVS, exc_type, fmt, n)
 
 
 _scalar = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True)
@@ -89,17 +42,7 @@ _json_text = st.recursive(
        pad=st.sampled_from(["", "\n", " \n\t"]))
 def test_hermes_json_of_every_type_in_every_position(name, args, as_string, pad):
     """Names and arguments of every JSON type, huge and non-finite numbers, as objects or strings."""
-    arguments = json.dumps(args) if as_string else args
-    text = f"<tool_call>{pad}{{\"name\": {name}, \"arguments\": {arguments}}}{pad}</tool_call>"
-    out = ENVS["hermes"].step(text)  # raises only if the env does: the test fails
-    assert not out.done and out.observation
-    parsed = get_format("hermes").parse(text, 4)
-    for call in parsed.calls:
-        if call.error is None:  # what reaches a tool is a string name and an object of finite values
-            assert isinstance(call.name, str) and isinstance(call.arguments, dict)
-            assert "NaN" not in json.dumps(call.arguments) and "Infinity" not in json.dumps(call.arguments)
-    if out.info["valid_tool_calls"] == 0:
-        assert "Error" in out.observation
+    check_hermes_json(ENVS, name, args, as_string, pad)
 
 
 @pytest.mark.parametrize("digits", [4300, 4301, 100_000])
