@@ -20,7 +20,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from agent_r1.training.killtest import _train_cmd, _wait_for_step, kill_and_resume, random_delays
+from benchmarks.killtest import _train_cmd, _wait_for_step, kill_and_resume, random_delays
 from benchmarks.common import machine, micro_overrides, result_path, write_json
 
 # Kills are timed from the moment the run logs this step (step 0: the evaluation before iteration 1),

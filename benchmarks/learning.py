@@ -27,7 +27,8 @@ from pathlib import Path
 from agent_r1.config import load_config, parse_overrides
 from agent_r1.evaluation.harness import em_per_question, evaluate_model
 from agent_r1.evaluation.stats import mean_ci
-from agent_r1.runs.assembly import ensure_data, ensure_index, load_samples, set_threads
+from agent_r1.runs.assembly import set_threads
+from agent_r1.runs.run import Run
 from agent_r1.runs.sft import run_sft
 from agent_r1.runs.train import run_train
 from benchmarks.common import ROOT, machine, micro_overrides, result_path, work_dir, write_json
@@ -168,9 +169,9 @@ def run_seed(seed: int, work: Path, base: dict, names: list[str], rerun: bool, o
         t0 = time.perf_counter()
         run_sft(cfg)
         timing.write_text(f"{time.perf_counter() - t0:.1f}")
-    data_dir = ensure_data(cfg)
-    ensure_index(cfg, data_dir)
-    test = load_samples(data_dir / cfg.data.eval_file, cfg.train.eval_size)
+    run = Run(cfg)
+    run.index_dir  # the seed's world, then its index
+    test = run.samples("eval", cfg.train.eval_size)
     if "warm_start" not in one:
         one["warm_start"] = {"greedy": evaluate(cfg, warm, test, True), "sampled": evaluate(cfg, warm, test, False),
                              "sft_seconds": float(timing.read_text()) if timing.exists() else None}

@@ -81,7 +81,9 @@ def head_bytes(results: dict[str, Any]) -> float:
 
 def learner_gib(m: dict[str, Any], cfg: Any, lora: bool, derived: dict[str, Any], head: float) -> float:
     p = params(m)
-    critic = cfg.algo.adv_estimator == "gae"
+    from agent_r1.algos import ADV_ESTIMATORS
+
+    critic = ADV_ESTIMATORS.traits(cfg.algo.adv_estimator).critic  # the estimator's own trait, not its name
     if lora:
         static = 2 * p["total"] + 16 * p["lora"] + (2 * p["body"] + 16 * p["lora"] + 4 * m["hidden"] if critic else 0)
     else:

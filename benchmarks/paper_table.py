@@ -52,11 +52,10 @@ from agent_r1.evaluation.harness import (
 )
 from agent_r1.runs.assembly import (
     build_index,
-    ensure_data,
-    ensure_index,
     load_samples,
     set_threads,
 )
+from agent_r1.runs.run import Run
 from agent_r1.runs.sft import run_sft
 from agent_r1.runs.train import run_train
 from benchmarks.common import ROOT, machine, micro_overrides, results_dir, shown, work_dir, write_json
@@ -305,8 +304,8 @@ def run_seed(seed: int, work: Path, args: argparse.Namespace, methods: list[str]
     start; what `kept` (this seed's earlier results, same setup) holds is not run again."""
     base = {**base_overrides(work, args), "seed": seed}
     cfg = load_config(None, base)
-    data_dir = ensure_data(cfg)
-    ensure_index(cfg, data_dir)
+    run = Run(cfg)
+    run.index_dir  # the seed's world, then its index
     warm = Path(args.warm_start.replace("{seed}", str(seed))) if args.warm_start else work / "sft" / "model"
     sft_s, warm_reused = kept.get("sft_seconds", 0.0), warm.exists()
     if not warm.exists():
@@ -316,7 +315,7 @@ def run_seed(seed: int, work: Path, args: argparse.Namespace, methods: list[str]
         t0 = time.perf_counter()
         warm = run_sft(cfg)
         sft_s = time.perf_counter() - t0
-    sets = {"synthetic_test": load_samples(data_dir / cfg.data.eval_file, args.eval_n),
+    sets = {"synthetic_test": run.samples("eval", args.eval_n),
             "synthetic_comparison_ood": load_samples(write_ood_questions(cfg, work), args.eval_n)}
     res["datasets"] = {k: len(v) for k, v in sets.items()}
     res.setdefault("model_params", model_params(warm))

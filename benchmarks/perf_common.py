@@ -160,9 +160,8 @@ def hermes_policy(cfg: Any, chat_template: str, sft_steps: int = 500, batch_size
     stamp = out / "perf_sft_key.txt"
     base_model, base_tok, base_desc = policy(cfg, "cpu", base_steps)
     if not warm.exists() or not stamp.exists() or stamp.read_text() != key:
-        from agent_r1.retrieval.base import open_index
         from agent_r1.rollout.chat import ChatCodec
-        from agent_r1.runs.assembly import ensure_data, ensure_index, load_samples, make_env_factory
+        from agent_r1.runs.run import Run
         from agent_r1.training.demos import build_demos
         from agent_r1.training.metrics_log import JsonlMetrics
         from agent_r1.training.sft import sft_train
@@ -170,12 +169,9 @@ def hermes_policy(cfg: Any, chat_template: str, sft_steps: int = 500, batch_size
         t0 = time.perf_counter()
         hcfg = replace(cfg, env=replace(cfg.env, format="hermes"))
         base_tok.chat_template = chat_template
-        data_dir = ensure_data(hcfg)
-        retriever = open_index(ensure_index(hcfg, data_dir))
-        samples = load_samples(data_dir / hcfg.data.train_file)
-        demos = build_demos(samples, make_env_factory(hcfg, retriever), ChatCodec(base_tok), "hermes", 0.0,
-                            hcfg.seed, hcfg.rollout.max_observation_tokens)
-        retriever.close()
+        with Run(hcfg) as run:
+            demos = build_demos(run.samples("train"), run.env_factory, ChatCodec(base_tok), "hermes", 0.0,
+                                hcfg.seed, hcfg.rollout.max_observation_tokens)
         threads = torch.get_num_threads()
         out.mkdir(parents=True, exist_ok=True)
         (out / "metrics.jsonl").unlink(missing_ok=True)
@@ -198,9 +194,9 @@ def _gpu_policy(cfg: Any, device: str, dtype: str) -> tuple[Any, Any, dict]:
     import torch
     import transformers
 
-    from agent_r1.runs.assembly import build_policy, ensure_data
+    from agent_r1.runs.run import Run
 
-    _, tok = build_policy(cfg, ensure_data(cfg))
+    _, tok = Run(cfg).policy()
     torch.manual_seed(0)
     hf = transformers.Qwen2Config(vocab_size=len(tok), max_position_embeddings=4096, tie_word_embeddings=True,
                                   pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,

@@ -138,19 +138,18 @@ def setup(args: argparse.Namespace) -> tuple[Bench, dict[str, Any], Any]:
     """(the bench, the policy's description, the retriever to close)."""
     import torch
 
-    from agent_r1.retrieval.base import open_index
     from agent_r1.rollout.chat import ChatCodec
     from agent_r1.rollout.engine import TransformersEngine
-    from agent_r1.runs.assembly import ensure_data, ensure_index, load_samples, make_env_factory
+    from agent_r1.runs.run import Run
 
     cuda = args.device.startswith("cuda")
     cfg = bench_cfg(args)
-    data_dir = ensure_data(cfg)
-    retriever = open_index(ensure_index(cfg, data_dir))
+    run = Run(cfg)  # data, index and the retriever, built once
+    retriever = run.retriever
     model, tok, model_desc = policy(cfg, args.device, sft_steps(args), dtype="bfloat16" if cuda else "float32")
     model.eval()
-    bench = Bench(cfg, args, model, tok, ChatCodec(tok), make_env_factory(cfg, retriever),
-                  load_samples(data_dir / cfg.data.train_file), TransformersEngine(model, tok, device=args.device),
+    bench = Bench(cfg, args, model, tok, ChatCodec(tok), run.env_factory,
+                  run.samples("train"), TransformersEngine(model, tok, device=args.device),
                   TransformersEngine(model, tok, device=args.device, drop_finished=False),
                   torch.cuda.synchronize if cuda else None)
     return bench, model_desc, retriever

@@ -131,11 +131,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
     from agent_r1.rewards.qa import exact_match
-    from agent_r1.runs.assembly import ensure_data, ensure_index, load_samples
+    from agent_r1.runs.run import Run
 
-    data_dir = ensure_data(cfg)
-    ensure_index(cfg, data_dir)
-    all_samples = load_samples(data_dir / cfg.data.train_file)
+    run = Run(cfg)
+    run.index_dir  # built here, for the modes that search
+    all_samples = run.samples("train")
     previous = result_path("perf_trl")
     if previous.exists():  # modes not run this time keep their last entry
         results["modes"] = {k: v for k, v in json.loads(previous.read_text()).get("modes", {}).items()

@@ -32,17 +32,16 @@ from benchmarks.perf_common import (
 
 def prepared_batch(args: argparse.Namespace) -> tuple[Any, Any, Any, dict, Any]:
     """(config, trainer, model, its description, batch): a batch that `rollout` + `prepare` produced."""
-    from agent_r1.retrieval.base import open_index
-    from agent_r1.runs.assembly import ensure_data, ensure_index, load_samples, make_env_factory
+    from agent_r1.runs.run import Run
     from agent_r1.training import trainer as trainer_mod
 
     cfg = bench_cfg(args, device_overrides(args.device))
-    data_dir = ensure_data(cfg)
-    retriever = open_index(ensure_index(cfg, data_dir))
+    run = Run(cfg)  # data, index and the retriever, built once
+    retriever = run.retriever
     model, tok, model_desc = policy(cfg, args.device, sft_steps(args),
                                     dtype="bfloat16" if args.device.startswith("cuda") else "float32")
-    trainer = trainer_mod.RLTrainer(cfg, model, tok, make_env_factory(cfg, retriever),
-                                    load_samples(data_dir / cfg.data.train_file))
+    trainer = trainer_mod.RLTrainer(cfg, model, tok, run.env_factory,
+                                    run.samples("train"))
     batch = trainer.prepare(trainer.rollout())
     retriever.close()
     return cfg, trainer, model, model_desc, batch

@@ -144,19 +144,18 @@ def table(rows: list[dict[str, Any]], totals: dict[str, Any], header: str) -> st
 def setup(args: argparse.Namespace) -> tuple[Any, Any, Any, dict]:
     """(config, trainer, retriever, the policy's description)."""
     from agent_r1.config import load_config
-    from agent_r1.retrieval.base import open_index
-    from agent_r1.runs.assembly import ensure_data, ensure_index, load_samples, make_env_factory
+    from agent_r1.runs.run import Run
     from agent_r1.training.trainer import RLTrainer
 
     # params.yaml as it is (perf_common's overrides keep the older BPE tokenizer: not here), with
     # data, index and warm start in the work folder
     cfg = load_cfg({"model.tokenizer": load_config(ROOT / "params.yaml").model.tokenizer,
                     **(smoke_overrides() if args.smoke else {})}, work=work_dir("profile"))
-    data_dir = ensure_data(cfg)
-    retriever = open_index(ensure_index(cfg, data_dir))
+    run = Run(cfg)  # data, index and the retriever, built once
+    retriever = run.retriever
     model, tok, model_desc = policy(cfg, "cpu", 2 if args.smoke else args.sft_steps)
-    trainer = RLTrainer(cfg, model, tok, make_env_factory(cfg, retriever),
-                        load_samples(data_dir / cfg.data.train_file))
+    trainer = RLTrainer(cfg, model, tok, run.env_factory,
+                        run.samples("train"))
     return cfg, trainer, retriever, model_desc
 
 

@@ -47,21 +47,21 @@ def add_smoke_arg(ap: Any) -> None:
 def prepare_world(config: dict[str, Any], work: Path) -> Any:
     """Data and index for `config`, built once (a run folder under `work`/prep); returns that config."""
     from agent_r1.config import load_config
-    from agent_r1.runs.assembly import ensure_data, ensure_index
+    from agent_r1.runs.run import Run
 
     base = load_config(None, {**config, "train.out_dir": str(work / "prep")})
-    ensure_index(base, ensure_data(base))
+    Run(base).index_dir  # builds the data, then the index
     return base
 
 
 def timed_ray_run(cfg: Any, iterations: int) -> dict[str, Any]:
     """One fresh Ray trainer: start-up, one warm-up iteration (first-call costs; an asynchronous
     pipeline filling), then `iterations` timed ones."""
-    from agent_r1.runs.train import assembly
+    from agent_r1.runs.run import Run
     from agent_r1.training.ray_trainer import RayTrainer
 
     t0 = time.perf_counter()
-    with RayTrainer(cfg, assembly()) as trainer:
+    with RayTrainer(Run(cfg).spec()) as trainer:
         startup = time.perf_counter() - t0
         trainer.train_step()
         walls, metrics = [], []

@@ -35,15 +35,13 @@ RUNS = {
 
 
 def in_process_trainer(cfg):
-    from agent_r1.retrieval.base import open_index
-    from agent_r1.runs.assembly import make_env_factory
-    from agent_r1.runs.train import prepare_run
+    from agent_r1.runs.run import Run
     from agent_r1.training.trainer import RLTrainer
 
-    parts = prepare_run(cfg)
-    retriever = open_index(parts.index_dir)
-    return RLTrainer(cfg, parts.model, parts.tokenizer, make_env_factory(cfg, retriever), parts.train_samples,
-                     parts.eval_samples, reference=parts.reference), retriever
+    run = Run(cfg)
+    parts = run.parts()
+    return RLTrainer(run.cfg, parts.model, parts.tokenizer, run.env_factory, parts.train_samples,
+                     parts.eval_samples, reference=parts.reference), run
 
 
 def summarise(steps: list[tuple[float, dict]]) -> dict:
@@ -60,20 +58,20 @@ def run_all(base, cfgs: dict, iterations: int) -> tuple[dict[str, list], dict[st
     """Every trainer in one Ray session, taking turns iteration by iteration: (steps, start-up seconds)."""
     import ray
 
-    from agent_r1.runs.train import assembly
+    from agent_r1.runs.run import Run
     from agent_r1.training.ray_trainer import RayTrainer, init_ray
 
     needed = sum(int(c.ray.learner_cpus + c.ray.num_workers * c.ray.cpus_per_worker) for c in cfgs.values() if c.ray.enabled)
     owned = init_ray(replace(base.ray, num_cpus=needed))  # logical CPUs: the trainers take turns
     trainers, startup = {}, {}
-    retriever = None
+    inproc_run = None
     try:
         for name, cfg in cfgs.items():
             t0 = time.perf_counter()
             if cfg.ray.enabled:
-                trainers[name] = RayTrainer(cfg, assembly())
+                trainers[name] = RayTrainer(Run(cfg).spec())
             else:
-                trainers[name], retriever = in_process_trainer(cfg)
+                trainers[name], inproc_run = in_process_trainer(cfg)
             startup[name] = round(time.perf_counter() - t0, 2)
         steps: dict[str, list] = {name: [] for name in cfgs}
         for i in range(iterations + 1):
@@ -86,8 +84,8 @@ def run_all(base, cfgs: dict, iterations: int) -> tuple[dict[str, list], dict[st
         for trainer in trainers.values():
             if hasattr(trainer, "close"):
                 trainer.close()
-        if retriever is not None:
-            retriever.close()
+        if inproc_run is not None:
+            inproc_run.close()
         if owned:  # a caller's Ray session (the smoke tests') stays up
             ray.shutdown()
     return steps, startup

@@ -3,7 +3,7 @@ step lost or logged twice (the 10-kill version is benchmarks/kill_resume.py)."""
 
 from __future__ import annotations
 
-from agent_r1.training.killtest import kill_and_resume
+from benchmarks.killtest import kill_and_resume
 from benchmarks.common import micro_overrides  # the benchmark's micro run, shared
 
 
