@@ -61,7 +61,7 @@ TOKENS = R("[1, 1048576]")  # token budgets: 1M tokens, past any model's context
 COEF = R("[0, 1000000]")
 
 #: The allowed range of every number in the config tree, by section and key (the test
-#: tests/test_config_ranges.py fails when a numeric key has none, or no upper bound). Optional keys are
+#: tests/config/test_config_ranges.py fails when a numeric key has none, or no upper bound). Optional keys are
 #: checked only when set. Per-sample `env` values (envs/tool_env.py) are checked against the same table.
 LIMITS: dict[str, dict[str, Range]] = {
     "": {"seed": R("[0, 4294967295]")},  # numpy's seed range

@@ -5,9 +5,9 @@ test suite; here pytest runs them on CUDA (and NCCL), with AGENT_R1_TEST_DEVICE=
 - uneven shares: two learner ranks whose shares differ (5 rows at micro-batch 0 and 1, skipped
   zero-advantage rows, a micro-batch without loss tokens, a non-finite loss on one rank, plain
   replicas), FSDP2 over NCCL, each finishing under a deadline with one learner's weights within
-  1e-5 (tests/test_ddp_uneven.py); needs 2 GPUs, else it says it was skipped;
+  1e-5 (tests/training/test_ddp_uneven.py); needs 2 GPUs, else it says it was skipped;
 - bf16 resume: a bf16 full fine-tune stopped after 1 iteration and resumed to 2 equals 2 straight
-  (tests/test_precision_state.py; bound 1e-5 here: CUDA reductions need not be bit-reproducible);
+  (tests/training/test_precision_state.py; bound 1e-5 here: CUDA reductions need not be bit-reproducible);
 - the KL reference at step 0: ref log-probs equal the policy's, bf16 and fp32, its own copy and
   one loaded in `model.dtype` as on a resume (bound 0 on CPU; 1e-6 here, for the same reason).
 
@@ -33,10 +33,10 @@ from benchmarks.common import ROOT, result_path, write_json
 
 # check name -> (pytest selection, whether it needs 2 GPUs)
 CHECKS = {
-    "uneven_shares_fsdp_nccl": (["tests/test_ddp_uneven.py::test_uneven_ranks_finish_and_equal_one_learner"], True),
-    "bf16_resume": (["tests/test_precision_state.py::test_bf16_full_finetune_resume_equals_uninterrupted"], False),
+    "uneven_shares_fsdp_nccl": (["tests/training/test_ddp_uneven.py::test_uneven_ranks_finish_and_equal_one_learner"], True),
+    "bf16_resume": (["tests/training/test_precision_state.py::test_bf16_full_finetune_resume_equals_uninterrupted"], False),
     # LoRA's reference (the policy with its adapters off) is not among the GPU checks
-    "reference_kl_zero": (["tests/test_precision_state.py::test_reference_equals_policy_at_step_zero",
+    "reference_kl_zero": (["tests/training/test_precision_state.py::test_reference_equals_policy_at_step_zero",
                            "-k", "not lora"], False),
 }
 
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("gpu_correctness: no CUDA device visible to torch; on CPU these checks are "
-                 "pytest tests/test_ddp_uneven.py tests/test_precision_state.py")
+                 "pytest tests/training/test_ddp_uneven.py tests/training/test_precision_state.py")
     gpus = torch.cuda.device_count() if args.device == "cuda" else 0
     results: dict[str, Any] = {"gpus": gpus, "device": torch.cuda.get_device_name(0) if gpus else "cpu"}
     for name in (args.only.split(",") if args.only else CHECKS):

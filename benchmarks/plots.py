@@ -14,7 +14,7 @@ Writes, for each result file present (a missing one is skipped and said so):
                        (retrieval_scale.json, issue 19 item 4), else a note that it is missing.
 - bench-retrieval-scale.png  retrieval_scale.json: tantivy queries/s against corpus size (1 and 4 processes,
                        entity and question queries, the 2,000 q/s target), index build time and size.
-                       Written by benchmarks/retrieval_scale.py itself; not in PLOTS yet (tests/test_plots.py
+                       Written by benchmarks/retrieval_scale.py itself; not in PLOTS yet (tests/bench/test_plots.py
                        pins the four names above).
 Each figure's titles name the command that produced the data.
 """

@@ -42,140 +42,140 @@ from pathlib import Path
 from benchmarks.common import ROOT, machine, result_path, shown, write_json
 
 FAULT_TESTS = {  # pytest node id -> the fault it injects; an id without [...] stands for all its parameters
-    "tests/test_env.py::test_each_failure_kind_becomes_observation":
+    "tests/envs/test_env.py::test_each_failure_kind_becomes_observation":
         "tool raises / hangs past timeout / bad call (9 kinds)",
-    "tests/test_env.py::test_tool_runner_clips_huge_results": "tool returns 100 kB",
-    "tests/test_tantivy.py::test_missing_and_corrupt_index": "tantivy index missing or corrupt",
-    "tests/test_elasticsearch.py::test_retries_then_clear_error_when_server_stops": "Elasticsearch stopped mid-call",
+    "tests/envs/test_env.py::test_tool_runner_clips_huge_results": "tool returns 100 kB",
+    "tests/retrieval/test_tantivy.py::test_missing_and_corrupt_index": "tantivy index missing or corrupt",
+    "tests/retrieval/test_elasticsearch.py::test_retries_then_clear_error_when_server_stops": "Elasticsearch stopped mid-call",
     "tests/reliability/test_retriever_faults.py::test_runner_lets_service_outage_through_but_not_tool_bugs":
         "search service down vs tool bug",
     "tests/reliability/test_retriever_faults.py::test_es_stopped_mid_training_fails_clearly_then_resumes":
         "Elasticsearch stopped mid-training, restarted, --resume",
-    "tests/test_trainer.py::test_non_finite_updates_are_skipped_then_stop": "NaN/inf loss: skipped, then stop",
-    "tests/test_tracking.py::test_unreachable_server_buffers_then_flushes": "MLflow unreachable, then back",
+    "tests/training/test_trainer.py::test_non_finite_updates_are_skipped_then_stop": "NaN/inf loss: skipped, then stop",
+    "tests/tracking/test_tracking.py::test_unreachable_server_buffers_then_flushes": "MLflow unreachable, then back",
     # issue 15: checkpoints and resume
-    "tests/test_checkpoint_safety.py::test_crafted_state_is_refused_naming_the_file_and_never_runs":
+    "tests/training/test_checkpoint_safety.py::test_crafted_state_is_refused_naming_the_file_and_never_runs":
         "crafted state.pt (pickle payload, torch.save and raw pickle) refused, payload never runs",
-    "tests/test_resume.py::test_crafted_checkpoint_is_refused_on_resume":
+    "tests/training/test_resume.py::test_crafted_checkpoint_is_refused_on_resume":
         "crafted checkpoint on `train --resume`: refused naming the file, payload never runs",
-    "tests/test_resume.py::test_truncated_newest_checkpoint_resumes_from_the_previous_one":
+    "tests/training/test_resume.py::test_truncated_newest_checkpoint_resumes_from_the_previous_one":
         "truncated newest state.pt: resume falls back to the previous checkpoint and says so",
-    "tests/test_resume.py::test_resume_with_nothing_to_resume_names_the_folder":
+    "tests/training/test_resume.py::test_resume_with_nothing_to_resume_names_the_folder":
         "--resume with nothing to resume (missing/empty folder, latest without state.pt): clear error",
-    "tests/test_resume.py::test_fresh_start_moves_a_previous_run_aside":
+    "tests/training/test_resume.py::test_fresh_start_moves_a_previous_run_aside":
         "fresh start over a previous run: its history moved aside, never deleted",
     # issue 15: the MLflow offline buffer
-    "tests/test_tracking_buffer.py::test_truncated_line_is_skipped_reported_and_set_aside":
+    "tests/tracking/test_tracking_buffer.py::test_truncated_line_is_skipped_reported_and_set_aside":
         "truncated buffer line (kill mid-append): skipped, reported, set aside",
-    "tests/test_tracking_buffer.py::test_concurrent_writer_and_flusher_lose_nothing":
+    "tests/tracking/test_tracking_buffer.py::test_concurrent_writer_and_flusher_lose_nothing":
         "writer and flusher in concurrent processes: nothing lost",
-    "tests/test_tracking_buffer.py::test_flush_killed_midway_replays_without_duplicates":
+    "tests/tracking/test_tracking_buffer.py::test_flush_killed_midway_replays_without_duplicates":
         "flush killed midway (3 points): replay without duplicate runs",
-    "tests/test_tracking_buffer.py::test_poison_records_are_set_aside_and_the_rest_flushed":
+    "tests/tracking/test_tracking_buffer.py::test_poison_records_are_set_aside_and_the_rest_flushed":
         "poison record MLflow rejects: set aside with the reason, the rest flushed",
-    "tests/test_tracking_redact.py::test_password_never_printed_or_logged":
+    "tests/tracking/test_tracking_redact.py::test_password_never_printed_or_logged":
         "credentials in MLFLOW_TRACKING_URI: never printed or logged",
     # issue 15: timeouts that stop work
-    "tests/test_tool_timeouts.py::test_hung_tool_times_out_and_later_calls_still_succeed":
+    "tests/tools/test_tool_timeouts.py::test_hung_tool_times_out_and_later_calls_still_succeed":
         "6 hung tool calls: each killed on timeout, later calls still run",
-    "tests/test_tool_timeouts.py::test_timed_out_call_is_killed_so_its_side_effect_never_happens":
+    "tests/tools/test_tool_timeouts.py::test_timed_out_call_is_killed_so_its_side_effect_never_happens":
         "tool with a side effect times out: its process is killed, the side effect never happens",
-    "tests/test_tool_timeouts.py::test_hung_elasticsearch_node_fails_the_run_like_a_dead_one":
+    "tests/tools/test_tool_timeouts.py::test_hung_elasticsearch_node_fails_the_run_like_a_dead_one":
         "hung Elasticsearch node: the run stops after 3 timeouts in a row",
-    "tests/test_es_overwrite.py::test_index_not_made_by_agent_r1_is_refused_and_kept":
+    "tests/retrieval/test_es_overwrite.py::test_index_not_made_by_agent_r1_is_refused_and_kept":
         "`agent-r1 index` over an Elasticsearch index it did not make: refused, index kept",
     # issue 15: model output, data and config
-    "tests/test_parse_hardening.py::test_parse_exceptions_become_the_calls_error_observation":
+    "tests/envs/test_parse_hardening.py::test_parse_exceptions_become_the_calls_error_observation":
         "tool calls with >4,300-digit numbers or 100,000-deep arguments: the call's error, no crash",
-    "tests/test_parse_hardening.py::test_non_finite_numbers_are_refused":
+    "tests/envs/test_parse_hardening.py::test_non_finite_numbers_are_refused":
         "NaN / Infinity / 1e999 in tool-call arguments refused",
-    "tests/test_sample_env.py::test_bad_sample_env_fails_at_load_naming_file_line_and_key":
+    "tests/envs/test_sample_env.py::test_bad_sample_env_fails_at_load_naming_file_line_and_key":
         "per-sample env of the wrong type or range (NaN, 1e308, unknown keys): refused at load",
-    "tests/test_sample_env.py::test_a_sample_may_tighten_never_loosen_the_runs_limits":
+    "tests/envs/test_sample_env.py::test_a_sample_may_tighten_never_loosen_the_runs_limits":
         "per-sample env loosening the run's limits (calls, process reward, tools) refused",
-    "tests/test_loaders.py::test_question_length_is_capped_at_load": "1 MB question: refused at load, skippable",
-    "tests/test_loaders.py::test_skip_bad_skips_rows_that_used_to_abort_the_load":
+    "tests/data/test_loaders.py::test_question_length_is_capped_at_load": "1 MB question: refused at load, skippable",
+    "tests/data/test_loaders.py::test_skip_bad_skips_rows_that_used_to_abort_the_load":
         "rows nested 100,000 deep / 5,000-digit numbers: --skip-bad skips them with their line",
-    "tests/test_config_ranges.py::test_absurd_values_fail_at_load_naming_key_and_range":
+    "tests/config/test_config_ranges.py::test_absurd_values_fail_at_load_naming_key_and_range":
         "absurd config values: refused at load naming key and range",
-    "tests/test_config_ranges.py::test_yaml_alias_bomb_is_refused_at_load": "YAML alias bomb refused at load",
-    "tests/test_parse_hardening.py::test_control_tokens_in_a_question_stay_text":
+    "tests/config/test_config_ranges.py::test_yaml_alias_bomb_is_refused_at_load": "YAML alias bomb refused at load",
+    "tests/envs/test_parse_hardening.py::test_control_tokens_in_a_question_stay_text":
         "chat control tokens inside a question stay text",
-    "tests/test_parse_hardening.py::test_control_tokens_in_tool_output_stay_text":
+    "tests/envs/test_parse_hardening.py::test_control_tokens_in_tool_output_stay_text":
         "chat control tokens inside documents (tool output) stay text",
     # issue 31: nothing deleted, nothing leaked, nothing stuck (a path without `::` stands for its whole file)
-    "tests/test_nothing_deleted.py":
+    "tests/runs/test_nothing_deleted.py":
         "folders agent-r1 did not make (data.dir, sft/train out_dir, home, /) refused, never replaced; "
         "keep_checkpoints after a fallback keeps the good checkpoint",
-    "tests/test_buffer_blobs.py": "a buffered artifacts record naming a foreign folder: nothing uploaded or deleted",
-    "tests/test_es_credentials_scope.py::test_a_manifest_naming_another_host_gets_no_credentials":
+    "tests/tracking/test_buffer_blobs.py": "a buffered artifacts record naming a foreign folder: nothing uploaded or deleted",
+    "tests/retrieval/test_es_credentials_scope.py::test_a_manifest_naming_another_host_gets_no_credentials":
         "retriever.json naming another Elasticsearch host: refused before any request, no credentials sent",
-    "tests/test_es_credentials_scope.py::test_the_search_command_sends_credentials_only_to_the_url_it_is_given":
+    "tests/retrieval/test_es_credentials_scope.py::test_the_search_command_sends_credentials_only_to_the_url_it_is_given":
         "`agent-r1 search` / `retrieval-eval` over a manifest naming another host: credentials only to --url",
-    "tests/test_es_credentials_scope.py::test_ensure_index_rebuilds_an_index_that_names_another_server":
+    "tests/retrieval/test_es_credentials_scope.py::test_ensure_index_rebuilds_an_index_that_names_another_server":
         "a run's index folder naming another server: rebuilt at the run's own search.url",
-    "tests/test_tracking_poison.py::test_refused_records_are_set_aside_and_never_block_the_buffer":
+    "tests/tracking/test_tracking_poison.py::test_refused_records_are_set_aside_and_never_block_the_buffer":
         "12 buffered records MLflow can never take (lone surrogates, wrong shapes): set aside, the rest flushed",
-    "tests/test_tracking_poison.py::test_a_refused_record_sent_directly_does_not_take_mlflow_offline":
+    "tests/tracking/test_tracking_poison.py::test_a_refused_record_sent_directly_does_not_take_mlflow_offline":
         "the same records sent at once: set aside, MLflow not taken for down, later records sent",
-    "tests/test_tracking_poison.py::test_a_record_whose_reply_was_lost_is_replayed_once":
+    "tests/tracking/test_tracking_poison.py::test_a_record_whose_reply_was_lost_is_replayed_once":
         "MLflow commits a run and a table, the reply is lost: one run per run key, no doubled rows",
-    "tests/test_row_text.py::test_a_lone_surrogate_in_a_row_is_refused_naming_file_line_and_field":
+    "tests/data/test_row_text.py::test_a_lone_surrogate_in_a_row_is_refused_naming_file_line_and_field":
         "a lone surrogate in a data row (question, answers, titles, env, id): refused at load, skippable",
-    "tests/test_row_text.py::test_official_formats_and_the_corpus_refuse_it_too":
+    "tests/data/test_row_text.py::test_official_formats_and_the_corpus_refuse_it_too":
         "a lone surrogate in an official JSON array or a corpus document: refused at load",
-    "tests/test_sample_tighten.py::test_a_row_cannot_loosen_the_runs_settings":
+    "tests/envs/test_sample_tighten.py::test_a_row_cannot_loosen_the_runs_settings":
         "a row turning process rewards on, raising rewards, softening the penalty, a laxer metric, "
         "a 20 MB system prompt: refused at load",
-    "tests/test_sample_tighten.py::test_every_other_field_of_a_row_has_a_type_and_a_ceiling":
+    "tests/envs/test_sample_tighten.py::test_every_other_field_of_a_row_has_a_type_and_a_ceiling":
         "a row's answers, titles, plan, meta or id of the wrong type or over its ceiling: refused at load",
-    "tests/test_tracking_redact.py::test_passwords_sqlalchemy_accepts_are_hidden_whole":
+    "tests/tracking/test_tracking_redact.py::test_passwords_sqlalchemy_accepts_are_hidden_whole":
         "tracking URI passwords holding / # ? or spaces: hidden whole",
-    "tests/test_tracking_redact.py::test_credentials_in_the_query_string_are_hidden":
+    "tests/tracking/test_tracking_redact.py::test_credentials_in_the_query_string_are_hidden":
         "credentials in a URI's query string (?password=, token=, api_key=): hidden",
-    "tests/test_config_ranges.py::test_numbers_past_what_one_machine_holds_are_refused_at_load":
+    "tests/config/test_config_ranges.py::test_numbers_past_what_one_machine_holds_are_refused_at_load":
         "search.k=1e12 and other numbers past one machine: refused at load naming the range",
-    "tests/test_config_ranges.py::test_the_search_command_and_every_backend_refuse_a_huge_k":
+    "tests/config/test_config_ranges.py::test_the_search_command_and_every_backend_refuse_a_huge_k":
         "`agent-r1 search -k 1e12`: a clear error, not a SIGABRT",
-    "tests/test_tool_containment.py::test_a_worker_dies_with_a_trainer_killed_during_a_hung_call":
+    "tests/tools/test_tool_containment.py::test_a_worker_dies_with_a_trainer_killed_during_a_hung_call":
         "trainer SIGKILLed during a hung tool call: its worker dies with it",
-    "tests/test_tool_containment.py::test_a_setsid_grandchild_dies_with_its_worker_on_timeout_and_on_close":
+    "tests/tools/test_tool_containment.py::test_a_setsid_grandchild_dies_with_its_worker_on_timeout_and_on_close":
         "a tool's setsid child: killed with its worker on a timeout and on close()",
-    "tests/test_tool_containment.py::test_a_tools_metadata_is_clipped_like_its_text":
+    "tests/tools/test_tool_containment.py::test_a_tools_metadata_is_clipped_like_its_text":
         "a tool returning 200,000 titles and 5 MB of metadata: clipped in the worker",
-    "tests/test_upload_links.py::test_links_in_a_checkpoint_are_not_followed_when_sent_at_once":
+    "tests/tracking/test_upload_links.py::test_links_in_a_checkpoint_are_not_followed_when_sent_at_once":
         "symlinks (file and folder) in a checkpoint: not followed on upload",
-    "tests/test_upload_links.py::test_links_in_a_checkpoint_are_not_copied_into_the_buffer_nor_uploaded_from_it":
+    "tests/tracking/test_upload_links.py::test_links_in_a_checkpoint_are_not_copied_into_the_buffer_nor_uploaded_from_it":
         "symlinks in a checkpoint logged offline: not copied into the buffer, not uploaded from it",
-    "tests/test_upload_links.py::test_a_resumed_run_uploads_only_the_checkpoint_it_resumes_from_and_later_ones":
+    "tests/tracking/test_upload_links.py::test_a_resumed_run_uploads_only_the_checkpoint_it_resumes_from_and_later_ones":
         "a resume does not upload every earlier checkpoint again",
-    "tests/test_upload_links.py::test_a_checkpoint_uploads_only_the_files_its_manifest_lists":
+    "tests/tracking/test_upload_links.py::test_a_checkpoint_uploads_only_the_files_its_manifest_lists":
         "a file dropped into a checkpoint after it was written: not uploaded (only what its manifest lists)",
-    "tests/test_tracking_poison.py::test_a_trace_of_a_call_with_a_lone_surrogate_is_still_sendable":
+    "tests/tracking/test_tracking_poison.py::test_a_trace_of_a_call_with_a_lone_surrogate_is_still_sendable":
         "a model's \\udcff inside a hermes call reaches a trace: the trace is sent with U+FFFD",
-    "tests/test_tracking_poison.py::test_a_run_map_of_the_wrong_shape_is_refused_naming_the_file":
+    "tests/tracking/test_tracking_poison.py::test_a_run_map_of_the_wrong_shape_is_refused_naming_the_file":
         "the buffer's runs.json edited into a list or a string: refused naming the file",
-    "tests/test_tracking_poison.py::test_a_record_that_is_no_mapping_is_set_aside_not_raised":
+    "tests/tracking/test_tracking_poison.py::test_a_record_that_is_no_mapping_is_set_aside_not_raised":
         "a tracking record that is a string, a list, a number or null: set aside, nothing raised",
-    "tests/test_cli_ceilings.py::test_a_number_past_its_ceiling_is_a_usage_error":
+    "tests/config/test_cli_ceilings.py::test_a_number_past_its_ceiling_is_a_usage_error":
         "`build-model --hidden-size 1e12`, `rollout --samples 1e9`, `prepare --seed 1e30`: usage errors",
-    "tests/test_es_projects.py::test_a_second_project_cannot_replace_the_first_ones_index":
+    "tests/retrieval/test_es_projects.py::test_a_second_project_cannot_replace_the_first_ones_index":
         "a second project building the same Elasticsearch index name: refused; replaced anyway: the first told",
-    "tests/test_prepare_out.py::test_a_users_own_files_are_never_written_over":
+    "tests/data/test_prepare_out.py::test_a_users_own_files_are_never_written_over":
         "`prepare <dataset> --out` a folder of the user's own files: refused, nothing written",
-    "tests/test_prepare_out.py::test_a_folder_another_command_made_is_refused":
+    "tests/data/test_prepare_out.py::test_a_folder_another_command_made_is_refused":
         "`prepare <dataset> --out` a run folder, a generated world, another dataset's folder: refused",
-    "tests/test_prepare_out.py::test_its_own_folder_is_prepared_again_without_stale_files":
+    "tests/data/test_prepare_out.py::test_its_own_folder_is_prepared_again_without_stale_files":
         "`prepare` again into its own folder: no stale corpus.jsonl left",
 }
 TRACKING_TESTS = (  # each asserts every record reached the store (or was set aside with its reason)
-    "tests/test_tracking.py::test_unreachable_server_buffers_then_flushes",
-    "tests/test_tracking_buffer.py::test_concurrent_writer_and_flusher_lose_nothing",
-    "tests/test_tracking_buffer.py::test_flush_killed_midway_replays_without_duplicates",
-    "tests/test_tracking_buffer.py::test_poison_records_are_set_aside_and_the_rest_flushed",
-    "tests/test_tracking_poison.py::test_refused_records_are_set_aside_and_never_block_the_buffer",
-    "tests/test_tracking_poison.py::test_a_refused_record_sent_directly_does_not_take_mlflow_offline",
-    "tests/test_tracking_poison.py::test_a_record_whose_reply_was_lost_is_replayed_once",
+    "tests/tracking/test_tracking.py::test_unreachable_server_buffers_then_flushes",
+    "tests/tracking/test_tracking_buffer.py::test_concurrent_writer_and_flusher_lose_nothing",
+    "tests/tracking/test_tracking_buffer.py::test_flush_killed_midway_replays_without_duplicates",
+    "tests/tracking/test_tracking_buffer.py::test_poison_records_are_set_aside_and_the_rest_flushed",
+    "tests/tracking/test_tracking_poison.py::test_refused_records_are_set_aside_and_never_block_the_buffer",
+    "tests/tracking/test_tracking_poison.py::test_a_refused_record_sent_directly_does_not_take_mlflow_offline",
+    "tests/tracking/test_tracking_poison.py::test_a_record_whose_reply_was_lost_is_replayed_once",
 )
 
 

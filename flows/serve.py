@@ -6,7 +6,7 @@
     prefect deployment run train-agent/local -p overrides='{"train.iterations": 5}' --watch
 
 Each flow run executes in a subprocess of this one, in the project root. `--limit N` lets N flow
-runs go at once (tests/test_deployment.py runs two): each trains into a run folder of its own
+runs go at once (tests/integration/test_deployment.py runs two): each trains into a run folder of its own
 (runs/<experiment>/<flow run name>) under its own MLflow run; a warm start they share is trained once.
 """
 

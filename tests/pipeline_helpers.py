@@ -72,7 +72,7 @@ def resume_run_overrides(tmp_path: Path) -> dict[str, Any]:
 
 def lora_policy(model: Any, seed: int = 0) -> Any:
     """A LoRA copy of `model` whose adapters change its output (peft starts lora_B at 0): for tests
-    that a LoRA policy is served merged (tests/test_engine_choice.py, tests_vllm/)."""
+    that a LoRA policy is served merged (tests/rollout/test_engine_choice.py, tests_vllm/)."""
     import copy
 
     import torch

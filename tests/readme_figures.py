@@ -5,7 +5,7 @@ The pages' numbers are copied by hand from JSON files that benchmarks rewrite, a
 when one drifts from the other. Each `Figure` below names the file, where in it the value is (or how it
 is computed from the raw data there), how the page rounds it, the page text around it and the page
 (`doc`: README.md by default; `at(page, [...])` moves a list of entries to a docs/ page);
-tests/test_readme_figures.py formats each value the way the page does and asserts the page holds it there.
+tests/project/test_readme_figures.py formats each value the way the page does and asserts the page holds it there.
 `make run`'s own figures ("Two commands": wall time, lift over seeds) are in tests/readme_figures_make_run.py.
 
 Where they are quoted: README.md keeps the headline (`make run`, `make test`, the one-paragraph summary

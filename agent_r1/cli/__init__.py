@@ -1,5 +1,5 @@
 """`agent-r1` command line: the project's face. Every command lives in this package, one module per
-area (agent_r1/cli/*.py); library packages never import it (tests/test_layers.py).
+area (agent_r1/cli/*.py); library packages never import it (tests/project/test_layers.py).
 
 Each module in COMMAND_MODULES defines `register(subparsers)`, adding its subcommands with
 `set_defaults(func=...)`. Heavy imports (torch, transformers) happen inside the command functions,

@@ -3,7 +3,7 @@
 `load_config` reads one params file and dotted overrides, so a preset is written out whole: this
 script merges params.yaml with each preset's keys below and writes configs/paper/<name>.yaml. The
 keys live only here, so the files never drift from params.yaml: rerun after editing either one
-(tests/test_paper_presets.py fails when a file differs from what this script writes).
+(tests/config/test_paper_presets.py fails when a file differs from what this script writes).
 
     python configs/paper/make.py            # (re)write every preset
     python configs/paper/make.py --check    # exit 1 if a committed preset is stale

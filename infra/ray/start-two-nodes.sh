@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A two-node Ray cluster on one machine (a head and a second raylet), to try multi-node placement
-# and node loss without a second machine; tests/test_ray_cluster.py starts the same two processes.
+# and node loss without a second machine; tests/integration/test_ray_cluster.py starts the same two processes.
 #
 #   infra/ray/start-two-nodes.sh             # head (3 CPUs) + node2 (1 CPU), pids in $TEMP_DIR/*.pid
 #   RAY_AUTH_MODE=disabled agent-r1 train --params params.yaml --set ray.enabled=true \

@@ -6,7 +6,7 @@ Inputs: random bytes decoded with errors="replace" (what an engine's decode give
 UTF-8), 1 MB outputs, deeply nested and unclosed tags, JSON with wrong types, thousands of tool
 calls in one turn. For each: the env never raises, at most `max_calls_per_turn` calls reach a
 tool, the observation stays within the runner's size budget, and when nothing valid ran the
-observation says what was wrong. tests/test_env.py holds the smaller per-failure-kind checks.
+observation says what was wrong. tests/envs/test_env.py holds the smaller per-failure-kind checks.
 
 `fuzz_cases`, `check_step` and the world live in benchmarks/fuzz.py, shared with
 benchmarks/reliability.py, which runs a fixed number of cases and reports how many were tried.

@@ -1,7 +1,7 @@
 """Retriever faults end to end: the Elasticsearch-API server (noida-db) is stopped in the middle of
 a training run's rollout. Search calls retry with backoff, then the run fails with a clear error
 naming the URL, its last checkpoint intact; with the server back, `resume=True` runs to the end
-with no step lost or logged twice. (A missing or corrupt tantivy index is tests/test_tantivy.py.)
+with no step lost or logged twice. (A missing or corrupt tantivy index is tests/retrieval/test_tantivy.py.)
 """
 
 from __future__ import annotations

@@ -1,0 +1,245 @@
+"""Every benchmark runs, at micro size, through its own `main(argv)`: a refactor of the library or
+of a benchmark cannot break one silently. Results and work files go to this module's tmp folders
+(benchmarks/common.py reads $AGENT_R1_BENCH_RESULTS and $AGENT_R1_BENCH_WORK), never into
+benchmarks/results or the repository. No figure is asserted, only that each benchmark ran its real
+code path and wrote what it writes.
+
+The Ray benchmarks (async_speed, ray_overhead, scale_grid) run in test_benchmarks_ray_smoke.py, one
+unit with the other Ray modules (tests/isolation.py). Benchmarks that a test elsewhere already runs
+are listed in COVERED_ELSEWHERE; tests/bench/test_benchmarks_code.py checks that every benchmarks/*.py is
+run by one or the other.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks import common
+
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = REPO / "benchmarks" / "results"
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    """The benchmarks' results and work folders in tmp (for this module), and the cwd put back
+    (learning.py and make_run_seeds.py chdir to the repository, as their figures need)."""
+    root = tmp_path_factory.mktemp("bench")
+    cwd = os.getcwd()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(common.RESULTS_ENV, str(root / "results"))
+        mp.setenv(common.WORK_ENV, str(root / "work"))
+        yield root
+    os.chdir(cwd)
+
+
+def written(bench: Path, name: str) -> dict:
+    path = bench / "results" / f"{name}.json"
+    assert path.exists(), f"{name}.json was not written to the tmp results folder"
+    return json.loads(path.read_text())
+
+
+@pytest.fixture(scope="module")
+def micro_run(bench):
+    """One micro training run (1 iteration, a checkpoint) with its data and index: what
+    diagnose_failures.py reads."""
+    from agent_r1.config import load_config
+    from agent_r1.runs.train import run_train
+
+    over = {**common.micro_overrides(bench / "micro", iterations=1), "train.threads": 1}
+    run_train(load_config(None, over))
+    return Path(over["train.out_dir"])
+
+
+# ----------------------------------------------------------------------------- readers of results
+def test_memory_table_renders_from_the_committed_measurements(capsys):
+    from benchmarks import memory_table
+
+    assert memory_table.main([]) == 0 and "| Qwen2.5" in capsys.readouterr().out
+    assert memory_table.main(["--cpu"]) == 0 and "update/rows64_micro4_fp32" in capsys.readouterr().out
+
+
+def test_paper_table_render_only_rewrites_table_and_plot(tmp_path):
+    from benchmarks import paper_table
+
+    shutil.copy(RESULTS / "paper_table_np12k" / "paper_table.json", tmp_path / "paper_table.json")
+    assert paper_table.main(["--render-only", "--results-dir", str(tmp_path)]) == 0
+    assert "| GRPO" in (tmp_path / "paper_table.md").read_text() and (tmp_path / "paper_table.png").stat().st_size
+
+
+# ----------------------------------------------------------------------------- training and rollout
+def test_diagnose_failures_on_a_micro_run(bench, micro_run):
+    from benchmarks import diagnose_failures
+
+    assert diagnose_failures.main(["--run", str(micro_run), "--n", "4", "--tag", "smoke"]) == 0
+    doc = written(bench, "diagnosis_smoke")
+    assert sum(doc["counts"].values()) == 4 if "counts" in doc else doc
+
+
+def test_learning_smoke(bench):
+    from benchmarks import learning
+
+    assert learning.main(["--smoke", "--work", str(bench / "learn"), "--variants", "grpo"]) == 0
+    doc = written(bench, "learning_smoke")
+    assert doc["per_seed"]["0"]["runs"]["grpo"]["iterations"] == 1 and "warm_start" in doc["summary"]
+
+
+def test_perf_rollout_update_and_profile_smoke(bench):
+    from benchmarks import perf_rollout, perf_update, profile_iteration
+
+    assert perf_rollout.main(["--smoke", "--prompts", "2"]) == 0
+    assert set(written(bench, "perf_rollout")) >= {"overhead", "speedups", "scaling", "machine"}
+    assert perf_update.main(["--smoke"]) == 0
+    assert written(bench, "perf_update")["trainer_over_bare"]["runs"]
+    assert profile_iteration.main(["--smoke", "--iterations", "1"]) == 0
+    assert written(bench, "profile")["sections"] and (bench / "results" / "profile.md").exists()
+
+
+def test_perf_trl_smoke(bench):
+    from benchmarks import perf_trl
+
+    if importlib.util.find_spec("trl") is None:  # the bench extra: `make bench` installs it, `make test` does not
+        assert perf_trl.main(["--smoke"]) == 1
+        assert "trl is not installed" in written(bench, "perf_trl")["error"]
+        return
+    assert perf_trl.main(["--smoke", "--modes", "equal_work", "--micro", "2", "--skip-cells", ""]) == 0
+    assert "error" not in written(bench, "perf_trl")["modes"]["equal_work"]
+
+
+def test_kill_resume_smoke(bench, micro_run):
+    from benchmarks import kill_resume
+
+    # the calibration run only, on the micro run's data and index: the kill-and-resume trials are
+    # tests/reliability/test_kill_resume.py's
+    assert kill_resume.main(["--trials", "0", "--iterations", "1", "--work", str(micro_run.parent)]) == 0
+    doc = written(bench, "kill_resume")
+    assert doc["trials"] == 0 and doc["uninterrupted_loop_seconds"] > 0
+
+
+def test_gpu_smoke_tiny_on_cpu(bench):
+    from benchmarks import gpu_smoke
+
+    assert gpu_smoke.main(["--tiny", "--device", "cpu", "--runs", "transformers_full", "--iterations", "1",
+                           "--prompts", "1", "--tokens-per-turn", "4", "--threads", "1", "--precision", "fp32",
+                           "--people", "60"]) == 0
+    assert "error" not in written(bench, "gpu_smoke_cpu_tiny")["runs"]["transformers_full"]
+
+
+def test_gpu_correctness_runs_its_checks_through_pytest(bench):
+    from benchmarks import gpu_correctness
+
+    cases = gpu_correctness.junit_cases  # the JUnit reading, on pytest's own output below
+    assert gpu_correctness.main(["--device", "cpu", "--only", "reference_kl_zero", "-k", "copy and fp32-float32"]) == 0
+    (case,) = written(bench, "gpu_correctness")["reference_kl_zero"]["cases"]
+    assert case["outcome"] == "passed" and case["max_gap"] == 0.0
+    assert callable(cases)
+
+
+def test_memory_one_configuration(bench):
+    from benchmarks import memory
+
+    assert memory.main(["--smoke"]) == 0
+    (result,) = written(bench, "memory")["results"].values()
+    assert result["peak_rss_mib"] > 0 and result["tokens"] == 4 * 128
+
+
+# ----------------------------------------------------------------------------- retrieval
+def test_retrieval_smoke(bench):
+    from benchmarks import retrieval
+
+    assert retrieval.main(["--questions", "10", "--repeats", "1", "--es-repeats", "1", "--dense-repeats", "1"]) == 0
+    doc = written(bench, "retrieval")
+    assert {"tantivy", "elasticsearch", "top1_agreement"} <= set(doc)
+
+
+def test_retriever_load_smoke(bench):
+    from benchmarks import retriever_load
+
+    assert retriever_load.main(["--processes", "1", "--seconds", "0.5", "--start-delay", "3",
+                                "--tantivy-questions", "10"]) == 0
+    assert retriever_load.main(["--backend", "elasticsearch", "--questions", "5", "--workers", "1",
+                                "--threads", "1", "--pool-size", "1", "--seconds", "0.5"]) == 0
+    doc = written(bench, "retriever_load")
+    assert doc["queries"] > 0 and doc["elasticsearch_workers"]["runs"][0]["queries"] > 0
+
+
+# ----------------------------------------------------------------------------- reliability
+def test_reliability_smoke(bench):
+    from benchmarks import reliability
+
+    one = "tests/envs/test_env.py::test_tool_runner_clips_huge_results"
+    assert reliability.main(["--cases", "60", "--parse-cases", "20", "--fault-tests", one]) == 0
+    doc = written(bench, "reliability")
+    assert doc["inputs_failed"] == 0 and doc["fault_tests"]["handled"] == 1
+
+
+# ----------------------------------------------------------------------------- whole-project timings
+def _fake_clone(tmp_path: Path, recipe: str) -> Path:
+    """An 'installed clone' whose Makefile target stands in for make test / make run."""
+    clone = tmp_path / "clone"
+    (clone / ".venv").mkdir(parents=True)
+    (clone / ".venv" / ".installed").touch()
+    (clone / "Makefile").write_text(recipe)
+    subprocess.run(["git", "init", "-q"], cwd=clone, check=True)
+    return clone
+
+
+def test_suite_time_on_a_stand_in_clone(bench, tmp_path):
+    from benchmarks import suite_time
+
+    clone = _fake_clone(tmp_path, "test:\n\t@echo '0.50s call     tests/test_a.py::test_x'\n"
+                                  "\t@echo '1 passed in 0.60s'\n")
+    assert suite_time.main(["--clone", str(clone), "--out", str(bench / "results" / "suite_time.json")]) == 0
+    doc = written(bench, "suite_time")
+    assert doc["modules"] == {"tests/test_a.py": 0.5} and doc["sessions"] == [{"seconds": 0.6, "passed": 1}]
+
+
+def test_make_run_wall_on_a_stand_in_clone(bench, tmp_path):
+    from benchmarks import make_run_wall
+
+    ev = json.dumps({"test": {"start": {"em": 10.0}, "rl": {"em": 50.0, "n": 4}}})
+    clone = _fake_clone(tmp_path, "run:\n\t@echo \"12:00:00.000 | INFO    | Flow run 'x-y' - Beginning flow run\"\n"
+                                  f"\t@mkdir -p runs/e/r && echo '{ev}' > runs/e/r/eval_metrics.json\n"
+                                  "\t@echo \"12:00:02.500 | INFO    | Task run 'train-0a1b' - Finished in state\"\n")
+    assert make_run_wall.main(["--clone", str(clone)]) == 0
+    doc = written(bench, "make_run_wall")
+    assert (doc["start_em"], doc["final_em"], doc["phases_s"]) == (10.0, 50.0, {"train": 2.5})
+
+
+def test_make_run_seeds_bookkeeping(bench, monkeypatch):
+    """The sweep's own code (recipe key, per-seed rows, summary, the results file) around a stand-in
+    for the flow run (tests/integration/test_flow.py runs the flow itself)."""
+    from benchmarks import make_run_seeds
+
+    def flow(cmd, env):
+        summary = Path(cmd[cmd.index("--summary") + 1])
+        run_dir = summary.parent / "run"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward_mean": 0.5, "em": 50.0}) + "\n")
+        seed = int(next(kv for kv in cmd if kv.startswith("seed=")).split("=")[1])
+        summary.write_text(json.dumps({"start_em": 10.0, "final_em": 60.0 + seed, "eval_questions": 4,
+                                       "run_dir": str(run_dir)}))
+
+    monkeypatch.setattr(make_run_seeds, "run_flow", flow)
+    assert make_run_seeds.main(["--seeds", "0,1"]) == 0
+    doc = written(bench, "make_run_seeds")
+    assert doc["summary"]["seeds"] == 2 and doc["per_seed"]["1"]["lift"] == 51.0
+
+
+def test_vllm_cpu_parses_its_arguments():
+    """vllm_cpu.py needs vLLM's CPU build (.venv-vllm): here only its arguments and imports."""
+    from benchmarks import vllm_cpu
+
+    args = vllm_cpu.parse_args(["--prompts", "2", "--tokens", "4"])
+    assert (args.prompts, args.tokens, args.hidden) == (2, 4, 128)
+    out = subprocess.run([sys.executable, "benchmarks/vllm_cpu.py", "--help"], cwd=REPO, capture_output=True,
+                         text=True)
+    assert out.returncode == 0 and "--syncs" in out.stdout

@@ -1,0 +1,46 @@
+"""benchmarks/plots.py on the committed result files: every figure is a real, non-empty PNG, a
+missing result file is skipped (not an error), and a corpus-size sweep is found in any layout."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from benchmarks import plots
+
+REPO = Path(__file__).resolve().parents[2]
+RESULTS = REPO / "benchmarks" / "results"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _plots():
+    return plots
+
+
+def test_plots_write_png_files_from_the_real_results(tmp_path):
+    assert _plots().main(["--results", str(RESULTS), "--out", str(tmp_path)]) == 0
+    names = {"bench-learning.png", "bench-memory.png", "bench-scaling.png", "bench-retrieval.png",
+             "bench-retrieval-scale.png"}
+    assert {p.name for p in tmp_path.iterdir()} == names
+    for name in names:
+        data = (tmp_path / name).read_bytes()
+        assert data[:8] == PNG_SIGNATURE, name
+        assert len(data) > 10_000, (name, len(data))
+
+
+def test_a_missing_result_file_is_skipped(tmp_path, capsys):
+    results = tmp_path / "results"
+    results.mkdir()
+    shutil.copy(RESULTS / "memory.json", results / "memory.json")
+    out = tmp_path / "img"
+    assert _plots().main(["--results", str(results), "--out", str(out)]) == 0
+    assert [p.name for p in out.iterdir()] == ["bench-memory.png"]
+    printed = capsys.readouterr().out
+    assert "learning: skipped" in printed and "scaling: skipped" in printed and "retrieval: skipped" in printed
+
+
+def test_corpus_sweep_reads_sizes_and_rates_at_any_depth():
+    doc = {"machine": {"documents": 1, "qps": 1},  # the machine block never counts
+           "tantivy": {"runs": [{"passages": 10_000, "qps": 5000.0, "processes": 1},
+                                {"passages": 1_000_000, "queries_per_s": 2100.0, "processes": 1}]}}
+    assert _plots().corpus_sweep(doc) == [(10_000, 5000.0, "tantivy 1 proc"), (1_000_000, 2100.0, "tantivy 1 proc")]

@@ -1,0 +1,218 @@
+"""The data-parallel learner (agent_r1/training/distributed.py): two learner ranks over gloo end an
+update with the weights of one learner on the same batch (within 1e-5), for GRPO and for PPO with
+a critic; and `train.fsdp` is refused on a CPU learner, naming the key.
+
+The batch is rolled out once in the parent (a warm-started tiny model, a real tool env) and handed
+to each rank, which builds the same trainer, joins a gloo group on 127.0.0.1 and runs one `learn`.
+FSDP itself needs CUDA: `benchmarks/fsdp_check.sh` runs it on a GPU host.
+
+On Ray (`ray.num_learners`): 2 learner actors against one over 2 iterations, and 2 FSDP learner
+actors (over gloo) through a checkpoint and a resume, evaluation included.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from agent_r1.config import load_config
+from agent_r1.training.distributed import free_address, join, leave
+from agent_r1.training.fsdp import check_fsdp
+from agent_r1.training.trainer import RLTrainer
+from tests.rollout_helpers import make_env_factory
+from tests.training.test_trainer import SAMPLES, _warm_model
+
+TOL = 1e-5
+# `bash benchmarks/fsdp_check.sh` runs the FSDP tests on a GPU host with AGENT_R1_TEST_DEVICE=cuda
+# (NCCL, min(2, GPUs) ranks, both estimators); the suite runs them here over gloo
+DEVICE = os.environ.get("AGENT_R1_TEST_DEVICE", "cpu")
+
+
+def _over(tmp_path, estimator: str) -> dict:
+    # 16 trajectories, mini-batches of 6 (6, 6, 4: shares 3/3 and 2/2), micro-batches of 2, 2 epochs
+    return {"train.out_dir": str(tmp_path / "run"), "train.prompts_per_iter": 4, "rollout.n_samples": 4,
+            "rollout.max_turns": 2, "rollout.max_tokens_per_turn": 8, "train.ppo_epochs": 2,
+            "train.minibatch_size": 6, "train.micro_batch_size": 2, "train.lr": 1e-3, "train.eval_every": 0,
+            "train.threads": 1, "algo.adv_estimator": estimator, "algo.kl_coef": 0.01, "algo.entropy_coef": 0.01}
+
+
+def _weights(trainer) -> dict[str, torch.Tensor]:
+    out = {f"policy.{k}": v.detach().clone() for k, v in trainer.model.state_dict().items()}
+    if trainer.critic is not None:
+        out.update({f"critic.{k}": v.detach().clone() for k, v in trainer.critic.state_dict().items()})
+    return out
+
+
+def _learn(over, model, tok, trajs):
+    trainer = RLTrainer(load_config(None, over), copy.deepcopy(model), tok, make_env_factory("tag"), SAMPLES)
+    return trainer, trainer.learn(trajs, 0.0)
+
+
+def _rank(rank, ranks, address, over, model, tok, trajs, out_dir, fsdp=False):
+    """One learner rank (a spawned process): join, learn once, save weights and metrics."""
+    torch.set_num_threads(1)
+    if over.get("train.device") == "cuda":  # NCCL: one GPU per rank
+        over = {**over, "train.device": f"cuda:{rank}"}
+        torch.cuda.set_device(rank)
+    cfg = load_config(None, over)
+    cfg.train.fsdp = fsdp  # set on the built config: load_config refuses train.fsdp on CPU
+    trainer = RLTrainer(cfg, copy.deepcopy(model), tok, make_env_factory("tag"), SAMPLES)
+    join(trainer, rank, ranks, address, allow_cpu_fsdp=fsdp and not torch.cuda.is_available())
+    metrics = trainer.learn(trajs, 0.0)
+    weights = {k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in _weights(trainer).items()}
+    torch.save({"weights": {k: v.cpu() for k, v in weights.items()}, "metrics": metrics}, f"{out_dir}/rank{rank}.pt")
+    leave()
+
+
+@pytest.fixture(scope="module")
+def warm(tiny_model):
+    torch.manual_seed(0)
+    return _warm_model(tiny_model)
+
+
+def _run(tmp_path, warm, estimator, ranks=2, fsdp=False, device="cpu"):
+    model, tok = warm
+    over = _over(tmp_path, estimator)
+    if device != "cpu":
+        over["train.device"] = device
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as each rank: the same kernels
+    try:
+        roller = RLTrainer(load_config(None, over), copy.deepcopy(model), tok, make_env_factory("tag"), SAMPLES)
+        trajs = roller.rollout()
+        before = _weights(roller)
+        single, single_metrics = _learn(over, model, tok, trajs)
+        batch = single.prepare(trajs)
+    finally:
+        torch.set_num_threads(threads)
+    torch.multiprocessing.spawn(_rank, args=(ranks, free_address(), over, model, tok, trajs, str(tmp_path), fsdp),
+                                nprocs=ranks, join=True)
+    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(ranks)]
+    return SimpleNamespace(before=before, single={k: v.cpu() for k, v in _weights(single).items()}, single_metrics=single_metrics, ranks=ranks,
+                           batch=batch)
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "gae"])
+def test_two_learners_equal_one(tmp_path, warm, estimator):
+    r = _run(tmp_path, warm, estimator)
+    assert r.batch["advantages"].abs().sum() > 0  # a real update: advantages, not just the entropy bonus
+    moved = max(float((r.single[k] - r.before[k]).abs().max()) for k in r.single)
+    assert moved > 1e-4  # one learner's weights did change
+    assert any(k.startswith("critic.") for k in r.single) == (estimator == "gae")
+    for rank in r.ranks:
+        assert rank["weights"].keys() == r.single.keys()
+        diff = max(float((rank["weights"][k] - r.single[k]).abs().max()) for k in r.single)
+        assert diff <= TOL, (estimator, diff)
+    # the replicas are the same weights, bit for bit (same summed gradients, same steps)
+    assert all(torch.equal(r.ranks[0]["weights"][k], r.ranks[1]["weights"][k]) for k in r.single)
+    for key in ("policy_loss", "kl", "grad_norm", *(("value_loss",) if estimator == "gae" else ())):
+        assert r.ranks[0]["metrics"][key] == pytest.approx(r.single_metrics[key], abs=TOL), key
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "gae"] if DEVICE == "cuda" else ["grpo"])
+def test_fsdp_shards_equal_one_learner_over_gloo(tmp_path, warm, estimator):
+    """FSDP2's arithmetic (sharded decoder layers, summed reduce-scatter, global clip) checked where
+    there is no GPU: gloo on CPU, a path the config refuses to users (`check_fsdp`) and `join`
+    opens only for this check. The GPU run is `bash benchmarks/fsdp_check.sh`."""
+    ranks = min(2, torch.cuda.device_count()) if DEVICE == "cuda" else 2
+    r = _run(tmp_path, warm, estimator, ranks=ranks, fsdp=True, device=DEVICE)
+    for rank in r.ranks:
+        diff = max(float((rank["weights"][k] - r.single[k]).abs().max()) for k in r.single)
+        assert diff <= TOL, diff
+    assert max(float((r.single[k] - r.before[k]).abs().max()) for k in r.single) > 1e-4
+    assert r.ranks[0]["metrics"]["grad_norm"] == pytest.approx(r.single_metrics["grad_norm"], abs=TOL)
+
+
+def test_fsdp_refused_on_cpu():
+    with pytest.raises(ValueError, match=r"train\.fsdp=true .* train\.fsdp: false"):
+        check_fsdp(True, torch.device("cpu"))
+    check_fsdp(False, torch.device("cpu"))  # replicas over gloo are fine
+
+
+# --- on Ray: `ray.num_learners: 2` learner actors against one ------------------------------------
+
+from tests.integration.test_ray_trainer import _cfg, ray_session, world  # noqa: F401  (the module's Ray and data)
+
+
+def _ray_learners(world_dir, name, learners, iterations=2, fsdp=False, resume=False, finish=False, device="cpu"):
+    """`iterations` steps, each (metrics, trajectories, learner weights); with `finish`, then
+    (evaluation, checkpoint folder). `device` "cuda": a GPU per learner and per rollout worker
+    (benchmarks/fsdp_check.sh; a worker without one could not unpickle the learner's CUDA snapshot)."""
+    from agent_r1.runs.run import Run
+    from agent_r1.training.ray_trainer import RayTrainer
+
+    # an entropy bonus: a random policy scores 0 everywhere, so without it the true gradient is 0 and
+    # AdamW (g / (|g| + eps)) would turn float noise of ~1e-8 into lr-sized steps in either run
+    gpu = {"train.device": "cuda", "ray.gpus_per_worker": 1, "ray.engine": "transformers"} if device == "cuda" else {}
+    cfg = _cfg(world_dir, name, **{"ray.num_workers": 1, "algo.entropy_coef": 0.01, **gpu})
+    cfg.ray.num_learners = learners
+    cfg.train.fsdp = fsdp  # set on the built config: load_config refuses train.fsdp on CPU
+    steps = []
+    with RayTrainer(Run(cfg, resume).spec(), allow_cpu_fsdp=fsdp and device == "cpu") as trainer:
+        for _ in range(iterations):
+            metrics = trainer.train_step()
+            steps.append((metrics, trainer.last_trajectories, trainer.learner_weights()))
+        end = (trainer.evaluate(), trainer.save()) if finish else None
+    return steps, end
+
+
+@pytest.fixture(scope="module")
+def one_learner(ray_session, world):  # noqa: F811  (imported fixtures)
+    return _ray_learners(world, "learners1", 1, finish=True, device=DEVICE)
+
+
+def _max_diff(a, b):
+    return max(float((a[k] - b[k]).abs().max()) for k in b)
+
+
+def _same_step(one, other):
+    (m1, t1, [w1]), (m2, t2, [w2, *_]) = one, other
+    assert _max_diff(w2, w1) <= TOL, _max_diff(w2, w1)
+    assert [t.token_ids for t in t2] == [t.token_ids for t in t1]  # same prompts, same samples
+    for key in ("policy_loss", "value_loss", "kl", "grad_norm"):
+        assert m2[key] == pytest.approx(m1[key], abs=TOL), key
+
+
+def test_two_learner_actors_equal_one(one_learner, world):  # noqa: F811  (imported fixtures)
+    one, _ = one_learner
+    two, _ = _ray_learners(world, "learners2", 2)
+    for step1, step2 in zip(one, two):
+        w2a, w2b = step2[2]
+        assert all(torch.equal(w2a[k], w2b[k]) for k in w2a)  # the two replicas, bit for bit
+        _same_step(step1, step2)
+    first = one[0][2][0]
+    assert _max_diff(one[-1][2][0], first) > 0  # the weights moved
+
+
+def test_fsdp_learner_actors_equal_one_through_a_resume(one_learner, world):  # noqa: F811
+    """`train.fsdp` on 2 Ray learners, over gloo (the switch only tests open): iteration 1, a
+    checkpoint, then a resumed run's iteration 2. The workers roll out with the gathered weights;
+    the checkpoint holds full weights and optimiser state (the resumed Adam step would differ
+    otherwise), and evaluation (rank 0 over gathered layers) equals one unsharded learner's.
+    On GPUs (NCCL) the same check is part of `bash benchmarks/fsdp_check.sh`."""
+    check_fsdp_learner_actors(world, one_learner, DEVICE)
+
+
+def check_fsdp_learner_actors(world, one_learner, device="cpu"):  # noqa: F811
+    from agent_r1.training.checkpoint import load_state
+
+    one, (evaluation, saved) = one_learner
+    first, (_, path1) = _ray_learners(world, "fsdp", 2, iterations=1, fsdp=True, finish=True, device=device)
+    assert path1.name == "iter_000001" and len(first[0][2]) == 1  # rank 0's full weights only
+    _same_step(one[0], first[0])
+    resumed, (fsdp_evaluation, path2) = _ray_learners(world, "fsdp", 2, iterations=1, fsdp=True, resume=True,
+                                                      finish=True, device=device)
+    _same_step(one[1], resumed[0])
+    assert fsdp_evaluation.keys() == evaluation.keys() and evaluation
+    assert fsdp_evaluation == pytest.approx(evaluation, abs=TOL)
+    # the checkpoint an unsharded run would write: optimiser state keyed by index, full tensors
+    ref, got = load_state(saved)["optimizer"], load_state(path2)["optimizer"]
+    assert got["state"].keys() == ref["state"].keys()
+    for i, state in ref["state"].items():
+        for k, v in state.items():
+            assert got["state"][i][k].shape == v.shape
+            assert float((got["state"][i][k] - v).abs().max()) <= TOL, (i, k)

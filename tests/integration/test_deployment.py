@@ -1,0 +1,204 @@
+"""Two runs of the deployment `train-agent/local` at once, through a real Prefect server and
+`flows/serve.py --limit 2`: each run gets its own run folder, its own MLflow runs and its own
+checkpoint; the two really overlap in time; the SFT warm start they share is trained once."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.pipeline_helpers import write_micro_params
+from tests.servers import free_port, stop, wait_http
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+ALGOS = ("grpo", "rloo")  # run A, run B: told apart by their params
+TERMINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _params(tmp_path: Path) -> Path:
+    """The micro params with nothing pinned: each run makes its own folder under tmp/runs, and the
+    warm start goes to the shared store (runs/warm_starts/<hash>) instead of a fixed folder."""
+    path = write_micro_params(tmp_path / "params.yaml", tmp_path)
+    tree = yaml.safe_load(path.read_text())
+    tree["sft"]["out_dir"] = ""
+    tree["train"].update(out_dir="", init_from="sft", runs_dir=str(tmp_path / "runs"), eval_size=2)
+    path.write_text(yaml.safe_dump(tree, sort_keys=False))
+    return path
+
+
+def _api_get(api: str, path: str) -> dict:
+    with urllib.request.urlopen(f"{api}{path}", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def _wait_deployment(env: dict, serve: subprocess.Popen, log: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        assert serve.poll() is None, log.read_text()[-3000:]
+        run = subprocess.run([str(VENV_BIN / "prefect"), "deployment", "inspect", "train-agent/local"],
+                             env=env, cwd=ROOT, capture_output=True, text=True, check=False)
+        if run.returncode == 0:
+            return
+        assert time.monotonic() < deadline, run.stdout + run.stderr
+        time.sleep(2)
+
+
+def _trigger_both(env: dict) -> dict[str, str]:
+    """Both deployment runs requested at the same moment (two CLI processes); algo -> flow run id."""
+    procs = {algo: subprocess.Popen(
+        [str(VENV_BIN / "prefect"), "deployment", "run", "train-agent/local", "-p", "dvc=off",
+         "-p", "overrides=" + json.dumps({"algo.adv_estimator": algo})],
+        env={**env, "COLUMNS": "200"}, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for algo in ALGOS}
+    ids = {}
+    for algo, proc in procs.items():
+        out = proc.communicate(timeout=120)[0]
+        found = UUID.findall(out.split("UUID:", 1)[-1])
+        assert proc.returncode == 0 and found, out[-2000:]
+        ids[algo] = found[0]
+    return ids
+
+
+def _wait_runs(api: str, ids: dict[str, str], serve_log: Path, timeout: float) -> dict[str, dict]:
+    deadline = time.monotonic() + timeout
+    while True:
+        runs = {algo: _api_get(api, f"/flow_runs/{fid}") for algo, fid in ids.items()}
+        if all(r["state_type"] in TERMINAL for r in runs.values()):
+            return runs
+        assert time.monotonic() < deadline, ({a: r["state_type"] for a, r in runs.items()},
+                                             serve_log.read_text()[-4000:])
+        time.sleep(3)
+
+
+def _summaries(serve_log: Path) -> dict[str, dict]:
+    """What each flow run returned (its `done: {...}` log line), by MLflow run id."""
+    done = [json.loads(line.split(" - done: ", 1)[1]) for line in serve_log.read_text().splitlines()
+            if " - done: {" in line]
+    return {s["mlflow_run_id"]: s for s in done}
+
+
+def _ts(value: str) -> float:
+    return datetime.fromisoformat(value).timestamp()
+
+
+@pytest.mark.slow
+def test_two_deployment_runs_at_once(tmp_path):
+    started = time.perf_counter()
+    port = free_port()
+    api = f"http://127.0.0.1:{port}/api"
+    mlflow_uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": api,
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "300",
+           "MLFLOW_TRACKING_URI": mlflow_uri, "AGENT_R1_MLFLOW_BUFFER": str(tmp_path / "buffer"),
+           "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
+    params = _params(tmp_path)
+    runs_dir = tmp_path / "runs"
+    logs = {name: tmp_path / f"{name}.log" for name in ("server", "serve")}
+    files = {name: path.open("w") for name, path in logs.items()}
+    procs = []
+    try:
+        procs.append(subprocess.Popen([str(VENV_BIN / "prefect"), "server", "start", "--host", "127.0.0.1",
+                                       "--port", str(port)], env=env, cwd=ROOT, stdout=files["server"],
+                                      stderr=subprocess.STDOUT, start_new_session=True))
+        # nothing is made beforehand: both runs start on a fresh data folder, index and MLflow store,
+        # which they build under locks (runs/assembly.py, tracking/transport.py) once between them
+        wait_http(f"{api}/health", procs[0], 240)
+        procs.append(subprocess.Popen([sys.executable, "flows/serve.py", "--params", str(params), "--limit", "2"],
+                                      env=env, cwd=ROOT, stdout=files["serve"], stderr=subprocess.STDOUT,
+                                      start_new_session=True))
+        _wait_deployment(env, procs[1], logs["serve"], 180)
+        ids = _trigger_both(env)
+        flow_runs = _wait_runs(api, ids, logs["serve"], 900)
+        for algo, fr in flow_runs.items():
+            assert fr["state_type"] == "COMPLETED", (algo, fr["state_name"], logs["serve"].read_text()[-6000:])
+        assert logs["serve"].read_text().count("iter 2/2") == 2  # each run's per-iteration progress lines
+
+        # they ran at once: each started before the other ended (the limit let both through)
+        (a, b) = flow_runs.values()
+        assert max(_ts(a["start_time"]), _ts(b["start_time"])) < min(_ts(a["end_time"]), _ts(b["end_time"]))
+
+        # MLflow: one parent run per flow run, each finished, with its own params, folder and checkpoint
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=mlflow_uri)
+        exp = client.get_experiment_by_name("agent-r1")
+        parents = client.search_runs([exp.experiment_id], "tags.pipeline = 'train-agent'")
+        assert len(parents) == 2 and all(p.info.status == "FINISHED" for p in parents)
+        by_algo = {p.data.params["algo.adv_estimator"]: p for p in parents}
+        assert set(by_algo) == set(ALGOS)
+        # overlap is proven by the Prefect flow-run times above; an MLflow run starts only after its
+        # flow's imports, so on a loaded machine one micro run may end before the other's MLflow run starts
+
+        summaries = _summaries(logs["serve"])
+        assert set(summaries) == {p.info.run_id for p in parents}
+        folders = {}
+        sft_children = []
+        for algo, parent in by_algo.items():
+            tags = parent.data.tags
+            assert tags["prefect.flow_run_id"] == ids[algo]
+            folder = Path(tags["run.dir"])
+            folders[algo] = folder
+            assert folder.parent == runs_dir / "agent-r1"
+            assert folder.name in (flow_runs[algo]["name"], f"{flow_runs[algo]['name']}-2")  # named on its flow run
+            card = json.loads((folder / "run.json").read_text())
+            assert card["status"] == "finished" and card["iterations"] == 2
+            assert card["mlflow_run_id"] == parent.info.run_id and card["prefect_flow_run_id"] == ids[algo]
+            checkpoint = Path(card["checkpoint"])
+            assert checkpoint.is_dir() and checkpoint.parent == folder / "checkpoints"
+            assert tags["checkpoint.sha256"] == card["checkpoint_sha256"]
+            summary = summaries[parent.info.run_id]  # what the flow returned agrees with its card
+            assert summary["run_dir"] == str(folder) and summary["checkpoint"] == card["checkpoint"]
+            assert summary["checkpoint_sha256"] == card["checkpoint_sha256"]
+            assert summary["final_em"] == card["evaluation"][summary["eval_set"]]["rl"]
+            assert summary["trainer_final_eval_em"] == card["final_eval_em"]
+            assert summary["tracking"]["pending"] == 0 and summary["tracking"]["rejected"] == 0
+            config = json.loads((folder / "config.json").read_text())
+            assert config["algo"]["adv_estimator"] == algo and config["train"]["out_dir"] == str(folder)
+
+            children = {r.data.tags["stage"]: r for r in client.search_runs(
+                [exp.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")}
+            assert set(children) == {"sft", "train", "evaluate"}
+            assert all(r.info.status == "FINISHED" for r in children.values())
+            # the evaluate stage scored this run's own checkpoint, not the other's
+            assert children["evaluate"].data.tags["checkpoint.sha256"] == card["checkpoint_sha256"]
+            assert children["evaluate"].data.tags["checkpoint"] == card["checkpoint"]
+            assert {a.path for a in client.list_artifacts(children["train"].info.run_id, "checkpoints")} == \
+                {"checkpoints/iter_000001", "checkpoints/iter_000002"}
+            sft_children.append(children["sft"])
+
+        # two folders, nothing of one in the other
+        assert folders["grpo"] != folders["rloo"]
+        assert sorted(p.name for p in (runs_dir / "agent-r1").iterdir()) == sorted(f.name for f in folders.values())
+        for algo, folder in folders.items():
+            other = folders[ALGOS[1 - ALGOS.index(algo)]]
+            text = (folder / "run.json").read_text() + (folder / "config.json").read_text()
+            assert str(other) not in text and by_algo[ALGOS[1 - ALGOS.index(algo)]].info.run_id not in text
+        a_sha, b_sha = (json.loads((f / "run.json").read_text())["checkpoint_sha256"] for f in folders.values())
+        assert a_sha != b_sha  # two checkpoints, not one shared
+
+        # the warm start both needed at once was trained once, by one of them, and reused by the other
+        stored = [p for p in (runs_dir / "warm_starts").iterdir() if not p.name.startswith(".")]
+        assert len(stored) == 1 and stored[0].is_dir() and (stored[0] / "warm_start.json").is_file()
+        assert sorted(r.data.tags["warm_start.reused"] for r in sft_children) == ["false", "true"]
+        assert {r.data.tags["warm_start.hash"][:len(stored[0].name)] for r in sft_children} == {stored[0].name}
+        for folder in folders.values():
+            lineage = json.loads((folder / "run.json").read_text())["lineage"]
+            assert lineage["warm_start"].startswith(stored[0].name)
+    finally:
+        for proc in reversed(procs):
+            stop(proc)
+        for f in files.values():
+            f.close()
+        print(f"test_two_deployment_runs_at_once wall time: {time.perf_counter() - started:.0f} s")
