@@ -1,5 +1,4 @@
-"""Extensibility: docs/extending.md runs as written, @tool schemas, entry-point plugins found and
-called in a rollout, several tools per env, per-sample env config, the arithmetic task."""
+"""Extending: docs/extending.md runs as written; @tool schemas, plugins, tools per env, the arithmetic task."""
 
 from __future__ import annotations
 
