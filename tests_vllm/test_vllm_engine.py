@@ -224,3 +224,24 @@ def test_in_process_grpo_with_vllm_chosen_by_config_keeps_engine_and_trainer_in_
                  "--set", "env.format=hermes", "--set", "rollout.engine=vllm", "--device", "cpu", "-n", "2",
                  "--questions", str(tmp_path / "data" / "synthetic" / "test.jsonl"), "--json", str(report)]) == 0
     assert built == [engine, engine] and json.loads(report.read_text())
+
+
+def test_ray_rollout_workers_on_vllm_sample_with_the_learners_weights(qwen128, tmp_path, monkeypatch):
+    """`ray.engine: vllm`: the rollout worker (a Ray actor) runs its own vLLM engine and takes the learner's
+    weights after every update, so iteration 2's behaviour log-probs equal the learner's."""
+    from agent_r1.cli import main
+    from tests.pipeline_helpers import write_micro_params
+
+    monkeypatch.chdir(tmp_path)
+    params = write_micro_params(tmp_path / "params.yaml", root=tmp_path)
+    assert main(["train", "--params", str(params), "--no-mlflow", "--set", f"train.init_from={qwen128}",
+                 "--set", "env.format=hermes", "--set", "ray.enabled=true", "--set", "ray.engine=vllm",
+                 "--set", "ray.num_workers=1", "--set", "ray.cpus_per_worker=1", "--set", "ray.learner_cpus=1",
+                 "--set", "ray.temp_dir=" + str(tmp_path / "ray"), "--set", "rollout.temperature=0.7",
+                 "--set", "rollout.vllm.kv_cache_gib=1", "--set", "train.device=cpu", "--set", "train.eval_every=0",
+                 "--set", "train.eval_size=2", "--set", "train.prompts_per_iter=2", "--set", "train.lr=1e-2",
+                 "--set", "algo.entropy_coef=0.01", "--set", "algo.skip_zero_advantage=false"]) == 0
+    metrics = [json.loads(line) for line in (tmp_path / "runs" / "default" / "metrics.jsonl").read_text().splitlines()]
+    trained = [m for m in metrics if m.get("step", 0) > 0]
+    assert len(trained) == 2 and trained[0]["grad_norm"] > 0  # iteration 1 changed the weights
+    assert trained[1]["rollout/logprob_diff_max"] <= TOL, trained[1]["rollout/logprob_diff_max"]
