@@ -237,7 +237,7 @@ def test_ray_rollout_workers_on_vllm_sample_with_the_learners_weights(qwen128, t
     assert main(["train", "--params", str(params), "--no-mlflow", "--set", f"train.init_from={qwen128}",
                  "--set", "env.format=hermes", "--set", "ray.enabled=true", "--set", "ray.engine=vllm",
                  "--set", "ray.num_workers=1", "--set", "ray.cpus_per_worker=1", "--set", "ray.learner_cpus=1",
-                 "--set", "ray.temp_dir=" + str(tmp_path / "ray"), "--set", "rollout.temperature=0.7",
+                 "--set", "rollout.temperature=0.7",
                  "--set", "rollout.vllm.kv_cache_gib=1", "--set", "train.device=cpu", "--set", "train.eval_every=0",
                  "--set", "train.eval_size=2", "--set", "train.prompts_per_iter=2", "--set", "train.lr=1e-2",
                  "--set", "algo.entropy_coef=0.01", "--set", "algo.skip_zero_advantage=false"]) == 0
@@ -245,3 +245,4 @@ def test_ray_rollout_workers_on_vllm_sample_with_the_learners_weights(qwen128, t
     trained = [m for m in metrics if m.get("step", 0) > 0]
     assert len(trained) == 2 and trained[0]["grad_norm"] > 0  # iteration 1 changed the weights
     assert trained[1]["rollout/logprob_diff_max"] <= TOL, trained[1]["rollout/logprob_diff_max"]
+    assert trained[1]["rollout/weight_sync_s"] > 0  # the worker's vLLM engine took the update's weights
