@@ -178,10 +178,12 @@ def test_lora_policy_is_served_merged_and_the_reference_stays_the_base(engine, p
     assert max_gap(model, ps, outs, 0.7) > 100 * TOL
 
 
+@pytest.mark.parametrize("lora_r", [0, 8], ids=["full", "lora"])
 def test_in_process_grpo_with_vllm_chosen_by_config_keeps_engine_and_trainer_in_step(engine, qwen128, tmp_path,
-                                                                                   monkeypatch):
+                                                                                   monkeypatch, lora_r):
     """`rollout.engine: vllm` through `agent-r1 train`: after iteration 1's update the engine must serve the
-    new weights, so iteration 2's log-prob gap stays at float rounding."""
+    new weights, so iteration 2's log-prob gap stays at float rounding; with LoRA too (adapters merged
+    into what the engine serves)."""
     from agent_r1.cli import main
     from agent_r1.rollout import engines
     from tests.pipeline_helpers import write_micro_params
@@ -210,7 +212,8 @@ def test_in_process_grpo_with_vllm_chosen_by_config_keeps_engine_and_trainer_in_
                  "--set", "train.prompts_per_iter=2", "--set", "train.lr=1e-2",
                  # a random policy earns no reward, so every advantage is 0: the entropy bonus is what
                  # moves the weights (and so what a stale engine would miss)
-                 "--set", "algo.entropy_coef=0.01", "--set", "algo.skip_zero_advantage=false"]) == 0
+                 "--set", "algo.entropy_coef=0.01", "--set", "algo.skip_zero_advantage=false",
+                 "--set", f"model.lora.r={lora_r}"]) == 0
     assert built == [engine]
     metrics = [json.loads(line) for line in (tmp_path / "runs" / "default" / "metrics.jsonl").read_text().splitlines()]
     trained = [m for m in metrics if m.get("step", 0) > 0]
