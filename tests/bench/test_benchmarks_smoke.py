@@ -243,3 +243,14 @@ def test_vllm_cpu_parses_its_arguments():
     out = subprocess.run([sys.executable, "benchmarks/vllm_cpu.py", "--help"], cwd=REPO, capture_output=True,
                          text=True)
     assert out.returncode == 0 and "--syncs" in out.stdout
+
+
+def test_vllm_rollout_transformers_half(bench):
+    """vllm_rollout.py's vLLM half needs .venv-vllm; here the transformers engine's multi-turn rollouts."""
+    from benchmarks import vllm_rollout
+
+    assert vllm_rollout.main(["--smoke", "--engines", "transformers", "--prompts", "1", "--repeats", "1"]) == 0
+    doc = written(bench, "vllm_rollout_smoke")
+    (run,) = doc["engines"]["transformers"]["runs"]
+    assert run["trajectories"] == 2 and run["sampled_tokens"] > 0 and doc["equal_work"] is False
+    assert doc["work"]["rollout"]["max_turns"] == 2
