@@ -13,7 +13,7 @@ from typing import Any
 
 from agent_r1.config import ExperimentConfig
 from agent_r1.envs.factory import make_env_factory  # noqa: F401  (part of a run's assembly; lives with the envs)
-from agent_r1.retrieval.base import build_index, corpus_sha1  # noqa: F401  (build_index re-exported)
+from agent_r1.retrieval.base import build_index  # noqa: F401  (re-exported)
 
 
 def ensure_data(cfg: ExperimentConfig) -> Path:
@@ -79,13 +79,18 @@ def run_search_url(cfg: ExperimentConfig) -> str:
 
 def ensure_index(cfg: ExperimentConfig, data_dir: Path) -> Path:
     """Builds the index unless one built from this very corpus (same SHA-1), with the configured
-    backend (and encoder and vector index, for the vector backends), is already there."""
+    backend (and encoder and vector index, for the vector backends), is already there. The corpus
+    SHA-1 is cached by (path, size, mtime) in the digest cache (agent_r1/runs/lineage.py), so each
+    reopening of a run (every Prefect task reopens it) does not read the whole corpus again."""
     from agent_r1.retrieval.base import VECTOR_BACKENDS
+    from agent_r1.runs.warm_start import digest_cache
 
     index_dir = Path(cfg.search.index_dir)
     manifest = index_dir / "retriever.json"
     corpus = data_dir / "corpus.jsonl"
-    wanted = {"corpus_sha1": corpus_sha1(corpus), "backend": cfg.search.backend}
+    cache = digest_cache(cfg)
+    wanted = {"corpus_sha1": cache.file(corpus, "sha1"), "backend": cfg.search.backend}
+    cache.save()
     if cfg.search.backend in VECTOR_BACKENDS:
         wanted.update(encoder=cfg.search.encoder, dense_index=cfg.search.dense_index)
     if cfg.search.backend.startswith("elasticsearch"):
