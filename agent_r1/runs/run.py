@@ -178,10 +178,11 @@ class Run:
         return load_samples(self.data_dir / self.cfg.data.eval_file, self.cfg.train.eval_size, cfg=self.cfg)
 
     def samples(self, split: str = "eval", limit: int | None = None) -> list[dict[str, Any]]:
-        """`limit` question rows of the train or eval file (all, when None)."""
+        """`limit` question rows of the train or eval file (all, when None); another split name
+        reads `<split>.jsonl` in the data folder (a prepared source's `dev`, say)."""
         from agent_r1.runs.assembly import load_samples
 
-        name = {"train": self.cfg.data.train_file, "eval": self.cfg.data.eval_file}[split]
+        name = {"train": self.cfg.data.train_file, "eval": self.cfg.data.eval_file}.get(split, f"{split}.jsonl")
         return load_samples(self.data_dir / name, limit, cfg=self.cfg)
 
     def policy(self, source: str | Path = "") -> tuple[Any, Any]:
