@@ -142,8 +142,9 @@ def corpus_texts(data_dir: Path) -> list[str]:
     return texts
 
 
-def build_policy(cfg: ExperimentConfig, data_dir: Path, source: str = "") -> tuple[Any, Any]:
-    """`source` (a model folder) > model.name_or_path > a fresh local model sized by cfg.model."""
+def build_policy(cfg: ExperimentConfig, data_dir: Path | None, source: str = "") -> tuple[Any, Any]:
+    """`source` (a model folder) > model.name_or_path > a fresh local model sized by cfg.model
+    (its tokenizer trained on `data_dir`'s texts; a model folder needs no data)."""
     from agent_r1.models.build import build_local_model, load_model
     from agent_r1.models.checks import check_chat_template
 
@@ -153,6 +154,8 @@ def build_policy(cfg: ExperimentConfig, data_dir: Path, source: str = "") -> tup
         # a folder without a usable template fails now, naming it, not inside the first rollout
         check_chat_template(tokenizer, str(path), cfg.env.format)
         return model, tokenizer
+    if data_dir is None:
+        raise ValueError("a fresh local model needs the data folder (its tokenizer is trained on the corpus)")
     model, tokenizer = build_local_model(corpus_texts(data_dir), cfg.model, seed=cfg.seed)
     # the dtype a loaded or resumed policy gets too, so a run keeps one precision from start to resume;
     # parameters only, as from_pretrained(dtype=...) loads them: buffers (rotary frequencies) stay

@@ -187,10 +187,12 @@ class Run:
 
     def policy(self, source: str | Path = "") -> tuple[Any, Any]:
         """A new (model, tokenizer): `source` > model.name_or_path > a fresh local model. Not cached:
-        a model is trained in place, so each caller gets its own."""
+        a model is trained in place, so each caller gets its own. Only a fresh model reads the data
+        (its tokenizer is trained on the corpus): a model folder is loaded without building any."""
         from agent_r1.runs.assembly import build_policy
 
-        return build_policy(self.cfg, self.data_dir, str(source))
+        fresh = not (source or self.cfg.model.name_or_path)
+        return build_policy(self.cfg, self.data_dir if fresh else None, str(source))
 
     def parts(self) -> Any:
         """The trainer's parts: policy (fresh, warm start or the checkpoint resumed), reference, samples."""
