@@ -31,12 +31,12 @@ from pathlib import Path
 from agent_r1.config import load_config
 from agent_r1.evaluation.agent_eval import BUDGET_STOPS
 from agent_r1.models.build import load_model
-from agent_r1.retrieval.base import open_index
 from agent_r1.rewards.qa import exact_match, normalize_answer
 from agent_r1.rollout.chat import ChatCodec
 from agent_r1.rollout.engine import TransformersEngine
 from agent_r1.rollout.loop import run_rollout
-from agent_r1.runs.assembly import load_samples, make_env_factory, set_threads
+from agent_r1.runs.assembly import set_threads
+from agent_r1.runs.run import Run
 from benchmarks.common import result_path, shown, write_json
 
 CLASSES = ("never_answered", "no_search", "misspelled_query", "support_missed", "wrong_document",
@@ -132,20 +132,16 @@ def main(argv: list[str] | None = None) -> int:
     cfg = load_config(run / "config.json", parse_overrides(args.set))
     model_dir = Path(args.model) if args.model else sorted((run / "checkpoints").glob("iter_*"))[-1]
     set_threads(cfg.train.threads)
-    data = Path(cfg.data.dir)
-    samples = load_samples(data / f"{args.split}.jsonl", args.n)
-    corpus = {d["title"]: d["text"] for d in map(json.loads, (data / "corpus.jsonl").open())}
-    model, tok = load_model(model_dir)
-    retriever = open_index(cfg.search.index_dir)
     from dataclasses import replace
     rollout = replace(cfg.rollout, n_samples=1)
-    try:
+    with Run(cfg) as parts:  # the run's data, index, retriever and env factory (the retriever closed at the end)
+        samples = parts.samples(args.split, args.n)
+        corpus = {d["title"]: d["text"] for d in map(json.loads, (parts.data_dir / "corpus.jsonl").open())}
+        model, tok = load_model(model_dir)
         trajs = []
         for i in range(0, len(samples), 64):
-            trajs += run_rollout(TransformersEngine(model, tok), ChatCodec(tok), make_env_factory(cfg, retriever),
+            trajs += run_rollout(TransformersEngine(model, tok), ChatCodec(tok), parts.env_factory,
                                  samples[i:i + 64], rollout, cfg.reward, seed=cfg.seed + i, greedy=True)
-    finally:
-        retriever.close()
     result = {"model": shown(model_dir), "split": args.split, **diagnose(trajs, corpus)}
     write_json(result_path(f"diagnosis{'_' + args.tag if args.tag else ''}"), result)
     print(json.dumps({k: v for k, v in result.items() if k != "examples"}, indent=1))

@@ -52,7 +52,6 @@ from agent_r1.evaluation.harness import (
 )
 from agent_r1.runs.assembly import (
     build_index,
-    load_samples,
     set_threads,
 )
 from agent_r1.runs.run import Run
@@ -127,21 +126,20 @@ def base_overrides(work: Path, args: argparse.Namespace) -> dict[str, Any]:
     return base
 
 
-def write_ood_questions(cfg, work: Path) -> Path:
+def ood_questions(cfg, work: Path, n: int) -> list[dict[str, Any]]:
     """Comparison questions over the test people: a question type never trained on. The world is
-    generated with all types from the same seed; the corpus must equal the training world's."""
-    from agent_r1.data.synthetic import SyntheticConfig, generate_world
-
-    world = generate_world(SyntheticConfig(seed=cfg.seed, n_people=cfg.data.n_people,
-                                           question_types=("one_hop", "bridge", "comparison")))
-    corpus = (Path(cfg.data.dir) / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
-    if [json.loads(line) for line in corpus] != [d.to_dict() for d in world.documents]:
+    generated (the data of a Run of its own, under work/ood_world) with all types from the same seed;
+    the corpus must equal the training world's. The set is kept in work/ood/comparison_test.jsonl."""
+    tree = cfg.to_dict()
+    tree["data"].update(dir=str(work / "ood_world"), question_types=["one_hop", "bridge", "comparison"])
+    ood = Run(load_config(tree=tree))
+    if (ood.data_dir / "corpus.jsonl").read_bytes() != (Path(cfg.data.dir) / "corpus.jsonl").read_bytes():
         raise RuntimeError("the out-of-domain world's corpus differs from the training world's")
-    rows = [q.to_dict() for q in world.splits["test"] if q.type == "comparison"]
+    rows = [row for row in ood.samples("eval") if row["type"] == "comparison"]
     out = work / "ood" / "comparison_test.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return out
+    return rows[:n]
 
 
 def real_index(work: Path) -> Path | None:
@@ -316,7 +314,7 @@ def run_seed(seed: int, work: Path, args: argparse.Namespace, methods: list[str]
         warm = run_sft(cfg)
         sft_s = time.perf_counter() - t0
     sets = {"synthetic_test": run.samples("eval", args.eval_n),
-            "synthetic_comparison_ood": load_samples(write_ood_questions(cfg, work), args.eval_n)}
+            "synthetic_comparison_ood": ood_questions(cfg, work, args.eval_n)}
     res["datasets"] = {k: len(v) for k, v in sets.items()}
     res.setdefault("model_params", model_params(warm))
     # kept results go in before anything is saved, so every save holds them (the table only grows;

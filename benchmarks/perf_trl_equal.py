@@ -82,7 +82,7 @@ def _cell(cfg: Any, base_model: Any, tok: Any, all_samples: list[dict], reward_f
     for fn in sides.values():  # warm-up: first-call imports and allocations of every side
         fn(1000)
     timed_runs = alternate(sides, repeats)
-    cell.retriever.close()
+    cell.run.close()
     runs = {name: [v for _, v in vals] for name, vals in timed_runs.items()}
     for name, vals in runs.items():
         print(f"  {name}: " + ", ".join(f"{v['seconds']:.1f}s (gen {v['generate_s']:.1f}, load {v['load'][0]})"
@@ -114,9 +114,8 @@ class Cell:
                  torch: Any, completions: int, tokens: int, micro: int):
         from datasets import Dataset
 
-        from agent_r1.retrieval.base import open_index
         from agent_r1.rollout.chat import ChatCodec
-        from agent_r1.runs.assembly import make_env_factory
+        from agent_r1.runs.run import Run
 
         group = cfg.rollout.n_samples
         if completions % group or completions % micro:
@@ -132,8 +131,9 @@ class Cell:
                                                  mask_truncated_turns=False),
                             train=replace(cfg.train, prompts_per_iter=len(samples), minibatch_size=completions,
                                           micro_batch_size=micro, iterations=1, threads=args.threads))
-        self.retriever = open_index(cfg.search.index_dir)
-        self.make_env = make_env_factory(self.rcfg, self.retriever)
+        self.run = Run(self.rcfg)  # its retriever and env factory (closed by _cell)
+        self.retriever = self.run.retriever
+        self.make_env = self.run.env_factory
         self.prompt_ids = [codec.prompt_ids(self.make_env(s).reset(s)) for s in samples]
         self.dataset = Dataset.from_list([{"prompt": codec.decode(p), "answers": s["answers"]}
                                           for p, s in zip(self.prompt_ids, samples)])

@@ -66,7 +66,7 @@ def run_tool(cfg: Any, model: Any, tok: Any, samples: list[dict], reward_fn: Any
     checks["examples_warmup"] = {k: v["example"] for k, v in warm.items()}
     print("tool: warm-up tool calls per trajectory", checks["tool_calls_per_trajectory_warmup"], flush=True)
     timed_runs = alternate({"agent_r1": bench.agent_r1, "trl": bench.trl}, repeats)
-    bench.retriever.close()
+    bench.run.close()
     runs = {k: [v for _, v in vals] for k, vals in timed_runs.items()}
     a, t = runs["agent_r1"], runs["trl"]
     for name, vals in runs.items():
@@ -129,9 +129,8 @@ class ToolBench:
                  args: Any, torch: Any):
         from datasets import Dataset
 
-        from agent_r1.retrieval.base import open_index
         from agent_r1.rollout.chat import ChatCodec
-        from agent_r1.runs.assembly import make_env_factory
+        from agent_r1.runs.run import Run
 
         self.cfg, self.model, self.tok, self.samples, self.reward_fn = cfg, model, tok, samples, reward_fn
         self.iterations, self.args, self.torch = iterations, args, torch
@@ -142,8 +141,9 @@ class ToolBench:
                                                  micro_batch_size=self.micro, iterations=iterations,
                                                  threads=args.threads))
         self.codec = ChatCodec(tok)
-        self.retriever = open_index(cfg.search.index_dir)
-        self.make_env = ending_like_trl(make_env_factory(rcfg, self.retriever))
+        self.run = Run(rcfg)  # its retriever and env factory (closed by run_tool)
+        self.retriever = self.run.retriever
+        self.make_env = ending_like_trl(self.run.env_factory)
         env0 = self.make_env(samples[0])
         (schema,) = [s for s in env0.tool_schemas if s["function"]["name"] == "search"]
         self.tool = SchemaTool(schema, self.search)

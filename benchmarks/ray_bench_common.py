@@ -28,7 +28,9 @@ def small_config(work: Path, smoke: bool = False, **over: Any) -> dict[str, Any]
     """The small benchmark config with its data and index under `work`, then `over` (dotted keys);
     `smoke`: the micro model and world instead (common.micro_overrides), for the smoke tests."""
     micro = {k: v for k, v in common.micro_overrides(work).items() if k.startswith(("data.n_", "model.", "rollout."))}
-    return {"data.dir": str(work / "data"), "search.index_dir": str(work / "index"), **SMALL,
+    return {"data.dir": str(work / "data"), "search.index_dir": str(work / "index"),
+            "train.runs_dir": str(work / "runs"),  # the corpus digest cache too: never the repository's runs/
+            **SMALL,
             **(micro if smoke else {}), **over}
 
 

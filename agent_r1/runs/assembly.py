@@ -13,7 +13,7 @@ from typing import Any
 
 from agent_r1.config import ExperimentConfig
 from agent_r1.envs.factory import make_env_factory  # noqa: F401  (part of a run's assembly; lives with the envs)
-from agent_r1.retrieval.base import build_index, corpus_sha1  # noqa: F401  (build_index re-exported)
+from agent_r1.retrieval.base import build_index  # noqa: F401  (re-exported)
 
 
 def ensure_data(cfg: ExperimentConfig) -> Path:
@@ -79,13 +79,18 @@ def run_search_url(cfg: ExperimentConfig) -> str:
 
 def ensure_index(cfg: ExperimentConfig, data_dir: Path) -> Path:
     """Builds the index unless one built from this very corpus (same SHA-1), with the configured
-    backend (and encoder and vector index, for the vector backends), is already there."""
+    backend (and encoder and vector index, for the vector backends), is already there. The corpus
+    SHA-1 is cached by (path, size, mtime) in the digest cache (agent_r1/runs/lineage.py), so each
+    reopening of a run (every Prefect task reopens it) does not read the whole corpus again."""
     from agent_r1.retrieval.base import VECTOR_BACKENDS
+    from agent_r1.runs.warm_start import digest_cache
 
     index_dir = Path(cfg.search.index_dir)
     manifest = index_dir / "retriever.json"
     corpus = data_dir / "corpus.jsonl"
-    wanted = {"corpus_sha1": corpus_sha1(corpus), "backend": cfg.search.backend}
+    cache = digest_cache(cfg)
+    wanted = {"corpus_sha1": cache.file(corpus, "sha1"), "backend": cfg.search.backend}
+    cache.save()
     if cfg.search.backend in VECTOR_BACKENDS:
         wanted.update(encoder=cfg.search.encoder, dense_index=cfg.search.dense_index)
     if cfg.search.backend.startswith("elasticsearch"):
@@ -137,8 +142,9 @@ def corpus_texts(data_dir: Path) -> list[str]:
     return texts
 
 
-def build_policy(cfg: ExperimentConfig, data_dir: Path, source: str = "") -> tuple[Any, Any]:
-    """`source` (a model folder) > model.name_or_path > a fresh local model sized by cfg.model."""
+def build_policy(cfg: ExperimentConfig, data_dir: Path | None, source: str = "") -> tuple[Any, Any]:
+    """`source` (a model folder) > model.name_or_path > a fresh local model sized by cfg.model
+    (its tokenizer trained on `data_dir`'s texts; a model folder needs no data)."""
     from agent_r1.models.build import build_local_model, load_model
     from agent_r1.models.checks import check_chat_template
 
@@ -148,6 +154,8 @@ def build_policy(cfg: ExperimentConfig, data_dir: Path, source: str = "") -> tup
         # a folder without a usable template fails now, naming it, not inside the first rollout
         check_chat_template(tokenizer, str(path), cfg.env.format)
         return model, tokenizer
+    if data_dir is None:
+        raise ValueError("a fresh local model needs the data folder (its tokenizer is trained on the corpus)")
     model, tokenizer = build_local_model(corpus_texts(data_dir), cfg.model, seed=cfg.seed)
     # the dtype a loaded or resumed policy gets too, so a run keeps one precision from start to resume;
     # parameters only, as from_pretrained(dtype=...) loads them: buffers (rotary frequencies) stay

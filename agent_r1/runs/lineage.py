@@ -3,7 +3,8 @@
 Every hash is a SHA-256 (hex, first 16 characters shown as a short id) of bytes, never of paths or
 times, so the same inputs hash the same on any machine. Hashing a large corpus is not free, so file
 digests are cached by (path, size, mtime) in `<runs_dir>/.cache/digests.json`; a changed file has a
-new size or mtime and is read again.
+new size or mtime and is read again. The same cache holds the corpus SHA-1 an index records
+(`ensure_index`), so a run's every reopening does not read the whole corpus again.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ def hash_json(value: Any) -> str:
 
 
 class DigestCache:
-    """File SHA-256s keyed by (absolute path, size, mtime_ns); a plain JSON file, rewritten atomically."""
+    """File digests (SHA-256 unless another hashlib algorithm is named) keyed by (absolute path, size,
+    mtime_ns); a plain JSON file, rewritten atomically. A SHA-256 entry is keyed by the path alone
+    (as caches written before other algorithms were held), any other by `<algorithm>:<path>`."""
 
     def __init__(self, path: Path | None):
         self.path = path
@@ -39,13 +42,15 @@ class DigestCache:
                 self.entries = {}  # a torn cache costs one re-read, never a wrong hash
         self.dirty = False
 
-    def file(self, file: Path) -> str:
+    def file(self, file: Path, algorithm: str = "sha256") -> str:
         st = file.stat()
         key = str(file.resolve())
+        if algorithm != "sha256":
+            key = f"{algorithm}:{key}"
         hit = self.entries.get(key)
         if hit and hit[0] == st.st_size and hit[1] == st.st_mtime_ns:
             return str(hit[2])
-        h = hashlib.sha256()
+        h = hashlib.new(algorithm)
         with file.open("rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):
                 h.update(block)

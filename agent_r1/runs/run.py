@@ -178,18 +178,21 @@ class Run:
         return load_samples(self.data_dir / self.cfg.data.eval_file, self.cfg.train.eval_size, cfg=self.cfg)
 
     def samples(self, split: str = "eval", limit: int | None = None) -> list[dict[str, Any]]:
-        """`limit` question rows of the train or eval file (all, when None)."""
+        """`limit` question rows of the train or eval file (all, when None); another split name
+        reads `<split>.jsonl` in the data folder (a prepared source's `dev`, say)."""
         from agent_r1.runs.assembly import load_samples
 
-        name = {"train": self.cfg.data.train_file, "eval": self.cfg.data.eval_file}[split]
+        name = {"train": self.cfg.data.train_file, "eval": self.cfg.data.eval_file}.get(split, f"{split}.jsonl")
         return load_samples(self.data_dir / name, limit, cfg=self.cfg)
 
     def policy(self, source: str | Path = "") -> tuple[Any, Any]:
         """A new (model, tokenizer): `source` > model.name_or_path > a fresh local model. Not cached:
-        a model is trained in place, so each caller gets its own."""
+        a model is trained in place, so each caller gets its own. Only a fresh model reads the data
+        (its tokenizer is trained on the corpus): a model folder is loaded without building any."""
         from agent_r1.runs.assembly import build_policy
 
-        return build_policy(self.cfg, self.data_dir, str(source))
+        fresh = not (source or self.cfg.model.name_or_path)
+        return build_policy(self.cfg, self.data_dir if fresh else None, str(source))
 
     def parts(self) -> Any:
         """The trainer's parts: policy (fresh, warm start or the checkpoint resumed), reference, samples."""

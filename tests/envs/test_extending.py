@@ -12,14 +12,15 @@ import pytest
 
 from agent_r1.algos import ADV_ESTIMATORS, KL_PENALTIES, POLICY_LOSSES
 from agent_r1.config import load_config
-from agent_r1.envs.factory import ENVS
+from agent_r1.envs.factory import ENVS, make_env_factory
 from agent_r1.envs.formats import TagFormat, get_format
 from agent_r1.envs.tool_env import EnvConfig, ToolEnv, sample_env_config
 from agent_r1.rewards.scoring import ANSWER_METRICS, RewardConfig
 from agent_r1.rollout.chat import ChatCodec
 from agent_r1.rollout.engine import GenerationOutput
 from agent_r1.rollout.loop import RolloutConfig, run_rollout
-from agent_r1.runs.assembly import ensure_data, load_samples, make_env_factory
+from agent_r1.runs.assembly import ensure_data
+from agent_r1.runs.run import Run
 from agent_r1.tasks.registry import DATA_GENERATORS, get_data_generator
 from agent_r1.tools.registry import TOOL_FACTORIES, available_tools, create_tool, load_builtin_tools
 from agent_r1.tools.runner import ToolRunner, tool_metrics
@@ -361,14 +362,13 @@ def test_arithmetic_data_is_deterministic_disjoint_and_solvable():
 def test_ensure_data_generates_arithmetic_and_reuses_it(tmp_path):
     cfg = load_config(REPO / "params-arithmetic.yaml", {"data.dir": str(tmp_path / "arith")})
     d = ensure_data(cfg)
-    train = load_samples(d / cfg.data.train_file)
-    assert len(train) == 2000 and len(load_samples(d / cfg.data.eval_file)) == 200
+    assert len(train := Run(cfg).samples("train")) == 2000 and len(Run(cfg).samples("eval")) == 200
     assert train[0]["env"]["tools"] == ["calculator"] and (d / "corpus.jsonl").exists()
     stamp = (d / "train.jsonl").stat().st_mtime_ns
     ensure_data(cfg)
     assert (d / "train.jsonl").stat().st_mtime_ns == stamp  # same seed and settings: reused
-    ensure_data(load_config(REPO / "params-arithmetic.yaml", {"data.dir": str(tmp_path / "arith"), "seed": 1}))
-    assert load_samples(d / "train.jsonl")[0]["question"] != train[0]["question"]
+    ensure_data(seed1 := load_config(REPO / "params-arithmetic.yaml", {"data.dir": str(tmp_path / "arith"), "seed": 1}))
+    assert Run(seed1).samples("train")[0]["question"] != train[0]["question"]
     with pytest.raises(FileNotFoundError, match="arithmetic, synthetic"):
         ensure_data(load_config(overrides={"data.source": "hotpotqa", "data.dir": str(tmp_path / "none")}))
 

@@ -35,11 +35,13 @@ def world(tmp_path_factory):
 
     from agent_r1.data.synthetic import SyntheticConfig, write_synthetic
     from agent_r1.models.build import ModelConfig, build_local_model, save_model
-    from agent_r1.runs.assembly import build_index
+    from agent_r1.runs.run import Run
 
     root = tmp_path_factory.mktemp("evalworld")
     write_synthetic(0, root / "data", SyntheticConfig(n_people=30, n_cities=6, n_countries=3, n_landmarks=4))
-    build_index(root / "data" / "corpus.jsonl", root / "index", "tantivy")
+    # the world's index, as a run builds it (a prepared folder: data.source names no generator)
+    Run(load_config(None, {"data.source": "local", "data.dir": str(root / "data"), "search.backend": "tantivy",
+                           "search.index_dir": str(root / "index"), "train.runs_dir": str(root / "runs")})).index_dir
     texts = [json.loads(line)["text"] for line in (root / "data" / "corpus.jsonl").read_text().splitlines()]
     torch.manual_seed(0)
     model, tok = build_local_model(texts, ModelConfig(hidden_size=32, num_layers=1, num_heads=2,

@@ -131,16 +131,16 @@ def ray_session():
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    from agent_r1.runs.assembly import ensure_data, ensure_index
+    from agent_r1.runs.run import Run
 
     root = tmp_path_factory.mktemp("async_world")
-    cfg = _cfg(root, "prep")
-    ensure_index(cfg, ensure_data(cfg))
+    Run(_cfg(root, "prep")).index_dir
     return root
 
 
 def _cfg(root, name, **over):
     base = {"data.dir": str(root / "data"), "search.index_dir": str(root / "index"), "data.n_people": 60,
+            "train.runs_dir": str(root / "runs"),  # its digest cache too: never the repository's runs/
             "model.hidden_size": 32, "model.num_layers": 1, "model.num_heads": 2, "model.intermediate_size": 64,
             "model.vocab_size": 300, "train.prompts_per_iter": 4, "rollout.n_samples": 2, "rollout.max_turns": 2,
             "rollout.max_tokens_per_turn": 6, "train.eval_every": 0, "train.eval_size": 4, "train.threads": 1,
@@ -198,11 +198,11 @@ def test_async_rollouts_overlap_the_updates(async_run):
 
 
 def test_async_rolls_out_every_prompt_once_per_iteration(async_run, world):
-    from agent_r1.runs.assembly import load_samples
+    from agent_r1.runs.run import Run
     from agent_r1.training.sampler import PromptSampler
 
     cfg, steps, *_, left = async_run
-    sampler = PromptSampler(load_samples(world / "data" / cfg.data.train_file), cfg.seed)
+    sampler = PromptSampler(Run(cfg).samples("train"), cfg.seed)
     for metrics, trajs, _ in steps:
         prompts = [str(s["id"]) for s in sampler.next_batch(cfg.train.prompts_per_iter)]
         assert [t.sample_id for t in trajs][::cfg.rollout.n_samples] == prompts  # the synchronous order
@@ -211,12 +211,12 @@ def test_async_rolls_out_every_prompt_once_per_iteration(async_run, world):
 
 
 def test_checkpoint_leaves_in_flight_batches_out(async_run, world):
-    from agent_r1.runs.assembly import load_samples
+    from agent_r1.runs.run import Run
     from agent_r1.training.sampler import PromptSampler
 
     cfg, _, _, in_flight, saved, _ = async_run
     assert in_flight == [2] and saved["iteration"] == 2
-    sampler = PromptSampler(load_samples(world / "data" / cfg.data.train_file), cfg.seed)
+    sampler = PromptSampler(Run(cfg).samples("train"), cfg.seed)
     for _ in range(2):
         sampler.next_batch(cfg.train.prompts_per_iter)
     assert saved["sampler"] == sampler.state_dict()  # a resume draws iteration 2's prompts again

@@ -13,17 +13,17 @@ from pathlib import Path
 def _data_and_index(root: str, barrier, queue) -> None:
     try:
         from agent_r1.config import load_config
-        from agent_r1.runs.assembly import ensure_data, ensure_index, load_samples, open_run_index
+        from agent_r1.runs.run import Run
 
         cfg = load_config(None, {"data.dir": f"{root}/data", "search.index_dir": f"{root}/index",
+                                 "train.runs_dir": f"{root}/runs",  # the digest cache too: never the repository's
                                  "data.n_people": 60, "data.question_types": ["one_hop", "bridge"]})
         barrier.wait()
-        data = ensure_data(cfg)
-        index = ensure_index(cfg, data)
-        rows = load_samples(data / cfg.data.train_file, cfg=cfg)
-        retriever = open_run_index(cfg, index)
-        hits = retriever.search(["city"], k=2)[0]
-        retriever.close()
+        with Run(cfg) as run:  # data, then index, then rows and the retriever (closed on leaving)
+            data = run.data_dir
+            run.index_dir
+            rows = run.train_samples
+            hits = run.retriever.search(["city"], k=2)[0]
         queue.put(("ok", len(rows), hashlib.sha256((data / "train.jsonl").read_bytes()).hexdigest(), len(hits)))
     except BaseException as err:  # reported to the test, which names it
         queue.put(("error", f"{type(err).__name__}: {err}"))

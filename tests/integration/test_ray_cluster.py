@@ -137,15 +137,14 @@ def cluster():
 def micro(tmp_path_factory):
     """The micro experiment (data and index under tmp), without a warm start (a fresh model)."""
     from agent_r1.config import load_config
-    from agent_r1.runs.assembly import ensure_data, ensure_index
+    from agent_r1.runs.run import Run
 
     root = tmp_path_factory.mktemp("cluster")
     params = write_micro_params(root / "params.yaml", root)
     over = {"train.init_from": "", "train.eval_every": 0, "train.checkpoint_every": 2,
             "train.runs_dir": str(root / "runs"), "ray.num_workers": 2, "ray.cpus_per_worker": 1,
             "ray.learner_cpus": 1}
-    cfg = load_config(params, over)
-    ensure_index(cfg, ensure_data(cfg))
+    Run(load_config(params, over)).index_dir
     return root, params, over
 
 
@@ -180,7 +179,6 @@ def test_losing_a_node_mid_iteration_rolls_its_shard_out_again(cluster, micro, m
     import ray
 
     from agent_r1.config import load_config
-    from agent_r1.runs.assembly import load_samples
     from agent_r1.runs.run import Run
     from agent_r1.training.ray_trainer import RayTrainer
     from agent_r1.training.sampler import PromptSampler
@@ -220,7 +218,7 @@ def test_losing_a_node_mid_iteration_rolls_its_shard_out_again(cluster, micro, m
     assert len(lost) == 1 and lost[0]["died_on"] == [node2] and lost[0]["attempts"] == 2
     assert all(s["node_id"] == head for s in shards1)  # rolled out again on the surviving node
     assert failures == 1 and m1["ray/worker_failures"] == 1.0
-    sampler = PromptSampler(load_samples(Path(cfg.data.dir) / cfg.data.train_file), cfg.seed)
+    sampler = PromptSampler(Run(cfg).samples("train"), cfg.seed)
     for metrics, trajs, _ in steps:  # nothing lost, nothing twice, in prompt order
         prompts = [str(s["id"]) for s in sampler.next_batch(cfg.train.prompts_per_iter)]
         assert Counter(t.sample_id for t in trajs) == {p: cfg.rollout.n_samples for p in prompts}

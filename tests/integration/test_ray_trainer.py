@@ -34,11 +34,10 @@ def ray_session():
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     """Data and index built once (synthetic world, tantivy) for every run in this module."""
-    from agent_r1.runs.assembly import ensure_data, ensure_index
+    from agent_r1.runs.run import Run
 
     root = tmp_path_factory.mktemp("ray_world")
-    cfg = _cfg(root, "prep")
-    ensure_index(cfg, ensure_data(cfg))
+    Run(_cfg(root, "prep")).index_dir
     return root
 
 
@@ -78,8 +77,6 @@ def two_worker_run(ray_session, world):
 
 
 def test_one_worker_equals_in_process(ray_session, world):
-    from agent_r1.retrieval.base import open_index
-    from agent_r1.runs.assembly import make_env_factory
     from agent_r1.runs.run import Run
     from agent_r1.training.trainer import RLTrainer
 
@@ -87,12 +84,11 @@ def test_one_worker_equals_in_process(ray_session, world):
     torch.set_num_threads(1)  # as the learner and the worker: same reductions, same floats
     try:
         cfg = _cfg(world, "inproc")
-        parts = Run(cfg).parts()
-        retriever = open_index(parts.index_dir)
-        trainer = RLTrainer(cfg, parts.model, parts.tokenizer, make_env_factory(cfg, retriever), parts.train_samples,
-                            parts.eval_samples, reference=parts.reference)
-        reference = [(trainer.train_step(), trainer.last_trajectories) for _ in range(ITERATIONS)]
-        retriever.close()
+        with Run(cfg) as run:
+            parts = run.parts()
+            trainer = RLTrainer(cfg, parts.model, parts.tokenizer, run.env_factory, parts.train_samples,
+                                parts.eval_samples, reference=parts.reference)
+            reference = [(trainer.train_step(), trainer.last_trajectories) for _ in range(ITERATIONS)]
     finally:
         torch.set_num_threads(threads)
     steps, *_ = _ray_run(_cfg(world, "one", **{"ray.enabled": True, "ray.num_workers": 1}))
@@ -104,13 +100,13 @@ def test_one_worker_equals_in_process(ray_session, world):
 
 
 def test_two_workers_roll_out_every_prompt_once(two_worker_run, world):
-    from agent_r1.runs.assembly import load_samples
+    from agent_r1.runs.run import Run
     from agent_r1.training.sampler import PromptSampler
 
     steps, pids, _, failures, _ = two_worker_run
     assert len(set(pids)) == 2 and failures == 0
     cfg = _cfg(world, "two")
-    sampler = PromptSampler(load_samples(world / "data" / cfg.data.train_file), cfg.seed)
+    sampler = PromptSampler(Run(cfg).samples("train"), cfg.seed)
     for metrics, trajs in steps:
         prompts = [s["id"] for s in sampler.next_batch(cfg.train.prompts_per_iter)]
         assert [t.sample_id for t in trajs][::cfg.rollout.n_samples] == [str(p) for p in prompts]  # prompt order

@@ -119,10 +119,10 @@ def test_folder_loads_through_the_run_loader_and_runs_forward(qwen_dir):  # noqa
 
     from agent_r1.config import load_config
     from agent_r1.models.checks import check_chat_template
-    from agent_r1.runs.assembly import build_policy
+    from agent_r1.runs.run import Run
 
     cfg = load_config(None, {"train.init_from": str(qwen_dir), "env.format": "hermes"})
-    model, tok = build_policy(cfg, qwen_dir, cfg.train.init_from)
+    model, tok = Run(cfg).policy(cfg.train.init_from)
     check_chat_template(tok, str(qwen_dir), cfg.env.format)
     ids = torch.tensor([tok.encode("<|im_start|>user\nhello<|im_end|>\n", add_special_tokens=False)])
     out = model(input_ids=ids, labels=ids)

@@ -138,6 +138,7 @@ def test_ensure_index_rebuilds_an_index_that_names_another_server(servers, tmp_p
     index_dir = _index_dir(tmp_path, other.url, corpus_sha1(data / "corpus.jsonl"))
     cfg = _cfg(own.url)
     cfg.search.index_dir = str(index_dir)
+    cfg.train.runs_dir = str(tmp_path / "runs")  # its corpus digest is cached there: never the repository's runs/
     built = []
     monkeypatch.setattr(assembly, "build_index", lambda corpus, d, backend, **o: built.append(o))
     assembly.ensure_index(cfg, data)

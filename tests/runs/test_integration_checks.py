@@ -34,20 +34,20 @@ def bare_folder(tiny_model, tmp_path_factory):
 
 
 def test_training_refuses_a_folder_without_chat_template(bare_folder):
-    from agent_r1.runs.assembly import build_policy
+    from agent_r1.runs.run import Run
 
     cfg = load_config(None, {"train.init_from": str(bare_folder), "env.format": "hermes"})
     with pytest.raises(ValueError, match=r"base-no-template.*has no chat template.*env.format=hermes"):
-        build_policy(cfg, bare_folder, cfg.train.init_from)
+        Run(cfg).policy(cfg.train.init_from)
 
 
 def test_training_loads_a_folder_with_its_template(tiny_model, tmp_path):
     from agent_r1.models.build import save_model
-    from agent_r1.runs.assembly import build_policy
+    from agent_r1.runs.run import Run
 
     folder = save_model(*tiny_model, tmp_path / "with-template")
     cfg = load_config(None, {"train.init_from": str(folder), "env.format": "tag"})
-    _, tok = build_policy(cfg, folder, cfg.train.init_from)
+    _, tok = Run(cfg).policy(cfg.train.init_from)
     assert tok.chat_template == tiny_model[1].chat_template
 
 

@@ -106,3 +106,48 @@ def test_the_run_stops_its_engine_when_training_ends(tmp_path, monkeypatch):
     monkeypatch.setattr(TransformersEngine, "close", lambda self: closed.append(self), raising=False)
     Run.open(_cfg(tmp_path), log=lambda _: None).train()
     assert len(closed) == 1
+
+
+def test_a_reopened_run_reads_an_unchanged_corpus_once(tmp_path, monkeypatch):
+    """The corpus SHA-1 an index records is cached by (path, size, mtime) under train.runs_dir/.cache,
+    as the lineage digests are: every Prefect task reopens the run, and a Wikipedia-sized corpus took
+    minutes to hash each time. A changed corpus (content and mtime, same size) is hashed and indexed again."""
+    import builtins
+    import hashlib
+    import os
+
+    from agent_r1.runs import assembly
+
+    cfg = _cfg(tmp_path)
+    corpus = Run(cfg).index_dir and Path(cfg.data.dir) / "corpus.jsonl"  # built: data, index, cache
+    reads, builds = [], []
+    real_open, real_path_open, real_build = builtins.open, Path.open, assembly.build_index
+
+    def spy_open(file, *a, **k):
+        if Path(str(file)).resolve() == corpus.resolve():
+            reads.append(file)
+        return real_open(file, *a, **k)
+
+    def spy_path_open(self, *a, **k):
+        if self.resolve() == corpus.resolve():
+            reads.append(self)
+        return real_path_open(self, *a, **k)
+
+    monkeypatch.setattr(builtins, "open", spy_open)
+    monkeypatch.setattr(Path, "open", spy_path_open)
+    monkeypatch.setattr(assembly, "build_index", lambda *a, **k: builds.append(a) or real_build(*a, **k))
+    assert Run(cfg).index_dir == Path(cfg.search.index_dir)  # a reopened run: its own new cache object
+    assert reads == [] and builds == []
+    assert (tmp_path / "runs" / ".cache" / "digests.json").is_file()  # the tmp runs_dir's, not the repository's
+
+    text = corpus.read_bytes()
+    i = text.index(b'"text": "') + len(b'"text": "')
+    changed = text[:i] + (b"Q" if text[i:i + 1] != b"Q" else b"R") + text[i + 1:]  # same size
+    corpus.write_bytes(changed)
+    st = corpus.stat()
+    os.utime(corpus, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    reads.clear()
+    Run(cfg).index_dir
+    assert reads and len(builds) == 1
+    manifest = json.loads((Path(cfg.search.index_dir) / "retriever.json").read_text())
+    assert manifest["corpus_sha1"] == hashlib.sha1(changed).hexdigest()

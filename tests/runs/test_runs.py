@@ -58,13 +58,13 @@ def test_two_runs_never_collide_and_share_one_warm_start(tmp_path):
 
 
 def test_warm_start_key_follows_what_makes_it(tmp_path):
-    from agent_r1.runs.assembly import ensure_data, ensure_index
+    from agent_r1.runs.run import Run
     from agent_r1.runs.warm_start import ingredients
 
     def key(**extra) -> str:
         cfg = load_config(None, _overrides(tmp_path, **extra))
-        data = ensure_data(cfg)
-        return hash_json(ingredients(cfg, data, ensure_index(cfg, data)))
+        run = Run(cfg)
+        return hash_json(ingredients(cfg, run.data_dir, run.index_dir))
 
     base = key()
     assert key() == base
