@@ -6,9 +6,10 @@ policy (the real 151,936-token vocabulary; head_dim 64 as vLLM's CPU attention n
 
     .venv-vllm/bin/python benchmarks/vllm_rollout.py [--prompts 4] [--repeats 2]
 
-Writes benchmarks/results/vllm_rollout.json. Not equal work: each engine samples its own trajectories
-(a random policy's calls and answers end turns at different points), so the figure is sampled tokens
-per second of rollout wall time, with the tokens, turns and tool calls each engine did beside it.
+Writes benchmarks/results/vllm_rollout.json: sampled tokens per second of rollout wall time, with the
+tokens, turns and tool calls each engine did beside it. Each engine samples its own trajectories, so
+the work is equal only when both sampled the same tokens and turns (`equal_work` says whether they
+did: a random policy usually fills every turn's token budget).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from benchmarks.common import ROOT, machine, result_path, work_dir, write_json
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--prompts", type=int, default=4, help="questions per rollout (x rollout.n_samples trajectories)")
-    ap.add_argument("--repeats", type=int, default=2, help="timed rollouts per engine (each with its own seed)")
+    ap.add_argument("--repeats", type=int, default=3, help="rounds; in each, every engine rolls out once (same seed)")
     ap.add_argument("--engines", default="vllm,transformers")
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--layers", type=int, default=2)
@@ -47,24 +48,42 @@ def run_config(args: argparse.Namespace) -> Any:
     return load_config(ROOT / "params.yaml", overrides)
 
 
-def timed_rollouts(engine: Any, run: Any, tokenizer: Any, samples: list[dict[str, Any]], repeats: int) -> dict:
-    """One warm-up rollout, then `repeats` timed ones: sampled tokens, turns and calls, per second."""
-    from agent_r1.rollout.chat import ChatCodec
+def rollout_once(engine: Any, run: Any, codec: Any, samples: list[dict[str, Any]], seed: int) -> dict:
+    """One timed rollout: sampled tokens, turns and tool calls, and tokens per second."""
     from agent_r1.rollout.loop import run_rollout
 
-    codec, cfg = ChatCodec(tokenizer), run.cfg
-    run_rollout(engine, codec, run.env_factory, samples[:1], cfg.rollout, cfg.reward, seed=99)
-    rows = []
+    cfg = run.cfg
+    t0 = time.perf_counter()
+    trajs = run_rollout(engine, codec, run.env_factory, samples, cfg.rollout, cfg.reward, seed=seed)
+    wall = time.perf_counter() - t0
+    tokens = sum(sum(t.action_mask) for t in trajs)
+    return {"seconds": round(wall, 2), "sampled_tokens": tokens, "trajectories": len(trajs),
+            "turns": sum(len(t.turns) for t in trajs),
+            "tool_calls": sum(turn.tool_calls for t in trajs for turn in t.turns),
+            "tokens_per_s": round(tokens / wall, 1)}
+
+
+def interleaved(engines: dict[str, Any], run: Any, tokenizer: Any, samples: list[dict[str, Any]],
+                repeats: int) -> dict[str, list[dict]]:
+    """A warm-up rollout per engine, then `repeats` rounds in which each engine rolls out once with the
+    round's seed: the engines take turns, so a change in the machine's load falls on both."""
+    from agent_r1.rollout.chat import ChatCodec
+
+    codec = ChatCodec(tokenizer)
+    for engine in engines.values():
+        rollout_once(engine, run, codec, samples[:1], seed=99)
+    runs: dict[str, list[dict]] = {name: [] for name in engines}
     for r in range(repeats):
-        t0 = time.perf_counter()
-        trajs = run_rollout(engine, codec, run.env_factory, samples, cfg.rollout, cfg.reward, seed=r)
-        wall = time.perf_counter() - t0
-        tokens = sum(sum(t.action_mask) for t in trajs)
-        rows.append({"seconds": round(wall, 2), "sampled_tokens": tokens, "trajectories": len(trajs),
-                     "turns": sum(len(t.turns) for t in trajs),
-                     "tool_calls": sum(turn.tool_calls for t in trajs for turn in t.turns),
-                     "tokens_per_s": round(tokens / wall, 1)})
-    return {"runs": rows, "tokens_per_s_median": statistics.median(r["tokens_per_s"] for r in rows)}
+        for name, engine in engines.items():
+            runs[name].append(rollout_once(engine, run, codec, samples, seed=r))
+    return runs
+
+
+def _same_work(engines: dict[str, Any]) -> bool:
+    """Whether every engine sampled the same number of tokens and turns in each repeat (a random policy
+    usually fills every turn's token budget: then the rates compare engines on equal work)."""
+    work = {name: [(r["sampled_tokens"], r["turns"]) for r in e["runs"]] for name, e in engines.items()}
+    return len(engines) > 1 and len({tuple(w) for w in work.values()}) == 1
 
 
 def build_engine(name: str, model: Any, tokenizer: Any, cfg: Any) -> tuple[Any, float]:
@@ -84,13 +103,17 @@ def main(argv: list[str] | None = None) -> int:
     with Run(run_config(args)) as run:
         samples = run.samples("train", args.prompts)
         model, tokenizer = build_policy(args)
-        engines = {}
-        for name in [e.strip() for e in args.engines.split(",") if e.strip()]:
-            engine, start_s = build_engine(name, model, tokenizer, run.cfg)
-            try:
-                engines[name] = {"start_s": start_s, **timed_rollouts(engine, run, tokenizer, samples, args.repeats)}
-            finally:
+        built, starts = {}, {}
+        try:
+            for name in [e.strip() for e in args.engines.split(",") if e.strip()]:
+                built[name], starts[name] = build_engine(name, model, tokenizer, run.cfg)
+            runs = interleaved(built, run, tokenizer, samples, args.repeats)
+        finally:
+            for engine in built.values():
                 getattr(engine, "close", lambda: None)()
+        engines = {name: {"start_s": starts[name], "runs": rows,
+                          "tokens_per_s_median": statistics.median(r["tokens_per_s"] for r in rows)}
+                   for name, rows in runs.items()}
         budgets = {k: getattr(run.cfg.rollout, k) for k in ("max_turns", "max_tokens_per_turn",
                                                              "max_observation_tokens", "max_total_tokens",
                                                              "temperature", "n_samples")}
@@ -99,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
                      "parameters": sum(p.numel() for p in model.parameters())},
            "work": {"questions": len(samples), "rollout": budgets, "format": "hermes", "tool": "search (tantivy)"},
            "engines": engines, "machine": machine(), "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
-           "equal_work": False}
+           "equal_work": _same_work(engines)}
     if {"vllm", "transformers"} <= set(engines):
         doc["vllm_over_transformers"] = round(engines["vllm"]["tokens_per_s_median"]
                                               / engines["transformers"]["tokens_per_s_median"], 2)

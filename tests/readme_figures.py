@@ -364,5 +364,19 @@ VLLM_CPU: list[Figure] = at(SCALING_MD, [
            "log-prob of a sampled token was @@."),
 ])
 
+VR = "vllm_rollout.json"
+VLLM_ROLLOUT: list[Figure] = at(SCALING_MD, [
+    Figure("vllm rollout: vLLM tokens/s", VR, "engines.vllm.tokens_per_s_median", num(1),
+           "and vLLM sampled @@ tokens/s against"),
+    Figure("vllm rollout: transformers tokens/s", VR, "engines.transformers.tokens_per_s_median", num(1),
+           "engine's @@ (median of 3; ratio"),
+    Figure("vllm rollout: ratio", VR, "vllm_over_transformers", num(2), "(median of 3; ratio @@)"),
+    Figure("vllm rollout: equal work", VR, "equal_work", lambda v: "The work was equal" if v else "NOT EQUAL",
+           "@@ (a random policy filled every turn"),
+    Figure("vllm rollout: sampled tokens", VR, "engines.vllm.runs", lambda v: str(v[0]["sampled_tokens"]),
+           "filled every turn: @@ sampled tokens"),
+    Figure("vllm rollout: engine start", VR, "engines.vllm.start_s", num(1), "The engine started in @@ s here."),
+])
+
 REGISTRY: list[Figure] = (LEARNING + PAPER + at(PERFORMANCE_MD, PERF) + MEMORY + RETRIEVAL + SCALE + RELIABILITY + PROFILE + MAKE_RUN
-                          + VLLM_CPU)
+                          + VLLM_CPU + VLLM_ROLLOUT)

@@ -252,5 +252,5 @@ def test_vllm_rollout_transformers_half(bench):
     assert vllm_rollout.main(["--smoke", "--engines", "transformers", "--prompts", "1", "--repeats", "1"]) == 0
     doc = written(bench, "vllm_rollout_smoke")
     (run,) = doc["engines"]["transformers"]["runs"]
-    assert run["trajectories"] == 2 and run["sampled_tokens"] > 0 and doc["equal_work"] is False
+    assert run["trajectories"] == 2 and run["sampled_tokens"] > 0 and doc["equal_work"] is False  # one engine
     assert doc["work"]["rollout"]["max_turns"] == 2
