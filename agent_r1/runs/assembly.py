@@ -1,7 +1,9 @@
-"""Builds a run's parts from one ExperimentConfig: data, index, policy, env factory.
+"""The building blocks of a run's parts (data folder, index, retriever, policy, samples), each a
+function of one ExperimentConfig. `Run` (agent_r1/runs/run.py) is what calls them, once each, in one
+order; use a Run rather than these unless you are testing one of them.
 
-The assembly sits above `training/` and `evaluation/` (agent_r1/runs/): they are handed the parts
-(a model, an env factory, samples) and never import this module."""
+They sit above `training/` and `evaluation/`: those are handed the parts (a model, an env factory,
+samples) and never import this layer."""
 
 from __future__ import annotations
 
