@@ -64,17 +64,6 @@ def dvc_repro(stage: str) -> str:
     return proc.stdout
 
 
-def corpus_sha1(cfg: Any, corpus: Path) -> str:
-    """The corpus SHA-1 from the run's digest cache (path, size, mtime): a cache key must not read a
-    Wikipedia-size corpus again on every task (ensure_index keeps the same entry)."""
-    from agent_r1.runs.warm_start import digest_cache
-
-    cache = digest_cache(cfg)
-    sha = cache.file(corpus, "sha1")
-    cache.save()
-    return sha
-
-
 def _digest(*items: Any) -> str:
     return hashlib.sha256(json.dumps(items, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
@@ -96,7 +85,9 @@ def index_key(context: Any, inputs: dict[str, Any]) -> str | None:
     corpus = Path(inputs["data_dir"]) / "corpus.jsonl"
     if not corpus.exists():
         return None  # no caching
-    sha = corpus_sha1(cfg, corpus)
+    from agent_r1.runs.assembly import corpus_digest  # an unchanged corpus is not read again
+
+    sha = corpus_digest(cfg, corpus)
     return "build-index-" + _digest(_sections(cfg, INDEX_KEYS), _abs(cfg.search.index_dir), sha, inputs.get("dvc"))
 
 
@@ -107,6 +98,8 @@ def embed_key(context: Any, inputs: dict[str, Any]) -> str | None:
     corpus = Path(inputs["data_dir"]) / "corpus.jsonl"
     if not corpus.exists():
         return None
-    sha = corpus_sha1(cfg, corpus)
+    from agent_r1.runs.assembly import corpus_digest  # an unchanged corpus is not read again
+
+    sha = corpus_digest(cfg, corpus)
     search = cfg.to_dict()["search"]
     return "embed-" + _digest({k: search[k] for k in ("backend", "encoder", "embed_cache_dir")}, sha)

@@ -67,41 +67,38 @@ def _folder_lock(folder: Path) -> Any:
     return FileLock(folder.parent / f".{folder.name}.lock")
 
 
-def index_options(cfg: ExperimentConfig) -> dict[str, Any]:
-    """Backend options from the config: Elasticsearch's address, the vector backends' encoder."""
-    from agent_r1.retrieval.search import index_options as options
+def corpus_digest(cfg: ExperimentConfig, corpus: Path) -> str:
+    """The corpus SHA-1 (what an index's retriever.json records), cached by (path, size, mtime) in the
+    run's digest cache (agent_r1/runs/lineage.py): every reopening of a run (each Prefect task reopens
+    it) and each task's cache key would otherwise read the whole corpus again."""
+    from agent_r1.runs.warm_start import digest_cache
 
-    return options(cfg.search)
-
-
-def run_search_url(cfg: ExperimentConfig) -> str:
-    """The Elasticsearch URL the run's config names (search.url, or the backend's default when empty)."""
-    return cfg.search.server_url()
+    cache = digest_cache(cfg)
+    sha = cache.file(corpus, "sha1")
+    cache.save()
+    return sha
 
 
 def ensure_index(cfg: ExperimentConfig, data_dir: Path) -> Path:
     """Builds the index unless one built from this very corpus (same SHA-1), with the configured
-    backend (and encoder and vector index, for the vector backends), is already there. The corpus
-    SHA-1 is cached by (path, size, mtime) in the digest cache (agent_r1/runs/lineage.py), so each
-    reopening of a run (every Prefect task reopens it) does not read the whole corpus again."""
+    backend (and encoder and vector index, for the vector backends), is already there (the corpus
+    SHA-1 from `corpus_digest`, which does not read an unchanged corpus again)."""
     from agent_r1.retrieval.base import VECTOR_BACKENDS
-    from agent_r1.runs.warm_start import digest_cache
+    from agent_r1.retrieval.search import index_options
 
     index_dir = Path(cfg.search.index_dir)
     manifest = index_dir / "retriever.json"
     corpus = data_dir / "corpus.jsonl"
-    cache = digest_cache(cfg)
-    wanted = {"corpus_sha1": cache.file(corpus, "sha1"), "backend": cfg.search.backend}
-    cache.save()
+    wanted = {"corpus_sha1": corpus_digest(cfg, corpus), "backend": cfg.search.backend}
     if cfg.search.backend in VECTOR_BACKENDS:
         wanted.update(encoder=cfg.search.encoder, dense_index=cfg.search.dense_index)
     if cfg.search.backend.startswith("elasticsearch"):
         # an index on another server (or under another name) is not this run's: built where the config says
-        wanted.update(url=run_search_url(cfg), index_name=cfg.search.index_name)
+        wanted.update(url=cfg.search.server_url(), index_name=cfg.search.index_name)
     with _folder_lock(index_dir):
         built = json.loads(manifest.read_text()) if manifest.exists() else {}
         if any(not _same(k, built.get(k), v) for k, v in wanted.items()):
-            build_index(corpus, index_dir, cfg.search.backend, **index_options(cfg))
+            build_index(corpus, index_dir, cfg.search.backend, **index_options(cfg.search))
     return index_dir
 
 

@@ -167,15 +167,11 @@ class Run:
 
     @cached_property
     def train_samples(self) -> list[dict[str, Any]]:
-        from agent_r1.runs.assembly import load_samples
-
-        return load_samples(self.data_dir / self.cfg.data.train_file, cfg=self.cfg)
+        return self.samples("train")
 
     @cached_property
     def eval_samples(self) -> list[dict[str, Any]]:
-        from agent_r1.runs.assembly import load_samples
-
-        return load_samples(self.data_dir / self.cfg.data.eval_file, self.cfg.train.eval_size, cfg=self.cfg)
+        return self.samples("eval", self.cfg.train.eval_size)
 
     def samples(self, split: str = "eval", limit: int | None = None) -> list[dict[str, Any]]:
         """`limit` question rows of the train or eval file (all, when None); another split name

@@ -17,7 +17,8 @@ import torch
 
 from agent_r1.algos.losses import ppo_policy_loss
 from agent_r1.algos.offpolicy import behaviour_weights, offpolicy_advantages
-from agent_r1.config import RayConfig, load_config
+from agent_r1.config import load_config
+from tests.integration.test_ray_trainer import ray_session  # noqa: F401  (the same local Ray, 3 CPUs)
 
 ITERATIONS = 3
 
@@ -117,18 +118,6 @@ def test_trainer_weights_the_policy_loss_by_the_behaviour_ratio(tiny_model, tmp_
 
 
 # --- a Ray run with max_staleness 1 ----------------------------------------------------------------
-@pytest.fixture(scope="module")
-def ray_session():
-    import ray
-
-    from agent_r1.training.ray_trainer import init_ray
-
-    started = init_ray(RayConfig(num_cpus=3))
-    yield ray
-    if started:
-        ray.shutdown()
-
-
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     from agent_r1.runs.run import Run
