@@ -58,3 +58,12 @@ class RolloutConfig:
         for key in ("max_turns", "max_tokens_per_turn", "max_observation_tokens", "max_total_tokens", "n_samples"):
             if getattr(self, key) < 1:
                 raise ValueError(f"rollout.{key} must be >= 1, got {getattr(self, key)}")
+
+
+def check_trainable_sampling(rollout: RolloutConfig) -> None:
+    """Training rollouts sample from the full tempered distribution: the trainer's log-probs
+    (softmax(logits / T)) can reproduce that one, not a top-p / top-k truncation of it."""
+    if rollout.top_p < 1.0 or rollout.top_k > 0:
+        raise ValueError(f"rollout.top_p={rollout.top_p} / rollout.top_k={rollout.top_k}: training samples from the "
+                         "full distribution at rollout.temperature, since the trainer's log-probs cannot reproduce a "
+                         "truncated one; set rollout.top_p: 1.0 and rollout.top_k: 0 (evaluation decodes greedily)")

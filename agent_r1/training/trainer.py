@@ -33,6 +33,7 @@ from agent_r1.models.lora import apply_lora, has_adapters, reference_context
 from agent_r1.rollout.chat import ChatCodec
 from agent_r1.rollout.engines import EngineWeights, build_engine, options_from_config
 from agent_r1.rollout.loop import run_rollout
+from agent_r1.sampling import check_trainable_sampling
 from agent_r1.training import checkpoint as ckpt
 from agent_r1.training.compute import Compute, master_dtype, pad_micro_batch, place_frozen, place_policy
 from agent_r1.training.distributed import LocalGroup
@@ -48,15 +49,6 @@ from agent_r1.trajectory import Trajectory, collate
 
 class NonFiniteLossError(RuntimeError):
     pass
-
-
-def check_trainable_sampling(rollout: Any) -> None:
-    """Training rollouts sample from the full tempered distribution: the trainer's log-probs
-    (softmax(logits / T)) can reproduce that one, not a top-p / top-k truncation of it."""
-    if rollout.top_p < 1.0 or rollout.top_k > 0:
-        raise ValueError(f"rollout.top_p={rollout.top_p} / rollout.top_k={rollout.top_k}: training samples from the "
-                         "full distribution at rollout.temperature, since the trainer's log-probs cannot reproduce a "
-                         "truncated one; set rollout.top_p: 1.0 and rollout.top_k: 0 (evaluation decodes greedily)")
 
 
 class RLTrainer:
