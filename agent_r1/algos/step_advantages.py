@@ -38,8 +38,9 @@ returns too. A masked turn (``Turn.masked``: sampled, never trained) has no trai
 first one after it), and the masked turn itself joins no step group (its own return would lack that
 reward). Only turns with at least one token in ``action_mask`` are grouped and trained.
 
-What upstream Agent-R1 does: v0.1 (``src/agent_r1``'s ``core_algos.py``) had no turn-level advantage;
-its "step-level" credit was process rewards at each tool call's last token plus PPO's GAE run over the
+What upstream Agent-R1 (github 0russwest0/Agent-R1) does: v0.1 (read in the copy at
+alphaXiv/paper-implementations, ``agent_r1/src/agent_r1/training/core_algos.py``) had no turn-level
+advantage; its "step-level" credit was process rewards at each tool call's last token plus PPO's GAE run over the
 action tokens only (observation tokens skipped), i.e. token-level GAE with a critic. Its current
 ``agent_r1/trainer/ppo/core_algos.py`` makes one row per agent step and runs GAE over steps (step
 reward = the step's token-reward sum, V at the step's first token, whitened per step) and has a GiGPO
