@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from agent_r1.algos.rollout_correction import RolloutCorrectionConfig
+from agent_r1.algos.step_advantages import GiGPOConfig
 from agent_r1.envs.tool_env import EnvConfig
 from agent_r1.models.build import ModelConfig
 from agent_r1.retrieval.search import SearchConfig
@@ -36,7 +37,7 @@ PRECISIONS = ("auto", "fp32", "bf16")  # train.precision (agent_r1/precision.py)
 @dataclass
 class AlgoConfig:
     # chosen from registries (agent_r1/algos/: ADV_ESTIMATORS, POLICY_LOSSES, KL_PENALTIES; docs/extending.md)
-    adv_estimator: str = "grpo"  # gae | grpo | grpo_no_std | rloo | reinforce_pp | reinforce_pp_baseline
+    adv_estimator: str = "grpo"  # gae | grpo | grpo_no_std | rloo | reinforce_pp | reinforce_pp_baseline | gigpo
     policy_loss: str = "ppo"  # ppo | vanilla
     clip_low: float = 0.2
     clip_high: float = 0.2
@@ -61,6 +62,8 @@ class AlgoConfig:
     skip_zero_advantage: bool = False
     # engine/trainer log-prob gap correction in synchronous training (algos/rollout_correction.py)
     rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
+    # the step-level (turn) part of adv_estimator gigpo (algos/step_advantages.py)
+    gigpo: GiGPOConfig = field(default_factory=GiGPOConfig)
 
     def __post_init__(self) -> None:
         if self.skip_zero_advantage and (self.entropy_coef != 0 or (self.kl_coef != 0 and not self.kl_in_reward)):

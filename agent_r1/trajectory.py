@@ -11,6 +11,8 @@ serves the policy loss, entropy, KL, value loss and advantage whitening alike.
 
 from __future__ import annotations
 
+import hashlib
+from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,7 +152,10 @@ def collate(trajectories: list[Trajectory], pad_token_id: int) -> dict[str, Any]
     Returns input_ids (long), attention_mask, action_mask, response_mask (every token after the
     prompt, observations included: the paper's mask-off ablations), token_rewards,
     sampled_logprobs (float32), scores `[batch]` and group_ids (list of sample ids).
-    Padding is 0 in every mask.
+    Padding is 0 in every mask. For turn-level estimators (algos/step_advantages.py): turn_index
+    (long `[batch, seq]`: k on every token of turn k, its action and its observation, masked turns
+    included; -1 on prompt and padding) and context_keys (per row, one digest per turn of the newest
+    context the turn acts on: the prompt's ids for turn 0, turn k-1's observation ids for turn k).
     """
     if not trajectories:
         raise ValueError("collate() got no trajectories")
@@ -163,6 +168,8 @@ def collate(trajectories: list[Trajectory], pad_token_id: int) -> dict[str, Any]
     response = torch.zeros((batch, width), dtype=torch.float32)
     rewards = torch.zeros((batch, width), dtype=torch.float32)
     logprobs = torch.zeros((batch, width), dtype=torch.float32)
+    turn_index = torch.full((batch, width), -1, dtype=torch.long)
+    context_keys: list[list[bytes]] = []
     for i, traj in enumerate(trajectories):
         n = len(seqs[i])
         input_ids[i, :n] = torch.tensor(seqs[i], dtype=torch.long)
@@ -171,6 +178,12 @@ def collate(trajectories: list[Trajectory], pad_token_id: int) -> dict[str, Any]
         response[i, len(traj.prompt_ids):n] = 1.0
         rewards[i, :n] = torch.tensor(traj.token_rewards, dtype=torch.float32)
         logprobs[i, :n] = torch.tensor(traj.sampled_logprobs, dtype=torch.float32)
+        pos, keys = len(traj.prompt_ids), [_digest(traj.prompt_ids)]
+        for k, turn in enumerate(traj.turns):
+            end = pos + len(turn.action_ids) + len(turn.observation_ids)
+            turn_index[i, pos:end], pos = k, end
+            keys.append(_digest(turn.observation_ids))
+        context_keys.append(keys[:len(traj.turns)])
     return {
         "input_ids": input_ids,
         "attention_mask": attention,
@@ -180,4 +193,11 @@ def collate(trajectories: list[Trajectory], pad_token_id: int) -> dict[str, Any]
         "sampled_logprobs": logprobs,
         "scores": torch.tensor([t.score for t in trajectories], dtype=torch.float32),
         "group_ids": [t.sample_id for t in trajectories],
+        "turn_index": turn_index,
+        "context_keys": context_keys,
     }
+
+
+def _digest(ids: list[int]) -> bytes:
+    """A 128-bit digest of a token-id sequence: equal ids, equal digest (in every process)."""
+    return hashlib.blake2b(array("q", ids).tobytes(), digest_size=16).digest()

@@ -33,6 +33,7 @@ from agent_r1.algos.registry import (
     needs_critic,
     register_adv_estimator,
 )
+from agent_r1.algos.step_advantages import GiGPOConfig, compute_step_advantages  # registers "gigpo"
 
 __all__ = [
     "compute_gae",
@@ -63,4 +64,6 @@ __all__ = [
     "register_adv_estimator",
     "get_adv_estimator",
     "needs_critic",
+    "GiGPOConfig",
+    "compute_step_advantages",
 ]

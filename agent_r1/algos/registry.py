@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -49,6 +50,9 @@ class AdvantageInputs:
     action_mask:   [B, T] 0/1, 1 on policy-generated tokens.
     group_ids:     length-B list of hashable prompt ids.
     values:        [B, T] critic values, or None (required by "gae").
+    turn_index:    [B, T] long, turn k on its tokens, -1 elsewhere; context_keys: per row, a digest
+                   per turn of the context it acts on (both from `collate`; read by "gigpo").
+    gigpo:         `algo.gigpo` (step_advantages.GiGPOConfig), or None for its defaults.
     """
 
     token_rewards: torch.Tensor
@@ -59,6 +63,9 @@ class AdvantageInputs:
     gamma: float = 1.0
     lam: float = 1.0
     normalize_std: bool = True
+    turn_index: torch.Tensor | None = None
+    context_keys: Sequence[Sequence[Hashable]] | None = None
+    gigpo: Any = None
 
 
 @dataclass

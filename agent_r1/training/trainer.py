@@ -144,7 +144,9 @@ class RLTrainer:
             values = values * adv_mask
             batch["old_values"] = values
         out = self.estimator(AdvantageInputs(token_rewards=rewards, scores=scores, action_mask=adv_mask,
-                                             group_ids=batch["group_ids"], values=values, gamma=a.gamma, lam=a.lam))
+                                             group_ids=batch["group_ids"], values=values, gamma=a.gamma, lam=a.lam,
+                                             turn_index=batch.pop("turn_index"), gigpo=a.gigpo,
+                                             context_keys=batch.pop("context_keys")))  # turns: "gigpo"
         batch["advantages"], batch["returns"] = out.advantages, out.returns
         if self.cfg.train.max_staleness > 0:  # asynchronous: decoupled PPO (algos/offpolicy.py)
             batch["offpolicy_weight"], batch["offpolicy_metrics"] = behaviour_weights(
