@@ -46,6 +46,10 @@ VARIANTS = {
     # (issue 18: held-out EM within 3 points of synchronous GRPO at equal iterations)
     "grpo_async1": {"algo.adv_estimator": "grpo", "ray.enabled": True, "ray.num_workers": 1,
                     "train.max_staleness": 1},
+    # issue 33: the objectives the field trains with now, each with its reference's settings over GRPO's
+    # budget (the same iterations, prompts and samples per prompt; DAPO's dynamic sampling rolls out
+    # more prompts per iteration to fill its batch: it does more rollout work, reported in its rows)
+    "gigpo": {"algo.adv_estimator": "gigpo"},  # step-level groups over GRPO (Feng et al. 2025)
 }
 DEFAULT_VARIANTS = ("grpo", "ppo", "grpo_loss_mask_off", "grpo_masks_off", "grpo_shuffled_rewards")
 
