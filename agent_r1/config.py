@@ -19,6 +19,7 @@ from agent_r1.models.build import ModelConfig
 from agent_r1.retrieval.search import SearchConfig
 from agent_r1.rewards.scoring import RewardConfig
 from agent_r1.sampling import RolloutConfig
+from agent_r1.training.dynamic_sampling import DynamicSamplingConfig
 from agent_r1.schema import (  # noqa: F401
     LIMITS,
     R,
@@ -61,6 +62,8 @@ class AlgoConfig:
     skip_zero_advantage: bool = False
     # engine/trainer log-prob gap correction in synchronous training (algos/rollout_correction.py)
     rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
+    # DAPO's dynamic sampling: all-equal groups dropped, more prompts rolled out (training/dynamic_sampling.py)
+    dynamic_sampling: DynamicSamplingConfig = field(default_factory=DynamicSamplingConfig)
 
     def __post_init__(self) -> None:
         if self.skip_zero_advantage and (self.entropy_coef != 0 or (self.kl_coef != 0 and not self.kl_in_reward)):
@@ -230,6 +233,11 @@ def validate(c: ExperimentConfig) -> None:
     if ADV_ESTIMATORS.traits(c.algo.adv_estimator).group and c.rollout.n_samples < 2:
         raise ValueError(f"algo.adv_estimator={c.algo.adv_estimator!r} compares samples of one prompt: "
                          f"set rollout.n_samples >= 2 (got {c.rollout.n_samples})")
+    if c.algo.dynamic_sampling.enabled and not ADV_ESTIMATORS.traits(c.algo.adv_estimator).group:
+        groups = [n for n in ADV_ESTIMATORS.names() if ADV_ESTIMATORS.traits(n).group]
+        raise ValueError(f"algo.dynamic_sampling.enabled=true drops groups whose rewards are all equal (nothing to "
+                         f"learn for a group estimator), but algo.adv_estimator={c.algo.adv_estimator!r} compares "
+                         f"no groups: use one of {groups}, or set algo.dynamic_sampling.enabled: false")
     if c.train.max_staleness > 0 and not c.ray.enabled:
         raise ValueError(f"train.max_staleness={c.train.max_staleness} overlaps rollout with the update on Ray's "
                          "rollout workers: set ray.enabled=true, or train.max_staleness=0 (in-process training "

@@ -84,6 +84,7 @@ LIMITS: dict[str, dict[str, Range]] = {
     "algo": {"offpolicy_clip": R("(0, 1000000]"), "clip_low": R("[0, 1)"), "clip_high": R("[0, 1000]"),
              "dual_clip": R("(1, 1000000]"), "gamma": R("(0, 1]"), "lam": UNIT, "kl_coef": COEF,
              "entropy_coef": COEF, "vf_clip": R("(0, 1000000]"), "critic_lr": R("(0, 10]")},
+    "algo.dynamic_sampling": {"max_extra_rounds": R("[0, 100]")},
     "algo.rollout_correction": {"token_cap": R("(0, 1000000]"), "seq_low": R("(0, 1)"), "seq_high": R("(1, 1000000]")},
     "train": {"max_staleness": R("[0, 1000]"), "iterations": R(f"[0, {MANY}]"), "prompts_per_iter": R("[1, 1000000]"),
               "ppo_epochs": R("[1, 1000]"), "minibatch_size": R("[1, 10000000]"), "lr": R("(0, 10]"),
