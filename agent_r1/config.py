@@ -238,6 +238,10 @@ def validate(c: ExperimentConfig) -> None:
         raise ValueError(f"algo.dynamic_sampling.enabled=true drops groups whose rewards are all equal (nothing to "
                          f"learn for a group estimator), but algo.adv_estimator={c.algo.adv_estimator!r} compares "
                          f"no groups: use one of {groups}, or set algo.dynamic_sampling.enabled: false")
+    if c.reward.overlong_buffer > c.rollout.max_total_tokens:
+        raise ValueError(f"reward.overlong_buffer={c.reward.overlong_buffer} is longer than rollout.max_total_tokens="
+                         f"{c.rollout.max_total_tokens}: the penalty ramps over the last overlong_buffer tokens "
+                         "of that budget; lower it (0 = off)")
     if c.train.max_staleness > 0 and not c.ray.enabled:
         raise ValueError(f"train.max_staleness={c.train.max_staleness} overlaps rollout with the update on Ray's "
                          "rollout workers: set ray.enabled=true, or train.max_staleness=0 (in-process training "
