@@ -178,3 +178,23 @@ def test_trainer_iteration_draws_an_extra_round_and_trains_on_informative_groups
     assert all(informative(g) for g in split_groups(trained, 2))
     assert m["groups_all_equal"] == 0.0 and m["reward_mean"] == 0.5  # the usual metrics: the trained batch
     assert trainer.state_dict()["sampler"] == {"epoch": 1, "offset": 0}  # both rounds' prompts drawn
+
+
+def test_resume_with_dynamic_sampling_equals_uninterrupted(tmp_path):
+    """2 iterations, stop, resume to 3 == 3 straight: the extra rounds' prompts come from the saved
+    sampler position and their seeds from (iteration, round)."""
+    from agent_r1.runs.train import run_train
+    from agent_r1.training.metrics_log import read_metrics
+    from tests.pipeline_helpers import resume_run_overrides
+
+    common = {**resume_run_overrides(tmp_path), "algo.adv_estimator": "grpo", "algo.kl_coef": 0.0,
+              "algo.dynamic_sampling.enabled": True, "reward.overlong_buffer": 768}
+    run_train(load_config(None, {**common, "train.iterations": 3, "train.out_dir": str(tmp_path / "a")}))
+    run_train(load_config(None, {**common, "train.iterations": 2, "train.out_dir": str(tmp_path / "b")}))
+    run_train(load_config(None, {**common, "train.iterations": 3, "train.out_dir": str(tmp_path / "b")}), resume=True)
+    a = read_metrics(tmp_path / "a" / "metrics.jsonl")[1:]
+    b = read_metrics(tmp_path / "b" / "metrics.jsonl")[1:]
+    assert any(m["dynamic/rounds"] > 1 for m in a)
+    keys = ("dynamic/rounds", "dynamic/prompts_sampled", "dynamic/groups_kept", "reward_mean", "response_length")
+    assert [[m[k] for k in keys] for m in a] == [[m[k] for k in keys] for m in b]
+    assert [m["policy_loss"] for m in a] == pytest.approx([m["policy_loss"] for m in b], abs=1e-6)
