@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from agent_r1.algos.dynamic_sampling import DynamicSamplingConfig
 from agent_r1.algos.rollout_correction import RolloutCorrectionConfig
 from agent_r1.envs.tool_env import EnvConfig
 from agent_r1.models.build import ModelConfig
 from agent_r1.retrieval.search import SearchConfig
 from agent_r1.rewards.scoring import RewardConfig
 from agent_r1.sampling import RolloutConfig
-from agent_r1.training.dynamic_sampling import DynamicSamplingConfig
 from agent_r1.schema import (  # noqa: F401
     LIMITS,
     R,

@@ -209,7 +209,8 @@ class RayTrainer:
         return self._gather(self._submit(samples, self.iteration))
 
     def _submit(self, samples: list[dict[str, Any]], iteration: int, round: int = 0) -> InFlight:
-        """Submits iteration `iteration`'s shards (of dynamic sampling's round `round`) with the learner's current weights."""
+        """Submits iteration `iteration`'s shards with the learner's current weights (`round`: dynamic
+        sampling's extra rollouts of the iteration)."""
         shards = split_shards(samples, len(self.workers))
         version, box = self._weights_box()
         job = InFlight(iteration, shards, version, box, round=round)

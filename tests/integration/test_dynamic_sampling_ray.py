@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from agent_r1.config import load_config
-from agent_r1.training.dynamic_sampling import informative, split_groups
+from agent_r1.algos.dynamic_sampling import informative, split_groups
 from tests.integration.test_ray_trainer import ray_session  # noqa: F401  (the same local Ray, 3 CPUs)
 
 ITERATIONS = 2

@@ -11,7 +11,8 @@ import copy
 import pytest
 
 from agent_r1.config import load_config
-from agent_r1.training.dynamic_sampling import fill_batch, informative, split_groups
+from agent_r1.algos.dynamic_sampling import informative, split_groups
+from agent_r1.training.dynamic_sampling import fill_batch
 from agent_r1.training.sampler import PromptSampler
 from agent_r1.trajectory import Trajectory, Turn
 
