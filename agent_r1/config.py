@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from agent_r1.algos.dynamic_sampling import DynamicSamplingConfig
 from agent_r1.algos.rollout_correction import RolloutCorrectionConfig
 from agent_r1.algos.step_advantages import GiGPOConfig
 from agent_r1.envs.tool_env import EnvConfig
@@ -64,6 +65,8 @@ class AlgoConfig:
     rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
     # the step-level (turn) part of adv_estimator gigpo (algos/step_advantages.py)
     gigpo: GiGPOConfig = field(default_factory=GiGPOConfig)
+    # DAPO's dynamic sampling: all-equal groups dropped, more prompts rolled out (training/dynamic_sampling.py)
+    dynamic_sampling: DynamicSamplingConfig = field(default_factory=DynamicSamplingConfig)
 
     def __post_init__(self) -> None:
         if self.skip_zero_advantage and (self.entropy_coef != 0 or (self.kl_coef != 0 and not self.kl_in_reward)):
@@ -233,6 +236,15 @@ def validate(c: ExperimentConfig) -> None:
     if ADV_ESTIMATORS.traits(c.algo.adv_estimator).group and c.rollout.n_samples < 2:
         raise ValueError(f"algo.adv_estimator={c.algo.adv_estimator!r} compares samples of one prompt: "
                          f"set rollout.n_samples >= 2 (got {c.rollout.n_samples})")
+    if c.algo.dynamic_sampling.enabled and not ADV_ESTIMATORS.traits(c.algo.adv_estimator).group:
+        groups = [n for n in ADV_ESTIMATORS.names() if ADV_ESTIMATORS.traits(n).group]
+        raise ValueError(f"algo.dynamic_sampling.enabled=true drops groups whose rewards are all equal (nothing to "
+                         f"learn for a group estimator), but algo.adv_estimator={c.algo.adv_estimator!r} compares "
+                         f"no groups: use one of {groups}, or set algo.dynamic_sampling.enabled: false")
+    if c.reward.overlong_buffer > c.rollout.max_total_tokens:
+        raise ValueError(f"reward.overlong_buffer={c.reward.overlong_buffer} is longer than rollout.max_total_tokens="
+                         f"{c.rollout.max_total_tokens}: the penalty ramps over the last overlong_buffer tokens "
+                         "of that budget; lower it (0 = off)")
     if c.train.max_staleness > 0 and not c.ray.enabled:
         raise ValueError(f"train.max_staleness={c.train.max_staleness} overlaps rollout with the update on Ray's "
                          "rollout workers: set ray.enabled=true, or train.max_staleness=0 (in-process training "

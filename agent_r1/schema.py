@@ -80,10 +80,12 @@ LIMITS: dict[str, dict[str, Range]] = {
     "rollout.vllm": {"gpu_memory_utilization": R("(0, 1]"), "kv_cache_gib": R("(0, 65536]"),
                      "max_model_len": R("[0, 1048576]")},  # 0: the model's own
     "reward": {"format_penalty": R("[-10, 0]"), "valid_call_reward": R("[-10, 10]"),
-               "retrieval_hit_reward": R("[-10, 10]"), "max_process_reward": R("[0, 100]")},
+               "retrieval_hit_reward": R("[-10, 10]"), "max_process_reward": R("[0, 100]"),
+               "overlong_buffer": R("[0, 1048576]"), "overlong_penalty": R("[0, 100]")},
     "algo": {"offpolicy_clip": R("(0, 1000000]"), "clip_low": R("[0, 1)"), "clip_high": R("[0, 1000]"),
              "dual_clip": R("(1, 1000000]"), "gamma": R("(0, 1]"), "lam": UNIT, "kl_coef": COEF,
              "entropy_coef": COEF, "vf_clip": R("(0, 1000000]"), "critic_lr": R("(0, 10]")},
+    "algo.dynamic_sampling": {"max_extra_rounds": R("[0, 100]")},
     "algo.rollout_correction": {"token_cap": R("(0, 1000000]"), "seq_low": R("(0, 1)"), "seq_high": R("(1, 1000000]")},
     "algo.gigpo": {"step_weight": R("[0, 1000]")},
     "train": {"max_staleness": R("[0, 1000]"), "iterations": R(f"[0, {MANY}]"), "prompts_per_iter": R("[1, 1000000]"),

@@ -37,6 +37,10 @@ def _at_most(mine: Any, run: Any) -> bool:
     return mine <= run
 
 
+def _at_least(mine: Any, run: Any) -> bool:
+    return mine >= run
+
+
 def _no_more_lenient(mine: str, run: str) -> bool:
     from agent_r1.rewards.scoring import metric_leniency
 
@@ -45,7 +49,7 @@ def _no_more_lenient(mine: str, run: str) -> bool:
 
 # What "tighten" means for each setting a sample may give, (section, key) -> (rule, how it reads): a
 # budget or a reward may go down, process rewards may be switched off (never on, e.g. in an ablation
-# run), the format penalty may get harsher, the metric may get stricter (rewards/scoring.py
+# run), the format and overlong penalties may get harsher, the metric may get stricter (rewards/scoring.py
 # MetricTraits.leniency); tools may only narrow (checked apart). system_prompt and format_instructions
 # change no limit; their text has the schema's ceiling (schema.TEXT_LIMITS).
 SAMPLE_TIGHTEN: dict[tuple[str, str], tuple[Any, str]] = {
@@ -56,6 +60,8 @@ SAMPLE_TIGHTEN: dict[tuple[str, str], tuple[Any, str]] = {
     ("reward", "format_penalty"): (_at_most, "above (a milder penalty than)"),
     ("reward", "process_reward"): (_at_most, "on where the run has it off:"),
     ("reward", "metric"): (_no_more_lenient, "a more lenient answer metric than"),
+    ("reward", "overlong_buffer"): (_at_least, "below (a narrower length penalty than)"),
+    ("reward", "overlong_penalty"): (_at_least, "below (a milder length penalty than)"),
 }
 
 

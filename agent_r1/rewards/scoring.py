@@ -63,12 +63,17 @@ class RewardConfig:
     valid_call_reward: float = 0.0  # per well-formed, successfully executed tool call
     retrieval_hit_reward: float = 0.0  # first retrieval of each supporting document
     max_process_reward: float = 1.0  # cap per trajectory, so tool spam cannot farm reward
+    # DAPO's soft overlong punishment (`overlong_reward`): the last `overlong_buffer` tokens before
+    # rollout.max_total_tokens cost up to `overlong_penalty`, linearly (0 = off)
+    overlong_buffer: int = 0
+    overlong_penalty: float = 1.0
 
     def __post_init__(self) -> None:
         ANSWER_METRICS.check(self.metric, "reward.metric")
         # NaN or inf here poisons every reward until the loss is NaN (Python's JSON reader accepts
         # NaN in a data row); the allowed ranges are checked with the config (config.LIMITS)
-        for key in ("format_penalty", "valid_call_reward", "retrieval_hit_reward", "max_process_reward"):
+        for key in ("format_penalty", "valid_call_reward", "retrieval_hit_reward", "max_process_reward",
+                    "overlong_penalty"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"reward.{key} must be a finite number (got {value!r})")
@@ -79,6 +84,26 @@ def outcome_reward(answer: str | None, golds: Sequence[str], config: RewardConfi
     if answer is None:
         return config.format_penalty
     return ANSWER_METRICS[config.metric](answer, golds)
+
+
+def overlong_reward(length: int, max_length: int, config: RewardConfig) -> float:
+    """DAPO's soft overlong punishment (Yu et al. 2025, eq. 13): 0 up to `max_length - buffer`
+    tokens, then linearly down to `-overlong_penalty` at `max_length`, and `-overlong_penalty` beyond.
+
+    In a multi-turn rollout `length` is the trajectory's total tokens (prompt, actions and
+    observations) and `max_length` is rollout.max_total_tokens: that is the budget whose hit cuts
+    an episode short (rollout/loop.py), the analogue of DAPO's maximum response length. The
+    prompt is the same for every trajectory of a group, so what the group estimators compare is
+    how much room each trajectory's own turns took (actions, and the observations its calls asked
+    for). An action cut by the per-turn budget (rollout.max_tokens_per_turn) is a separate matter:
+    rollout.mask_truncated_turns leaves it out of the loss."""
+    buffer = config.overlong_buffer
+    if buffer <= 0:
+        return 0.0
+    over = length - (max_length - buffer)
+    if over <= 0:
+        return 0.0
+    return -config.overlong_penalty * min(over / buffer, 1.0)
 
 
 def step_process_reward(

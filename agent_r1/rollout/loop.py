@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agent_r1.envs.tool_env import ToolEnv, step_many
-from agent_r1.rewards.scoring import RewardConfig, outcome_reward
+from agent_r1.rewards.scoring import RewardConfig, outcome_reward, overlong_reward
 from agent_r1.rollout.chat import ChatCodec
 from agent_r1.rollout.engine import GenerationEngine, SamplingParams
 from agent_r1.sampling import RolloutConfig, VLLMOptions  # noqa: F401  (the rollout section, re-exported)
@@ -65,7 +65,12 @@ def run_rollout(
         golds = traj.sample.get("answers") or []
         # the outcome reward sees only the answer the model wrote, never an observation;
         # the env's reward config carries the sample's own settings (its row's "env.reward")
-        traj.outcome_reward = outcome_reward(traj.answer, golds, getattr(env, "reward_config", reward))
+        rc = getattr(env, "reward_config", reward)
+        traj.outcome_reward = outcome_reward(traj.answer, golds, rc)
+        rc = rc if hasattr(rc, "overlong_buffer") else reward
+        if rc.overlong_buffer:  # DAPO's soft overlong punishment, inside the outcome (so score and token rewards)
+            traj.metrics["overlong_penalty"] = overlong_reward(len(traj.token_ids), config.max_total_tokens, rc)
+            traj.outcome_reward += traj.metrics["overlong_penalty"]
     elapsed = time.perf_counter() - start
     for traj in trajs:
         traj.metrics["rollout_seconds"] = elapsed

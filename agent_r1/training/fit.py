@@ -21,11 +21,13 @@ def log_finite(sink: MetricsSink | None, step: int, metrics: dict[str, float]) -
         sink.log(step, {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and math.isfinite(v)})
 
 
-def rollout_seed(seed: int, iteration: int, shard: int = 0) -> int:
+def rollout_seed(seed: int, iteration: int, shard: int = 0, round: int = 0) -> int:
     """The rollout seed of one shard of one iteration. Shard 0 is the whole batch of the
     in-process trainer, so one Ray worker reproduces it exactly; other shards are offset far
-    enough that no (iteration, shard) pair shares a seed with another."""
-    return seed * 1_000_003 + iteration + shard * 100_000_007
+    enough that no (iteration, shard) pair shares a seed with another. `round`: dynamic sampling's
+    extra rollouts of an iteration (training/dynamic_sampling.py; 0 = the iteration's own), offset
+    past every shard's."""
+    return seed * 1_000_003 + iteration + shard * 100_000_007 + round * 10_000_000_000_037
 
 
 class TrainingBackend(Protocol):

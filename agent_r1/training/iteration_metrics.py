@@ -47,6 +47,10 @@ def iteration_metrics(trajs: list[Trajectory], batch: dict[str, Any], upd: dict[
         "rollout/logprob_diff_mean": float(drift.mean()) if drift.numel() else 0.0,
         **{f"stop/{k}": float(v) for k, v in reasons.items()},
     }
+    shaped = [t.metrics["overlong_penalty"] for t in trajs if "overlong_penalty" in t.metrics]
+    if shaped:  # reward.overlong_buffer: DAPO's soft overlong punishment (rewards/scoring.py overlong_reward)
+        m["overlong_penalty"] = sum(shaped) / len(trajs)
+        m["overlong_penalized"] = sum(p < 0 for p in shaped) / len(trajs)
     m.update(upd)
     m.update(engine or {})
     m.update(batch.get("offpolicy_metrics", {}))

@@ -150,8 +150,11 @@ class Learner:
 
         return full_state_dict(self.trainer.model)
 
-    def next_prompts(self) -> list[dict[str, Any]]:
-        self._draws.append(self.trainer.sampler.state_dict())
+    def next_prompts(self, extra: bool = False) -> list[dict[str, Any]]:
+        """The next `train.prompts_per_iter` prompts. `extra`: dynamic sampling's further draw for the
+        iteration being learned next: part of that iteration's draw, so not a draw of its own in `_draws`."""
+        if not extra:
+            self._draws.append(self.trainer.sampler.state_dict())
         return self.trainer.sampler.next_batch(self.cfg.train.prompts_per_iter)
 
     def learn(self, trajs: list[Trajectory], rollout_s: float) -> tuple[dict[str, float], int]:
@@ -257,9 +260,10 @@ class RolloutWorker:
         self.engine_weights.mark_stale()
 
     def rollout(self, samples: list[dict[str, Any]], iteration: int, shard: int, version: int,
-                weights_box: list[Any]) -> ShardResult:
+                weights_box: list[Any], round: int = 0) -> ShardResult:
         """Rolls out `samples` with weights `version`. `weights_box` holds the ObjectRef of those
-        weights inside a list, so Ray does not fetch them unless this worker's copy is stale."""
+        weights inside a list, so Ray does not fetch them unless this worker's copy is stale.
+        `round`: dynamic sampling's extra rollouts of the iteration (a seed of their own)."""
         from agent_r1.rollout.loop import run_rollout
         from agent_r1.training.trainer import rollout_seed
 
@@ -274,7 +278,7 @@ class RolloutWorker:
         sync_s = self.engine_weights.last_sync_s if self.engine_weights.syncs > syncs else 0.0
         with self.compute.autocast():  # the learner's precision (RLTrainer.rollout does the same)
             trajs = run_rollout(engine, self.codec, self.make_env, samples, self.cfg.rollout, self.cfg.reward,
-                                seed=rollout_seed(self.cfg.seed, iteration, shard))
+                                seed=rollout_seed(self.cfg.seed, iteration, shard, round))
         for t in trajs:
             t.policy_version = version
         return ShardResult(trajs, node_id(), os.getpid(), started, time.time(), sync_s)

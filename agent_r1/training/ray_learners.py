@@ -79,10 +79,10 @@ class LearnerGroup:
         """An ObjectRef of the policy's full weights (left in the object store)."""
         return self._rank0_of("weights")
 
-    def next_prompts(self) -> list[dict[str, Any]]:
+    def next_prompts(self, extra: bool = False) -> list[dict[str, Any]]:
         import ray
 
-        return ray.get(self.rank0.next_prompts.remote())
+        return ray.get(self.rank0.next_prompts.remote(extra))
 
     def learn(self, trajs: list[Trajectory], rollout_s: float) -> tuple[dict[str, float], int]:
         """(rank 0's metrics, the new version). With N > 1 every rank learns on the same batch, put once."""

@@ -56,6 +56,7 @@ from typing import Any
 
 from agent_r1.config import ExperimentConfig, RayConfig
 from agent_r1.training.distributed import num_learners
+from agent_r1.training.dynamic_sampling import fill_batch
 from agent_r1.training.metrics_log import JsonlMetrics, MetricsSink
 from agent_r1.training.ray_actors import max_staleness
 from agent_r1.training.ray_learners import LearnerGroup
@@ -115,6 +116,7 @@ class InFlight:
     version: int
     box: list[Any]
     pending: dict[Any, int] = field(default_factory=dict)  # ObjectRef -> shard
+    round: int = 0  # dynamic sampling's extra rollouts of the iteration (0 = its own): part of the seed
 
 
 def split_shards(samples: list[dict[str, Any]], n: int) -> list[list[dict[str, Any]]]:
@@ -206,14 +208,15 @@ class RayTrainer:
         """Rolls out `samples` over the workers; the trajectories come back in prompt order."""
         return self._gather(self._submit(samples, self.iteration))
 
-    def _submit(self, samples: list[dict[str, Any]], iteration: int) -> InFlight:
-        """Submits iteration `iteration`'s shards with the learner's current weights."""
+    def _submit(self, samples: list[dict[str, Any]], iteration: int, round: int = 0) -> InFlight:
+        """Submits iteration `iteration`'s shards with the learner's current weights (`round`: dynamic
+        sampling's extra rollouts of the iteration)."""
         shards = split_shards(samples, len(self.workers))
         version, box = self._weights_box()
-        job = InFlight(iteration, shards, version, box)
+        job = InFlight(iteration, shards, version, box, round=round)
         for k, shard in enumerate(shards):
             if shard:
-                job.pending[self.workers[k].rollout.remote(shard, iteration, k, version, box)] = k
+                job.pending[self.workers[k].rollout.remote(shard, iteration, k, version, box, round)] = k
         if self.after_submit is not None:
             self.after_submit(iteration)
         return job
@@ -246,7 +249,7 @@ class RayTrainer:
                 log.warning("rollout worker %d died at iteration %d (%s); rolling its shard out again",
                             k, job.iteration, type(err).__name__)
                 self._await_worker(k)
-                pending[self.workers[k].rollout.remote(shards[k], job.iteration, k, version, box)] = k
+                pending[self.workers[k].rollout.remote(shards[k], job.iteration, k, version, box, job.round)] = k
         self.last_shard_nodes = [{"shard": k, "prompts": len(shards[k]), "node_id": r.node_id, "pid": r.pid,
                                   "attempts": retries[k] + 1, "died_on": died_on.get(k, []),
                                   "version": version, "started": r.started, "finished": r.finished,
@@ -274,25 +277,42 @@ class RayTrainer:
                                        "check the cluster's free CPUs/GPUs and the worker logs") from None
                 time.sleep(0.2)
 
-    def _next_batch(self) -> list[Trajectory]:
-        """This iteration's trajectories. Synchronous: draw, roll out, gather. Asynchronous: top the
-        queue up to iterations i..i+k (never past train.iterations), then gather iteration i."""
+    def _next_batch(self) -> tuple[list[Trajectory], dict[str, float]]:
+        """This iteration's trajectories (and dynamic sampling's metrics). Synchronous: draw, roll out,
+        gather. Asynchronous: top the queue up to iterations i..i+k (never past train.iterations), then
+        gather iteration i."""
         if self.max_staleness == 0:
-            return self.rollout(self.learners.next_prompts())
+            return self._fill(self.rollout(self.learners.next_prompts()))
         while not self._in_flight or (len(self._in_flight) <= self.max_staleness
                                       and self.iteration + len(self._in_flight) < self.cfg.train.iterations):
             samples = self.learners.next_prompts()
             self._in_flight.append(self._submit(samples, self.iteration + len(self._in_flight)))
-        return self._gather(self._in_flight.popleft())
+        return self._fill(self._gather(self._in_flight.popleft()))
+
+    def _fill(self, first: list[Trajectory]) -> tuple[list[Trajectory], dict[str, float]]:
+        """`algo.dynamic_sampling` (training/dynamic_sampling.py): extra rounds drawn from the learner's
+        sampler and rolled out now, with the current weights (asynchronous too: each trajectory keeps its
+        policy_version). `last_sampled_by` stays round 0's version; `last_shard_nodes` gets every round's."""
+        sampled_by, shards = self.last_sampled_by, list(self.last_shard_nodes)
+
+        def more(round: int) -> list[Trajectory]:
+            trajs = self._gather(self._submit(self.learners.next_prompts(extra=True), self.iteration, round))
+            shards.extend({**s, "round": round} for s in self.last_shard_nodes)
+            return trajs
+
+        trajs, metrics = fill_batch(self.cfg, first, more)
+        self.last_sampled_by, self.last_shard_nodes = sampled_by, shards
+        return trajs, metrics
 
     def train_step(self) -> dict[str, float]:
         """One iteration. `rollout_s` is the time the driver waited for the batch (all of the rollout
         when synchronous; what the update did not hide when asynchronous)."""
         t0 = time.perf_counter()
-        trajs = self._next_batch()
+        trajs, dynamic = self._next_batch()
         rollout_s = time.perf_counter() - t0
         sampled_by, started = self.last_sampled_by, time.time()
         metrics, self.version = self.learners.learn(trajs, rollout_s)
+        metrics.update(dynamic)
         self.learn_log.append({"iteration": self.iteration, "sampled_by": sampled_by, "learned_at": self.version - 1,
                                "started": started, "finished": time.time(), "in_flight": len(self._in_flight)})
         self.iteration += 1

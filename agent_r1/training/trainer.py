@@ -37,6 +37,7 @@ from agent_r1.sampling import check_trainable_sampling
 from agent_r1.training import checkpoint as ckpt
 from agent_r1.training.compute import Compute, master_dtype, pad_micro_batch, place_frozen, place_policy
 from agent_r1.training.distributed import LocalGroup
+from agent_r1.training.dynamic_sampling import fill_batch
 from agent_r1.training.fit import TrainingBackend, fit_loop, log_finite, rollout_seed  # noqa: F401  (re-exported)
 from agent_r1.training.iteration_metrics import iteration_metrics
 from agent_r1.training.metrics_log import MetricsSink
@@ -93,11 +94,12 @@ class RLTrainer:
                                  if self.critic is not None else None)
 
     # --- one iteration ------------------------------------------------------------------
-    def rollout(self) -> list[Trajectory]:
+    def rollout(self, round: int = 0) -> list[Trajectory]:
+        """The next `train.prompts_per_iter` prompts, rolled out; `round` > 0: dynamic sampling's extras."""
         samples = self.sampler.next_batch(self.cfg.train.prompts_per_iter)
         with self.compute.autocast():
             return run_rollout(self.engine_weights.current(), self.codec, self.make_env, samples, self.cfg.rollout,
-                               self.cfg.reward, seed=rollout_seed(self.cfg.seed, self.iteration))
+                               self.cfg.reward, seed=rollout_seed(self.cfg.seed, self.iteration, round=round))
 
     @torch.no_grad()
     def _per_token(self, fn: Any, model: Any, batch: dict[str, Any]) -> torch.Tensor:
@@ -301,8 +303,8 @@ class RLTrainer:
 
     def train_step(self) -> dict[str, float]:
         t0 = time.perf_counter()
-        trajs = self.rollout()
-        return self.learn(trajs, time.perf_counter() - t0)
+        trajs, dynamic = fill_batch(self.cfg, self.rollout(), self.rollout)  # algo.dynamic_sampling
+        return {**self.learn(trajs, time.perf_counter() - t0), **dynamic}
 
     def learn(self, trajs: list[Trajectory], rollout_s: float) -> dict[str, float]:
         """The learner's half of an iteration: prepare + update on trajectories rolled out
