@@ -50,6 +50,10 @@ VARIANTS = {
     # budget (the same iterations, prompts and samples per prompt; DAPO's dynamic sampling rolls out
     # more prompts per iteration to fill its batch: it does more rollout work, reported in its rows)
     "gigpo": {"algo.adv_estimator": "gigpo"},  # step-level groups over GRPO (Feng et al. 2025)
+    # DAPO (Yu et al. 2025): clip-higher, dynamic sampling (up to 3 extra rounds of 16 prompts), the
+    # soft overlong penalty over the last 20% of rollout.max_total_tokens (768: 153 tokens)
+    "dapo": {"algo.adv_estimator": "grpo", "algo.clip_high": 0.28, "algo.dynamic_sampling.enabled": True,
+             "algo.dynamic_sampling.max_extra_rounds": 3, "reward.overlong_buffer": 153},
 }
 DEFAULT_VARIANTS = ("grpo", "ppo", "grpo_loss_mask_off", "grpo_masks_off", "grpo_shuffled_rewards")
 
