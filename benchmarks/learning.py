@@ -26,7 +26,7 @@ from pathlib import Path
 
 from agent_r1.config import load_config, parse_overrides
 from agent_r1.evaluation.harness import em_per_question, evaluate_model
-from agent_r1.evaluation.stats import mean_ci
+from agent_r1.evaluation.stats import mean_ci, paired_difference_ci
 from agent_r1.runs.assembly import set_threads
 from agent_r1.runs.run import Run
 from agent_r1.runs.sft import run_sft
@@ -240,6 +240,13 @@ def summarise(results: dict) -> None:
                                                     for p in per]).to_dict()}
         if name != "warm_start":
             summary[name]["rl_seconds_mean"] = sum(p["rl_seconds"] for p in per) / len(per)
+    for name in summary:  # paired against GRPO over the seeds both have: same worlds, warm starts, questions
+        both = [(rows[name][i], rows["grpo"][i]) for i in range(len(seeds))
+                if name not in ("grpo", "warm_start") and rows[name][i] and rows["grpo"][i]]
+        if both:
+            diff = paired_difference_ci([[100.0 * x for x in a["greedy"]["em_per_question"]] for a, _ in both],
+                                        [[100.0 * x for x in g["greedy"]["em_per_question"]] for _, g in both])
+            summary[name]["minus_grpo_ci95"] = {**diff.to_dict(), "seeds": len(both)}
     results["summary"] = summary
     if seeds:
         first = results["per_seed"][seeds[0]]
