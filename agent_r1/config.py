@@ -38,13 +38,21 @@ PRECISIONS = ("auto", "fp32", "bf16")  # train.precision (agent_r1/precision.py)
 @dataclass
 class AlgoConfig:
     # chosen from registries (agent_r1/algos/: ADV_ESTIMATORS, POLICY_LOSSES, KL_PENALTIES; docs/extending.md)
-    adv_estimator: str = "grpo"  # gae | grpo | grpo_no_std | rloo | reinforce_pp | reinforce_pp_baseline | gigpo
-    policy_loss: str = "ppo"  # ppo | vanilla
-    clip_low: float = 0.2
+    # gae | grpo | grpo_no_std | dr_grpo | rloo | reinforce_pp | reinforce_pp_baseline | gigpo
+    # (dr_grpo: Dr. GRPO's advantage, r - group mean; pair it with loss_agg seq-mean-token-sum-norm)
+    adv_estimator: str = "grpo"
+    # ppo | vanilla | gspo (sequence-level ratio and clip: set clip_low 3e-4, clip_high 4e-4 and loss_agg
+    # seq-mean-token-mean as the paper) | cispo (clipped detached IS weight on REINFORCE: weight <= 1 + clip_high,
+    # no lower bound, clip_low unused; TRL/ScaleRL's cap 5.0 is clip_high 4.0) (algos/gspo_cispo.py)
+    policy_loss: str = "ppo"
+    clip_low: float = 0.2  # ratio bounds [1 - clip_low, 1 + clip_high]: per token (ppo), per sequence (gspo)
     clip_high: float = 0.2
     dual_clip: float | None = None
     offpolicy_clip: float = 2.0  # truncation of the decoupled-PPO behaviour weight (train.max_staleness >= 1)
-    loss_agg: str = "token-mean"  # token-mean | seq-mean-token-mean | seq-mean-token-sum
+    loss_agg: str = "token-mean"  # token-mean | seq-mean-token-mean | seq-mean-token-sum | seq-mean-token-sum-norm
+    # seq-mean-token-sum-norm's constant length L (Dr. GRPO): loss = sum of token losses / (rows x L), so no
+    # sequence's own length scales its tokens' gradient; 0 = rollout.max_total_tokens. Other modes ignore it
+    loss_norm_tokens: int = 0
     gamma: float = 1.0
     lam: float = 1.0
     kl_coef: float = 0.0

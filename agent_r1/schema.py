@@ -84,7 +84,8 @@ LIMITS: dict[str, dict[str, Range]] = {
                "overlong_buffer": R("[0, 1048576]"), "overlong_penalty": R("[0, 100]")},
     "algo": {"offpolicy_clip": R("(0, 1000000]"), "clip_low": R("[0, 1)"), "clip_high": R("[0, 1000]"),
              "dual_clip": R("(1, 1000000]"), "gamma": R("(0, 1]"), "lam": UNIT, "kl_coef": COEF,
-             "entropy_coef": COEF, "vf_clip": R("(0, 1000000]"), "critic_lr": R("(0, 10]")},
+             "entropy_coef": COEF, "vf_clip": R("(0, 1000000]"), "critic_lr": R("(0, 10]"),
+             "loss_norm_tokens": R("[0, 1048576]")},  # 0 = rollout.max_total_tokens
     "algo.dynamic_sampling": {"max_extra_rounds": R("[0, 100]")},
     "algo.rollout_correction": {"token_cap": R("(0, 1000000]"), "seq_low": R("(0, 1)"), "seq_high": R("(1, 1000000]")},
     "algo.gigpo": {"step_weight": R("[0, 1000]")},

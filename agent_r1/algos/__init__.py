@@ -11,6 +11,7 @@ from agent_r1.algos.advantages import (
     compute_reinforce_pp_baseline,
     compute_rloo,
 )
+from agent_r1.algos.gspo_cispo import cispo_policy_loss, gspo_policy_loss  # registers "gspo", "cispo"
 from agent_r1.algos.kl import KL_PENALTIES, get_kl_penalty, kl_penalty
 from agent_r1.algos.losses import (
     AGG_MODES,
@@ -50,6 +51,8 @@ __all__ = [
     "loss_denominator",
     "ppo_policy_loss",
     "vanilla_policy_loss",
+    "gspo_policy_loss",
+    "cispo_policy_loss",
     "value_loss",
     "entropy_from_logits",
     "entropy_bonus",

@@ -31,7 +31,7 @@ __all__ = [
     "get_policy_loss",
 ]
 
-AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")
+AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 
 PolicyLossFn = Callable[..., tuple[torch.Tensor, dict[str, torch.Tensor]]]
 # (log_probs, old_log_probs, advantages, action_mask, clip_low, clip_high, dual_clip, agg, denom) -> (loss, metrics)
@@ -45,17 +45,21 @@ def _zero_masked(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def aggregate_loss(loss_mat: torch.Tensor, mask: torch.Tensor, mode: str = "token-mean",
-                   denom: float | torch.Tensor | None = None) -> torch.Tensor:
+                   denom: float | torch.Tensor | None = None, norm_tokens: int | None = None) -> torch.Tensor:
     """Reduce a per-token loss [B, T] to a scalar.
 
-    "token-mean":          sum over all masked tokens / number of masked tokens.
-    "seq-mean-token-mean": mean over rows of (row token mean).
-    "seq-mean-token-sum":  mean over rows of (row token sum).
+    "token-mean":              sum over all masked tokens / number of masked tokens.
+    "seq-mean-token-mean":     mean over rows of (row token mean).
+    "seq-mean-token-sum":      mean over rows of (row token sum).
+    "seq-mean-token-sum-norm": mean over rows of (row token sum / L), L a constant length
+                               (`norm_tokens`; None = the tensor's width T, as verl's default):
+                               Dr. GRPO's normaliser, which no sequence's own length enters.
     Rows with no masked token are excluded from the seq-mean; an empty mask gives 0.
 
     `denom` replaces the normaliser (masked tokens for token-mean, rows with tokens for the
-    seq-mean modes) by one counted over a larger batch: a micro-batch then contributes exactly its
-    share of the mini-batch loss, so accumulated gradients equal the one-shot gradient.
+    seq-mean modes, rows with tokens x L for the -norm mode) by one counted over a larger batch:
+    a micro-batch then contributes exactly its share of the mini-batch loss, so accumulated
+    gradients equal the one-shot gradient.
     """
     if mode not in AGG_MODES:
         raise ValueError(f"unknown loss aggregation mode {mode!r}; known: {list(AGG_MODES)}")
@@ -63,6 +67,9 @@ def aggregate_loss(loss_mat: torch.Tensor, mask: torch.Tensor, mode: str = "toke
         if denom is None:
             return masked_mean(loss_mat, mask)
         return masked_sum(loss_mat, mask) / max(float(denom), 1.0)
+    if mode == "seq-mean-token-sum-norm":  # one sum over every masked token, one constant normaliser
+        n = loss_denominator(mask, mode, norm_tokens) if denom is None else float(denom)
+        return masked_sum(loss_mat, mask) / max(n, 1.0)
     row_has_tokens = ((mask > 0).any(dim=-1)).to(loss_mat.dtype)  # [B]
     if mode == "seq-mean-token-mean":
         per_seq = masked_mean(loss_mat, mask, dim=-1)  # [B]
@@ -72,11 +79,17 @@ def aggregate_loss(loss_mat: torch.Tensor, mask: torch.Tensor, mode: str = "toke
     return masked_sum(per_seq, row_has_tokens) / n
 
 
-def loss_denominator(mask: torch.Tensor, mode: str) -> float:
-    """The normaliser `aggregate_loss` uses for `mask` (count it over a whole mini-batch)."""
+def loss_denominator(mask: torch.Tensor, mode: str, norm_tokens: int | None = None) -> float:
+    """The normaliser `aggregate_loss` uses for `mask` (count it over a whole mini-batch).
+
+    `norm_tokens`: the constant length L of "seq-mean-token-sum-norm" (None or 0 = the width of `mask`);
+    the other modes ignore it."""
     if mode == "token-mean":
         return float((mask > 0).sum())
-    return float((mask > 0).any(dim=-1).sum())
+    rows = float((mask > 0).any(dim=-1).sum())
+    if mode == "seq-mean-token-sum-norm":
+        return rows * float(norm_tokens or mask.shape[-1])
+    return rows
 
 
 @POLICY_LOSSES.register("ppo")

@@ -130,6 +130,15 @@ def _grpo_no_std(x: AdvantageInputs) -> AdvantageOutputs:
     return AdvantageOutputs(adv.compute_grpo(x.scores, x.group_ids, x.action_mask, normalize_std=False))
 
 
+@ADV_ESTIMATORS.register("dr_grpo", group=True)
+def _dr_grpo(x: AdvantageInputs) -> AdvantageOutputs:
+    """Dr. GRPO (Liu et al. 2025, "Understanding R1-Zero-Like Training: A Critical Perspective",
+    arXiv:2503.20783): A_i = r_i - mean(group), no division by the group's std (which up-weights
+    prompts whose rewards barely vary). The arithmetic of "grpo_no_std"; the paper's other half is
+    the loss normaliser: ``algo.loss_agg: seq-mean-token-sum-norm`` (a constant length, not |o_i|)."""
+    return AdvantageOutputs(adv.compute_grpo(x.scores, x.group_ids, x.action_mask, normalize_std=False))
+
+
 @ADV_ESTIMATORS.register("rloo", group=True)
 def _rloo(x: AdvantageInputs) -> AdvantageOutputs:
     return AdvantageOutputs(adv.compute_rloo(x.scores, x.group_ids, x.action_mask))

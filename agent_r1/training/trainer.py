@@ -79,6 +79,7 @@ class RLTrainer:
         a = cfg.algo
         self.estimator = get_adv_estimator(a.adv_estimator)
         self.policy_loss = get_policy_loss(a.policy_loss)
+        self.norm_tokens = a.loss_norm_tokens or cfg.rollout.max_total_tokens  # seq-mean-token-sum-norm's length
         # LoRA: the reference is the policy with its adapters off (one copy of the base weights)
         self.ref_in_policy = a.kl_coef > 0 and has_adapters(model)
         self.reference = None
@@ -197,7 +198,7 @@ class RLTrainer:
         accumulated gradient equals the one-shot mini-batch gradient. Returns (record, why the step
         is lost): record None = nothing to step on; why = a non-finite loss on this rank."""
         a = self.cfg.algo
-        denom = loss_denominator(batch["loss_mask"][idx], a.loss_agg)
+        denom = loss_denominator(batch["loss_mask"][idx], a.loss_agg, self.norm_tokens)
         if denom == 0:  # nothing to train on (e.g. every action truncated and masked): no step at all
             return None, ""
         # algo.skip_zero_advantage: rows whose policy-loss gradient is exactly 0 skip forward/backward
@@ -251,7 +252,7 @@ class RLTrainer:
             if k in record:
                 record[k] /= max(micro, 1)  # per-micro-batch means: averaged
         if a.skip_zero_advantage:
-            finish_skipped(record, self.model.parameters(), batch["loss_mask"], idx, rows, a.loss_agg, denom)
+            finish_skipped(record, self.model.parameters(), batch["loss_mask"], idx, rows, a.loss_agg)
         if fill is not None:  # only rows that ran have old log-probs (skipped rows never need them)
             batch["old_logp"], batch["old_logp_rows"] = fill, torch.zeros(len(fill), dtype=torch.bool)
             batch["old_logp_rows"][rows] = True
@@ -271,7 +272,7 @@ class RLTrainer:
 
     def _step_critic(self, batch: dict[str, Any], idx: torch.Tensor) -> dict[str, float]:
         a, t = self.cfg.algo, self.cfg.train
-        denom = loss_denominator(batch["adv_mask"][idx], a.loss_agg)
+        denom = loss_denominator(batch["adv_mask"][idx], a.loss_agg, self.norm_tokens)
         if denom == 0:
             return {}
         self.critic.train()

@@ -42,7 +42,7 @@ def trained_rows(advantages: torch.Tensor, loss_mask: torch.Tensor, idx: torch.T
 
 
 def finish_skipped(record: dict[str, float], params: Iterable[torch.nn.Parameter], loss_mask: torch.Tensor,
-                   idx: torch.Tensor, rows: torch.Tensor, agg: str, denom: float) -> dict[str, float]:
+                   idx: torch.Tensor, rows: torch.Tensor, agg: str) -> dict[str, float]:
     """After the backward of `rows` (a subset of the mini-batch `idx`): zero gradients when no row
     ran (so the optimiser still steps, as on a batch of zeros), the entropy / kl metrics as means
     over the trained rows, and the skipped share."""
@@ -52,9 +52,10 @@ def finish_skipped(record: dict[str, float], params: Iterable[torch.nn.Parameter
                 p.grad = torch.zeros_like(p)
         record.setdefault("policy_loss", 0.0)
     else:
-        trained = loss_denominator(loss_mask[rows], agg)
+        # full / trained normaliser, both counted here: seq-mean-token-sum-norm's constant length cancels
+        full, trained = loss_denominator(loss_mask[idx], agg), loss_denominator(loss_mask[rows], agg)
         for k in ("entropy", "kl"):
             if k in record and trained > 0:
-                record[k] *= denom / trained
+                record[k] *= full / trained
     record["skipped_rows_fraction"] = 1.0 - len(rows) / max(len(idx), 1)
     return record

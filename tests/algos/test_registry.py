@@ -133,11 +133,11 @@ def test_every_name_chosen_registry_is_one_registry_type():
 def test_builtin_estimators_declare_what_validation_used_to_hard_code():
     # the group-based set config.validate named before the registry carried traits (issue 32)
     assert {n for n in ADV_ESTIMATORS if ADV_ESTIMATORS.traits(n).group} == {
-        "grpo", "grpo_no_std", "rloo", "reinforce_pp_baseline", "gigpo"}
+        "grpo", "grpo_no_std", "dr_grpo", "rloo", "reinforce_pp_baseline", "gigpo"}
     assert {n for n in ADV_ESTIMATORS if ADV_ESTIMATORS.traits(n).critic} == {"gae"}
     assert set(KL_PENALTIES) == {"k1", "kl", "k2", "mse", "k3", "low_var_kl", "abs"}
     assert KL_PENALTIES["kl"] is KL_PENALTIES["k1"] and KL_PENALTIES["low_var_kl"] is KL_PENALTIES["k3"]
-    assert set(POLICY_LOSSES) == {"ppo", "vanilla"} and set(FORMATS) == {"tag", "hermes"}
+    assert set(POLICY_LOSSES) == {"ppo", "vanilla", "gspo", "cispo"} and set(FORMATS) == {"tag", "hermes"}
     assert set(ENVS) >= {"tool"} and load_config().env.kind == "tool"
     from agent_r1.evaluation.modes import EVAL_MODES
 

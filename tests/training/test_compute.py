@@ -64,7 +64,7 @@ def test_chunked_logprob_gradients_equal_a_full_softmax(tiny_model):
     assert torch.allclose(grads[0], grads[1], rtol=1e-4, atol=1e-6)
 
 
-@pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"])
+@pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"])
 def test_micro_batches_give_the_one_shot_gradient(tiny_model, tmp_path, agg):
     # float64, so the comparison sees the normalisation, not float32 summation order
     model, tok = copy.deepcopy(tiny_model[0]).double(), tiny_model[1]

@@ -64,7 +64,7 @@ def _grads(trainer, batch, idx):
     return record, [p.grad.clone() for p in trainer.model.parameters() if p.requires_grad]
 
 
-@pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"])
+@pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"])
 def test_gradient_equals_the_unskipped_one(tiny_model, tmp_path, agg):
     off, on, batch = _pair(tiny_model, tmp_path, **{"algo.loss_agg": agg})
     idx = torch.arange(batch["input_ids"].shape[0])
