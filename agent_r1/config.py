@@ -114,7 +114,7 @@ class TrainConfig:
     device: str = "auto"  # auto (CUDA when visible) | cpu | cuda | cuda:N
     # auto (bf16 where the device computes it natively, else fp32) | fp32 | bf16 (autocast over float32
     # master weights and optimiser state; emulated on CPUs without bf16 instructions: a warning, and slow)
-    precision: str = "fp32"
+    precision: str = "auto"
     micro_batch_size: int = 0  # rows per forward/backward inside a mini-batch (0 = the whole mini-batch)
     # positions per output-head chunk in log-probs: with a 151,936-token vocabulary a chunk of 1,024
     # costs about 3 GiB (logits, softmax, recompute); lower it on small GPUs

@@ -12,6 +12,9 @@ Writes benchmarks/results/learning.json. Long: run it as a benchmark, not in CI.
     python benchmarks/learning.py                 # seed 0, every default variant
     python benchmarks/learning.py --quick         # a short version (a few minutes; writes learning_quick.json)
     python benchmarks/learning.py --smoke         # micro model and world, 1 iteration (seconds; learning_smoke.json)
+    python benchmarks/learning.py --params params.yaml --seeds 0,1,2 \
+        --variants grpo,gspo,cispo,dr_grpo,dapo,gigpo --work benchmarks/.work/objectives \
+        --out benchmarks/results/learning_objectives.json   # issue 33's rows, on make run's recipe
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ import random
 import sys
 import time
 from pathlib import Path
+
+import yaml
 
 from agent_r1.config import load_config, parse_overrides
 from agent_r1.evaluation.harness import em_per_question, evaluate_model
@@ -54,6 +59,13 @@ VARIANTS = {
     # soft overlong penalty over the last 20% of rollout.max_total_tokens (768: 153 tokens)
     "dapo": {"algo.adv_estimator": "grpo", "algo.clip_high": 0.28, "algo.dynamic_sampling.enabled": True,
              "algo.dynamic_sampling.max_extra_rounds": 3, "reward.overlong_buffer": 153},
+    # GSPO (Zheng et al. 2025): one length-normalised ratio per trajectory, clipped in its paper's range
+    "gspo": {"algo.adv_estimator": "grpo", "algo.policy_loss": "gspo", "algo.clip_low": 3e-4, "algo.clip_high": 4e-4,
+             "algo.loss_agg": "seq-mean-token-mean"},
+    # CISPO (MiniMax-M1): detached importance weights capped at 5 (TRL's cap), every token keeps a gradient
+    "cispo": {"algo.adv_estimator": "grpo", "algo.policy_loss": "cispo", "algo.clip_high": 4.0},
+    # Dr. GRPO (Liu et al. 2025): no std division; token sums over a constant (rollout.max_total_tokens)
+    "dr_grpo": {"algo.adv_estimator": "dr_grpo", "algo.loss_agg": "seq-mean-token-sum-norm"},
 }
 DEFAULT_VARIANTS = ("grpo", "ppo", "grpo_loss_mask_off", "grpo_masks_off", "grpo_shuffled_rewards")
 
@@ -79,13 +91,13 @@ def shuffle_scores(trainer) -> None:
     trainer.prepare = shuffled
 
 
-def previous_results(path: Path, base: dict) -> dict | None:
-    """Results already in `path` for the same config, so a long benchmark can run a variant at a
-    time (or continue after an interruption) without redoing the others."""
+def previous_results(path: Path, base: dict, recipe: dict | None = None) -> dict | None:
+    """Results already in `path` for the same config (and params file values), so a long benchmark can
+    run a variant at a time (or continue after an interruption) without redoing the others."""
     if not path.exists():
         return None
     old = json.loads(path.read_text())
-    return old if old.get("config") == base else None
+    return old if old.get("config") == base and old.get("recipe") == recipe else None
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -104,6 +116,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--out", default=None, help="default benchmarks/results/learning[_quick].json")
     ap.add_argument("--rerun", action="store_true",
                     help="run every variant again even if --out already holds it for the same config")
+    ap.add_argument("--params", default=None,
+                    help="run a params file's recipe (e.g. params.yaml: make run's) instead of this benchmark's own; "
+                         "only the seed's folders and the evaluation are set over it")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="extra config override for every run, e.g. --set model.tokenizer=bpe")
     args = ap.parse_args(argv)
@@ -119,6 +134,10 @@ def base_config(args: argparse.Namespace, work: Path) -> dict:
     # swung by +-10 points between neighbouring iterations at a constant rate (a probe on seed 1:
     # 51 at iteration 60 constant, 69-79 at 25-125 on a cosine over 150); PPO's 80 iterations fit
     # in 10 minutes of RL on 2 idle cores
+    if args.params:  # the file's recipe; this benchmark sets only where the seed's things live and the eval
+        return {"data.dir": str(work / "data"), "search.index_dir": str(work / "index"), "sft.out_dir": str(work / "sft"),
+                "train.eval_every": 0, "train.eval_size": 100, "train.checkpoint_every": 1000,
+                **parse_overrides(args.set)}
     small = args.quick or args.smoke
     iterations = args.iterations or (1 if args.smoke else 4 if args.quick else 80)
     sft_steps = args.sft_steps or (2 if args.smoke else 40 if args.quick else 500)
@@ -150,7 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out or result_path(f"learning{suffix}"))
     base = base_config(args, work)
     seeds = [int(x) for x in args.seeds.split(",")]
-    results = previous_results(out, base) or {"machine": machine(), "config": base, "per_seed": {}}
+    recipe = yaml.safe_load(Path(args.params).read_text()) if args.params else None  # the file's values
+    results = (previous_results(out, base, recipe)
+               or {"machine": machine(), "config": base, "recipe": recipe, "params": args.params, "per_seed": {}})
     results["seeds"] = sorted(set(results.get("seeds", [])) | set(seeds))
 
     def save() -> None:
@@ -158,18 +179,19 @@ def main(argv: list[str] | None = None) -> int:
         write_json(out, results)
 
     for seed in seeds:
-        run_seed(seed, work / f"seed{seed}", {**base, "seed": seed}, args.variants.split(","), args.rerun,
+        run_seed(seed, work / f"seed{seed}", {**base, "seed": seed}, args.params, args.variants.split(","), args.rerun,
                  results["per_seed"].setdefault(str(seed), {"runs": {}}), save)
     save()
     print(json.dumps(results["summary"], indent=1))
     return 0
 
 
-def run_seed(seed: int, work: Path, base: dict, names: list[str], rerun: bool, one: dict, save) -> None:
+def run_seed(seed: int, work: Path, base: dict, params: str | None, names: list[str], rerun: bool, one: dict,
+             save) -> None:
     """One seed: its world, index and warm start (trained once, kept in `work`), then the variants."""
     for key in ("data.dir", "search.index_dir", "sft.out_dir"):
         base[key] = str(work / Path(base[key]).name)
-    cfg = load_config(None, base)
+    cfg = load_config(params, base)
     set_threads(cfg.train.threads)
     warm = work / "sft" / "model"
     timing = work / "sft" / "sft_seconds.txt"
@@ -188,14 +210,14 @@ def run_seed(seed: int, work: Path, base: dict, names: list[str], rerun: bool, o
         if name in one["runs"] and not rerun:
             print(f"seed {seed} {name}: kept from the results file (--rerun to run it again)", flush=True)
             continue
-        one["runs"][name] = run_variant(name, base, warm, work, test)
+        one["runs"][name] = run_variant(name, params, base, warm, work, test)
         print(f"seed {seed} {name}: greedy EM {one['runs'][name]['greedy']['em']:.1f} "
               f"({one['runs'][name]['rl_seconds']:.0f} s of RL)", flush=True)
         save()
 
 
-def run_variant(name: str, base: dict, warm: Path, work: Path, test: list) -> dict:
-    run_cfg = load_config(None, {**base, **VARIANTS[name], "train.init_from": str(warm),
+def run_variant(name: str, params: str | None, base: dict, warm: Path, work: Path, test: list) -> dict:
+    run_cfg = load_config(params, {**base, **VARIANTS[name], "train.init_from": str(warm),
                                  "train.out_dir": str(work / "runs" / name)})
     from agent_r1.training import trainer as trainer_mod
 

@@ -100,10 +100,10 @@ PRESETS: dict[str, dict[str, Any]] = {
 #: has a critic; all but GiGPO drop the KL term, as their papers do.
 RECIPES: dict[str, dict[str, Any]] = {
     # DAPO (Yu et al. 2025): clip-higher, token-mean loss, no KL, dynamic sampling (groups whose answers
-    # all score alike are dropped and more questions drawn, up to 3 extra rounds), soft overlong
+    # all score alike are dropped and more questions drawn, up to 3 extra rounds of 128 questions), soft overlong
     # penalty over the last 20% of the trajectory budget (DAPO: 4,096 of 20,480 tokens)
     "dapo": {**_algo("grpo", GROUP_N), "algo.clip_low": 0.2, "algo.clip_high": 0.28, "algo.loss_agg": "token-mean",
-             "algo.kl_coef": 0.0, "algo.dynamic_sampling.enabled": True, "algo.dynamic_sampling.max_rounds": 3,
+             "algo.kl_coef": 0.0, "algo.dynamic_sampling.enabled": True, "algo.dynamic_sampling.max_extra_rounds": 3,
              "reward.overlong_buffer": 819, "reward.overlong_penalty": 1.0},
     # GSPO (Zheng et al. 2025): the sequence-level ratio, clipped in its own (narrow) range
     "gspo": {**_algo("grpo", GROUP_N), "algo.policy_loss": "gspo", "algo.clip_low": 3e-4, "algo.clip_high": 4e-4,
@@ -111,7 +111,8 @@ RECIPES: dict[str, dict[str, Any]] = {
     # Dr. GRPO (Liu et al. 2025): no std division, token sums over a constant (the 4,096-token budget)
     "dr_grpo": {**_algo("dr_grpo", GROUP_N), "algo.loss_agg": "seq-mean-token-sum-norm", "algo.kl_coef": 0.0},
     # CISPO (MiniMax-M1): clipped, detached importance weights; every token keeps its gradient
-    "cispo": {**_algo("grpo", GROUP_N), "algo.policy_loss": "cispo", "algo.kl_coef": 0.0},
+    # (weights capped at 5: TRL's cap, clip_high 4; no lower bound, as the paper)
+    "cispo": {**_algo("grpo", GROUP_N), "algo.policy_loss": "cispo", "algo.clip_high": 4.0, "algo.kl_coef": 0.0},
     # GiGPO (Feng et al. 2025): GRPO plus step-level advantages over turns that saw the same evidence
     "gigpo": {**_algo("gigpo", GROUP_N), "algo.gigpo.step_weight": 1.0},
 }

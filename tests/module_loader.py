@@ -1,4 +1,4 @@
-"""Loads a script that is not a package module (configs/paper/make.py) by its path."""
+"""Loads a script that is not a package module (configs/make.py) by its path."""
 
 from __future__ import annotations
 

@@ -87,9 +87,10 @@ def test_diagnose_failures_on_a_micro_run(bench, micro_run):
 def test_learning_smoke(bench):
     from benchmarks import learning
 
-    assert learning.main(["--smoke", "--work", str(bench / "learn"), "--variants", "grpo"]) == 0
+    assert learning.main(["--smoke", "--work", str(bench / "learn"), "--variants", "grpo,dapo"]) == 0
     doc = written(bench, "learning_smoke")
     assert doc["per_seed"]["0"]["runs"]["grpo"]["iterations"] == 1 and "warm_start" in doc["summary"]
+    assert doc["summary"]["dapo"]["minus_grpo_ci95"]["seeds"] == 1  # paired with GRPO on the same seed
 
 
 def test_perf_rollout_update_and_profile_smoke(bench):

@@ -1,7 +1,7 @@
 """configs/paper/*.yaml: the Agent-R1 paper's Table 3 recipe as presets (issue 16 item 9).
 
 Every preset loads through `load_config` and holds the paper's values (written out here, not read
-from configs/paper/make.py, so a wrong value in the generator fails); each is params.yaml plus a
+from configs/make.py, so a wrong value in the generator fails); each is params.yaml plus a
 few keys, and the committed files are exactly what make.py writes (no drift)."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ EXPECTED = {
 
 
 def _make_module() -> Any:
-    return load_script(PAPER / "make.py", "paper_make")
+    return load_script(ROOT / "configs" / "make.py", "paper_make")
 
 
 def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -53,3 +53,18 @@ def test_autocast_follows_the_resolved_precision(monkeypatch):
     for native, dtype in ((False, torch.float32), (True, torch.bfloat16)):
         with _compute(monkeypatch, "auto", native).autocast():
             assert (x @ x).dtype == dtype
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_a_config_that_names_no_precision_follows_the_device(monkeypatch, native):
+    """The default is `auto` (issue 30 item 6): bf16 only where the device computes it natively."""
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: native)
+    cfg = load_config(None, {"train.device": "cpu"})
+    assert cfg.train.precision == "auto"
+    assert Compute.from_config(cfg).precision == ("bf16" if native else "fp32")
+
+
+def test_params_yaml_pins_fp32_for_its_recorded_figures():
+    from pathlib import Path
+
+    assert load_config(Path(__file__).resolve().parents[2] / "params.yaml").train.precision == "fp32"
