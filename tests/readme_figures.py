@@ -127,7 +127,7 @@ LEARNING: list[Figure] = at(RESULTS_MD, [
            seq(0, " and ", scale=1 / 60), "warm start of ~, in @@ minutes of RL",
            lambda doc: [doc["summary"][v]["rl_seconds_mean"] for v in ("grpo", "ppo")]),
     Figure("two commands: shuffled rewards EM", L, "summary.grpo_shuffled_rewards.greedy_em_mean", num(0),
-           "with shuffled rewards the policy stays at @@."),
+           "with shuffled rewards the policy stays at @@ (recorded"),
 ]
 
 T3 = (("Direct answer (no retrieval)", "baselines", "direct"),
