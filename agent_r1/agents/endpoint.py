@@ -18,12 +18,13 @@ What is honoured from a request and what the run decides:
 - refused with a 400: `n` > 1, `stream`, non-text content parts, a prompt longer than the run allows.
 The session is the bearer token, so an unmodified client carries it; an unknown one is a 401.
 
-Calls generate one at a time under a lock (the engines are not thread-safe); batching concurrent
-calls into one `generate` is the next step (docs/agents.md).
+Calls that arrive together are generated as one batch (batcher.py): many agents running at once
+decode together, as the built-in rollout's trajectories do.
 """
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 import time
@@ -31,11 +32,15 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from agent_r1.agents.batcher import Batcher
 from agent_r1.agents.protocol import RequestError, error_body, parse_completion, parse_request
 from agent_r1.agents.records import CallRecord, Recorder, SessionError
 from agent_r1.rollout.chat import ChatCodec
 from agent_r1.rollout.engine import GenerationEngine, SamplingParams
 from agent_r1.rollout.loop import _eos_ids
+from agent_r1.sampling import RolloutConfig, check_trainable_sampling
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -49,12 +54,23 @@ class EndpointConfig:
     max_tokens: int = 256  # per call: the default and the cap of a request's max_tokens
     max_total_tokens: int = 4096  # prompt + completion of one call
     start_timeout_s: float = 30.0
+    batch_wait_s: float = 0.005  # how long the first queued call waits for others to join its batch
+    max_batch: int = 64  # calls per engine call
 
     def __post_init__(self) -> None:
         if self.temperature < 0:
             raise ValueError(f"temperature={self.temperature} must be >= 0")
         if self.max_tokens < 1 or self.max_total_tokens < 2:
             raise ValueError(f"max_tokens={self.max_tokens} / max_total_tokens={self.max_total_tokens} too small")
+
+    @classmethod
+    def from_rollout(cls, rollout: RolloutConfig, **over: Any) -> "EndpointConfig":
+        """The endpoint of a training run: the run's `rollout:` sampling (checked trainable: the full
+        distribution at its temperature) and budgets (a call is one turn of `max_tokens_per_turn`)."""
+        check_trainable_sampling(rollout)
+        return cls(**{"temperature": rollout.temperature, "top_p": rollout.top_p, "top_k": rollout.top_k,
+                      "max_tokens": rollout.max_tokens_per_turn, "max_total_tokens": rollout.max_total_tokens,
+                      **over})
 
 
 class Endpoint:
@@ -66,7 +82,7 @@ class Endpoint:
         self.codec = ChatCodec(tokenizer)
         self.recorder = recorder or Recorder()
         self.stop_ids = tuple(dict.fromkeys(_eos_ids(engine, self.codec)))
-        self._generate_lock = threading.Lock()
+        self.batcher: Batcher | None = None
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self._sock: socket.socket | None = None
@@ -100,6 +116,10 @@ class Endpoint:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.config.host, self.config.port))
         self._sock = sock
+        cfg = self.config
+        params = SamplingParams(temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
+                                stop_token_ids=self.stop_ids)
+        self.batcher = Batcher(self.engine, params, wait_s=cfg.batch_wait_s, max_batch=cfg.max_batch)
         config = uvicorn.Config(self.app, log_level="warning", lifespan="off", access_log=False)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
@@ -120,7 +140,9 @@ class Endpoint:
             self._thread.join(timeout=self.config.start_timeout_s)
         if self._sock is not None:
             self._sock.close()
-        self._server = self._thread = self._sock = None
+        if self.batcher is not None:
+            self.batcher.close()
+        self._server = self._thread = self._sock = self.batcher = None
 
     def __enter__(self) -> "Endpoint":
         return self.start()
@@ -134,6 +156,8 @@ class Endpoint:
         Raises RequestError (400) or SessionError (401)."""
         if not self.recorder.known(session):
             raise SessionError(session)
+        if self.batcher is None:
+            raise RuntimeError("the endpoint is not started")
         req = parse_request(body)
         prompt = self.codec.prompt_ids(req.messages, tools=req.tools)
         cfg = self.config
@@ -142,10 +166,7 @@ class Endpoint:
             raise RequestError(f"the rendered prompt has {len(prompt)} tokens; the run allows "
                                f"{cfg.max_total_tokens} per call (prompt + completion)", "messages")
         budget = min(req.max_tokens or cfg.max_tokens, cfg.max_tokens, room)
-        params = SamplingParams(max_new_tokens=budget, temperature=cfg.temperature, top_k=cfg.top_k,
-                                top_p=cfg.top_p, stop_token_ids=self.stop_ids, stop_strings=req.stop)
-        with self._generate_lock:
-            out = self.engine.generate([prompt], params)[0]
+        out = self.batcher.generate(prompt, budget, req.stop)
         ids = list(out.token_ids)
         text_ids = ids[:-1] if ids and ids[-1] in self.stop_ids else ids  # the end-of-turn token is no content
         text = self.codec.decode(text_ids)
@@ -209,6 +230,10 @@ class Endpoint:
                 return JSONResponse(error_body(str(exc), "invalid_request_error", exc.param), status_code=400)
             except SessionError:  # closed while generating
                 return unauthorized(session)
+            except Exception as exc:  # noqa: BLE001  (the agent gets the reason; the server keeps serving)
+                log.exception("chat completion failed")
+                return JSONResponse(error_body(f"generation failed: {type(exc).__name__}: {exc}", "server_error"),
+                                    status_code=500)
 
         app.add_route("/v1/models", models, methods=["GET"])
         app.add_route("/v1/chat/completions", chat, methods=["POST"])

@@ -82,3 +82,13 @@ def test_an_assistant_turn_of_tool_calls_only_renders_as_the_template_does(tiny_
     rendered = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     assert "<|im_start|>assistant\n<tool_call>" in rendered
     assert tokenizer.decode(ChatCodec(tokenizer).prompt_ids(messages)) == rendered
+
+
+def test_the_endpoint_of_a_run_samples_as_its_rollout_section_says():
+    from agent_r1.agents.endpoint import EndpointConfig
+    from agent_r1.sampling import RolloutConfig
+
+    cfg = EndpointConfig.from_rollout(RolloutConfig(temperature=0.6, max_tokens_per_turn=20, max_total_tokens=300))
+    assert (cfg.temperature, cfg.max_tokens, cfg.max_total_tokens, cfg.host) == (0.6, 20, 300, "127.0.0.1")
+    with pytest.raises(ValueError, match="top_p"):  # a truncated distribution is not trainable
+        EndpointConfig.from_rollout(RolloutConfig(top_p=0.9))

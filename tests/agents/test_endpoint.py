@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import threading
+import time
 
 import httpx
 import openai
@@ -51,8 +52,24 @@ class ScriptedEngine:
 
     def generate(self, prompts, params):
         self.prompts += prompts
-        ids = self.codec.encode(self.texts.pop(0)) + [self.codec.eos_token_id]
-        return [GenerationOutput(ids, [-0.5] * len(ids), "stop", "<|im_end|>")]
+        outs = []
+        for _ in prompts:
+            ids = self.codec.encode(self.texts.pop(0)) + [self.codec.eos_token_id]
+            outs.append(GenerationOutput(ids, [-0.5] * len(ids), "stop", "<|im_end|>"))
+        return outs
+
+
+class GatedEngine:
+    """Holds its first call until released (so later calls queue up), then echoes each prompt's last
+    three ids: which completion went to which call shows in the records."""
+
+    def __init__(self, eos):
+        self.eos, self.gate, self.calls = eos, threading.Event(), []
+
+    def generate(self, prompts, params):
+        self.calls.append(len(prompts))
+        assert self.gate.wait(30)
+        return [GenerationOutput(p[-3:] + [self.eos], [-1.0] * 4, "stop") for p in prompts]
 
 
 @pytest.fixture(scope="module")
@@ -125,6 +142,36 @@ def test_concurrent_agents_are_recorded_under_their_own_sessions(real):
     assert [len(real.recorder.take(s)) for s in sessions] == [1, 2, 3]
 
 
+def test_calls_that_arrive_together_are_generated_as_one_batch(policy):
+    _, tokenizer = policy
+    engine = GatedEngine(tokenizer.eos_token_id)
+    with Endpoint(engine, tokenizer, EndpointConfig(batch_wait_s=0.0)) as ep:
+        sessions = [ep.open_session() for _ in range(3)]
+        results = {}
+
+        def agent(k):
+            results[k] = client(ep, sessions[k]).chat.completions.create(
+                model="policy", messages=[{"role": "user", "content": f"Where was person {k} born?"}])
+
+        threads = [threading.Thread(target=agent, args=(k,)) for k in range(3)]
+        threads[0].start()
+        while not engine.calls:  # the first call is generating (held at the gate)
+            time.sleep(0.01)
+        for t in threads[1:]:
+            t.start()
+        deadline = time.monotonic() + 30
+        while ep.batcher._queue.qsize() < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        engine.gate.set()
+        for t in threads:
+            t.join()
+        assert engine.calls == [1, 2] == ep.batcher.batch_sizes
+        for k, s in enumerate(sessions):
+            (rec,) = ep.recorder.take(s)
+            assert rec.completion_ids[:-1] == rec.prompt_ids[-3:]  # its own prompt's completion
+            assert results[k].choices[0].message.content == tokenizer.decode(rec.prompt_ids[-3:])
+
+
 def test_a_tool_call_round_trip_is_one_trajectory_and_edited_history_a_new_step(policy):
     _, tokenizer = policy
     engine = ScriptedEngine(tokenizer, [CALL_TEXT, "Telumas.", "Telumas, I think."])
@@ -189,6 +236,23 @@ def test_unknown_sessions_and_malformed_requests_are_refused_with_a_reason(real)
     real.close_session(session)
     with pytest.raises(openai.AuthenticationError):  # a closed session is not reopened
         c.chat.completions.create(model="policy", messages=QUESTION)
+
+
+def test_an_engine_error_reaches_the_agent_and_the_endpoint_keeps_serving(policy):
+    _, tokenizer = policy
+
+    class Failing(ScriptedEngine):
+        def generate(self, prompts, params):
+            if not self.texts:
+                raise RuntimeError("out of memory, say")
+            return super().generate(prompts, params)
+
+    with Endpoint(Failing(tokenizer, []), tokenizer) as ep:
+        c = client(ep, ep.open_session())
+        with pytest.raises(openai.InternalServerError, match="RuntimeError: out of memory, say"):
+            c.chat.completions.create(model="policy", messages=QUESTION)
+        ep.engine.texts.append("Telumas.")
+        assert c.chat.completions.create(model="policy", messages=QUESTION).choices[0].message.content == "Telumas."
 
 
 def test_the_endpoint_stops_and_frees_its_port(policy):
