@@ -1,6 +1,6 @@
 """Concurrent calls of many agents -> one `generate` per batch, so the engine decodes them together.
 
-Each HTTP call submits its prompt and waits; one worker thread takes everything queued (after
+Each HTTP call submits its prompt and awaits its future; one worker thread takes everything queued (after
 waiting `wait_s` for stragglers once the first call arrives), groups the calls by their stop strings
 (one `SamplingParams` per engine call; the budgets differ per prompt, which the engines take as a
 list) and generates each group as one batch. The engines are not thread-safe: only this thread
@@ -14,7 +14,7 @@ import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 
-from agent_r1.rollout.engine import GenerationEngine, GenerationOutput, SamplingParams
+from agent_r1.rollout.engine import GenerationEngine, SamplingParams
 
 
 @dataclass
@@ -34,11 +34,11 @@ class Batcher:
         self._thread = threading.Thread(target=self._work, name="agent-r1-endpoint-batcher", daemon=True)
         self._thread.start()
 
-    def generate(self, prompt: list[int], budget: int, stop: tuple[str, ...]) -> GenerationOutput:
-        """Blocks until the prompt's batch is generated; an engine error is raised here, in each caller."""
+    def submit(self, prompt: list[int], budget: int, stop: tuple[str, ...]) -> Future:
+        """A future of the prompt's `GenerationOutput`; an engine error is set on every future of its batch."""
         job = _Job(list(prompt), budget, stop)
         self._queue.put(job)
-        return job.future.result()
+        return job.future
 
     def close(self) -> None:
         self._queue.put(None)

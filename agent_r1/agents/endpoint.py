@@ -24,6 +24,7 @@ decode together, as the built-in rollout's trajectories do.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import threading
@@ -33,10 +34,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_r1.agents.batcher import Batcher
-from agent_r1.agents.protocol import RequestError, error_body, parse_completion, parse_request
+from agent_r1.agents.protocol import ChatRequest, RequestError, error_body, parse_completion, parse_request
 from agent_r1.agents.records import CallRecord, Recorder, SessionError
 from agent_r1.rollout.chat import ChatCodec
-from agent_r1.rollout.engine import GenerationEngine, SamplingParams
+from agent_r1.rollout.engine import GenerationEngine, GenerationOutput, SamplingParams
 from agent_r1.rollout.loop import _eos_ids
 from agent_r1.sampling import RolloutConfig, check_trainable_sampling
 
@@ -152,12 +153,21 @@ class Endpoint:
 
     # --- the work of one call -------------------------------------------------------------
     def complete(self, session: str, body: Any) -> dict[str, Any]:
-        """One chat completion, recorded under `session` (what the HTTP route runs in a worker thread).
+        """One chat completion, recorded under `session`, for a caller in its own thread (the HTTP route
+        does the same steps but awaits the batch instead of holding a thread while it generates).
         Raises RequestError (400) or SessionError (401)."""
-        if not self.recorder.known(session):
-            raise SessionError(session)
+        req, prompt, budget = self._prepare(session, body)
+        return self._answer(session, req, prompt, self._batcher().submit(prompt, budget, req.stop).result())
+
+    def _batcher(self) -> Batcher:
         if self.batcher is None:
             raise RuntimeError("the endpoint is not started")
+        return self.batcher
+
+    def _prepare(self, session: str, body: Any) -> tuple[ChatRequest, list[int], int]:
+        """(request, prompt ids, completion budget); rendering costs milliseconds, so it runs in a thread."""
+        if not self.recorder.known(session):
+            raise SessionError(session)
         req = parse_request(body)
         prompt = self.codec.prompt_ids(req.messages, tools=req.tools)
         cfg = self.config
@@ -165,8 +175,11 @@ class Endpoint:
         if room < 1:
             raise RequestError(f"the rendered prompt has {len(prompt)} tokens; the run allows "
                                f"{cfg.max_total_tokens} per call (prompt + completion)", "messages")
-        budget = min(req.max_tokens or cfg.max_tokens, cfg.max_tokens, room)
-        out = self.batcher.generate(prompt, budget, req.stop)
+        return req, prompt, min(req.max_tokens or cfg.max_tokens, cfg.max_tokens, room)
+
+    def _answer(self, session: str, req: ChatRequest, prompt: list[int], out: GenerationOutput) -> dict[str, Any]:
+        """Records the call and writes the OpenAI response."""
+        cfg = self.config
         ids = list(out.token_ids)
         text_ids = ids[:-1] if ids and ids[-1] in self.stop_ids else ids  # the end-of-turn token is no content
         text = self.codec.decode(text_ids)
@@ -225,7 +238,11 @@ class Endpoint:
                                     status_code=400)
             try:
                 # generation blocks: it runs in a worker thread, so the server keeps answering
-                return JSONResponse(await run_in_threadpool(self.complete, session, body))
+                req, prompt, budget = await run_in_threadpool(self._prepare, session, body)
+                # awaited, not waited for in a thread: a hundred agents waiting on one batch hold no
+                # threads (the server's thread pool would otherwise cap the batch at its size)
+                out = await asyncio.wrap_future(self._batcher().submit(prompt, budget, req.stop))
+                return JSONResponse(self._answer(session, req, prompt, out))
             except RequestError as exc:
                 return JSONResponse(error_body(str(exc), "invalid_request_error", exc.param), status_code=400)
             except SessionError:  # closed while generating

@@ -143,29 +143,31 @@ def test_concurrent_agents_are_recorded_under_their_own_sessions(real):
 
 
 def test_calls_that_arrive_together_are_generated_as_one_batch(policy):
+    # 50 waiting calls, more than the server's thread pool (40): waiting on a batch holds no thread
+    waiting = 50
     _, tokenizer = policy
     engine = GatedEngine(tokenizer.eos_token_id)
     with Endpoint(engine, tokenizer, EndpointConfig(batch_wait_s=0.0)) as ep:
-        sessions = [ep.open_session() for _ in range(3)]
+        sessions = [ep.open_session() for _ in range(1 + waiting)]
         results = {}
 
         def agent(k):
             results[k] = client(ep, sessions[k]).chat.completions.create(
                 model="policy", messages=[{"role": "user", "content": f"Where was person {k} born?"}])
 
-        threads = [threading.Thread(target=agent, args=(k,)) for k in range(3)]
+        threads = [threading.Thread(target=agent, args=(k,)) for k in range(1 + waiting)]
         threads[0].start()
         while not engine.calls:  # the first call is generating (held at the gate)
             time.sleep(0.01)
         for t in threads[1:]:
             t.start()
         deadline = time.monotonic() + 30
-        while ep.batcher._queue.qsize() < 2 and time.monotonic() < deadline:
+        while ep.batcher._queue.qsize() < waiting and time.monotonic() < deadline:
             time.sleep(0.01)
         engine.gate.set()
         for t in threads:
             t.join()
-        assert engine.calls == [1, 2] == ep.batcher.batch_sizes
+        assert engine.calls == [1, waiting] == ep.batcher.batch_sizes
         for k, s in enumerate(sessions):
             (rec,) = ep.recorder.take(s)
             assert rec.completion_ids[:-1] == rec.prompt_ids[-3:]  # its own prompt's completion
