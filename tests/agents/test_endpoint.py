@@ -240,6 +240,25 @@ def test_unknown_sessions_and_malformed_requests_are_refused_with_a_reason(real)
         c.chat.completions.create(model="policy", messages=QUESTION)
 
 
+def test_stop_strings_reach_the_engine_and_are_left_out_of_the_content(policy):
+    _, tokenizer = policy
+
+    class Stopping(ScriptedEngine):  # stops at the requested string, as the engines do
+        def generate(self, prompts, params):
+            self.params = params
+            text = self.texts.pop(0)
+            ids = self.codec.encode(text)
+            return [GenerationOutput(ids, [-0.5] * len(ids), "stop", params.stop_strings[0])]
+
+    engine = Stopping(tokenizer, ["Telumas.\nObservation:"])
+    with Endpoint(engine, tokenizer, EndpointConfig(temperature=TEMPERATURE, max_tokens=30)) as ep:
+        c = client(ep, ep.open_session())
+        resp = c.chat.completions.create(model="policy", messages=QUESTION, stop="\nObservation:", max_tokens=7)
+    assert resp.choices[0].message.content == "Telumas." and resp.choices[0].finish_reason == "stop"
+    assert engine.params.stop_strings == ("\nObservation:",) and engine.params.max_new_tokens == [7]
+    assert engine.params.temperature == TEMPERATURE and tokenizer.eos_token_id in engine.params.stop_token_ids
+
+
 def test_an_engine_error_reaches_the_agent_and_the_endpoint_keeps_serving(policy):
     _, tokenizer = policy
 
