@@ -94,7 +94,9 @@ class ChatCodec:
     def _render_with_slots(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None):
         """The rendered prompt as (text, is_data) parts, each string content a data part; None when the
         template does not insert contents verbatim (checked by rendering them for real)."""
-        slotted = [dict(m, content=f"\x00DATA{i}\x00") if isinstance(m.get("content"), str) else m
+        # an empty content stays empty: templates test it (Qwen2.5 writes "\n" + content only when there
+        # is one, as for an assistant turn holding only tool calls), and a slot would read as non-empty
+        slotted = [dict(m, content=f"\x00DATA{i}\x00") if isinstance(m.get("content"), str) and m["content"] else m
                    for i, m in enumerate(messages)]
         text = self.tokenizer.apply_chat_template(slotted, tools=tools or None, tokenize=False,
                                                   add_generation_prompt=True)

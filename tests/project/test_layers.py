@@ -20,7 +20,8 @@ LAYERS: list[set[str]] = [
     {"trajectory", "schema", "precision", "registry", "sampling"},
     {"algos", "rewards", "data", "retrieval", "tools", "models", "tracking"},
     # data.loaders reads question rows, whose own `env` settings it checks with the envs' schema
-    {"envs", "rollout", "data.loaders", "tasks"},
+    # agents: the OpenAI-compatible endpoint over an engine and the trajectories built from its records
+    {"envs", "rollout", "data.loaders", "tasks", "agents"},
     {"config"},
     {"evaluation"},  # scores a policy; the trainer's held-out eval uses it, never the reverse
     {"training"},
@@ -41,11 +42,12 @@ NEVER = [
     ("evaluation", "runs", "evaluation is handed a policy, not a run"),
     ("data", "envs", "a loader knows no env"), ("data.loaders", "envs", "a loader knows no env"),
     ("config", "rollout", "the config tree imports no engine"),
+    ("agents", "training", "the endpoint records what was sampled; it knows no optimiser"),
 ] + [(u, "cli", "commands are the face: the library never calls one")
      for layer in [
          {"trajectory", "schema", "precision", "registry", "sampling"},
          {"algos", "rewards", "data", "retrieval", "tools", "models", "tracking"},
-         {"envs", "rollout", "data.loaders", "tasks"}, {"config"}, {"evaluation"}, {"training"}, {"runs"}]
+         {"envs", "rollout", "data.loaders", "tasks", "agents"}, {"config"}, {"evaluation"}, {"training"}, {"runs"}]
      for u in layer]
 
 

@@ -1,0 +1,80 @@
+"""A session's recorded calls -> trajectories the trainer trains on.
+
+A multi-turn agent calls the endpoint once per turn, each time sending the whole history again. When
+the new call's rendered prompt begins with the previous call's prompt + completion, token for token,
+the history is exactly what the policy saw and sampled: the call continues the same `Trajectory`. The
+previous completion is a trained `Turn`; the tokens between it and the new completion (the template's
+glue, the tool results, whatever the harness added) become that turn's observation, masked.
+
+When the prompt does not extend it (the re-rendered history tokenises differently from what was
+sampled, or the harness summarised, dropped or edited messages), the sampled tokens are not a prefix
+of what the policy is now conditioned on, and one sequence cannot hold both: the call starts a new
+Trajectory, a new *step* of the same session. Every step shares the session's outcome reward
+(`assign_outcome`), as SkyRL's step-wise training does; `drift` counts these splits.
+
+Only a call's continuation of the *latest* step is checked: a harness that branches back to an older
+step's context starts a new step too (the tokens are still all trained, once each).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from agent_r1.agents.records import CallRecord
+from agent_r1.trajectory import Trajectory, Turn
+
+
+@dataclass
+class AssembleStats:
+    calls: int = 0
+    steps: int = 0  # trajectories built
+    drift: int = 0  # calls that could not continue the previous step (steps - 1 when any call was made)
+    length_cut: int = 0  # completions that hit their token budget
+
+    def metrics(self, prefix: str = "agent/") -> dict[str, float]:
+        return {f"{prefix}{k}": float(v) for k, v in vars(self).items()}
+
+
+def build_trajectories(records: Sequence[CallRecord], sample_id: str, sample: dict | None = None,
+                       decode: Callable[[list[int]], str] | None = None
+                       ) -> tuple[list[Trajectory], AssembleStats]:
+    """Records of one session, in call order -> (steps, stats). `decode` fills the texts (logs only)."""
+    stats = AssembleStats(calls=len(records))
+    steps: list[Trajectory] = []
+    context: list[int] = []  # the latest step's prompt + every action and observation so far
+    for rec in records:
+        if len(rec.completion_ids) != len(rec.completion_logprobs):
+            raise ValueError(f"a record of session {sample_id!r} holds {len(rec.completion_ids)} completion ids "
+                             f"and {len(rec.completion_logprobs)} log-probs")
+        continues = bool(steps) and len(rec.prompt_ids) >= len(context) and rec.prompt_ids[:len(context)] == context
+        if continues:
+            last = steps[-1].turns[-1]
+            last.observation_ids = list(rec.prompt_ids[len(context):])
+            if decode is not None:
+                last.observation_text = decode(last.observation_ids)
+        else:
+            if steps:
+                stats.drift += 1
+            steps.append(Trajectory(sample_id=sample_id, prompt_ids=list(rec.prompt_ids), sample=dict(sample or {}),
+                                    stop_reason="agent"))
+        turn = Turn(action_ids=list(rec.completion_ids), action_logprobs=list(rec.completion_logprobs),
+                    action_text=decode(list(rec.completion_ids)) if decode is not None else "",
+                    tool_calls=len(rec.info.get("tool_calls", ())), truncated=rec.finish_reason == "length",
+                    info={"finish_reason": rec.finish_reason, "step": len(steps) - 1})
+        turn.valid_tool_calls = turn.tool_calls
+        stats.length_cut += turn.truncated
+        steps[-1].turns.append(turn)
+        context = rec.prompt_ids + rec.completion_ids
+    stats.steps = len(steps)
+    for i, step in enumerate(steps):
+        step.metrics.update({"agent/step": float(i), "agent/steps": float(len(steps))})
+    return steps, stats
+
+
+def assign_outcome(steps: Sequence[Trajectory], reward: float, answer: str | None = None) -> None:
+    """The session's outcome reward on every step (step-wise training: each step is trained as if it had
+    earned the episode's reward; the trainer's estimator then compares sessions, not steps)."""
+    for step in steps:
+        step.outcome_reward = float(reward)
+        step.answer = answer

@@ -1,0 +1,78 @@
+"""Concurrent calls of many agents -> one `generate` per batch, so the engine decodes them together.
+
+Each HTTP call submits its prompt and awaits its future; one worker thread takes everything queued (after
+waiting `wait_s` for stragglers once the first call arrives), groups the calls by their stop strings
+(one `SamplingParams` per engine call; the budgets differ per prompt, which the engines take as a
+list) and generates each group as one batch. The engines are not thread-safe: only this thread
+touches the engine.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
+
+from agent_r1.rollout.engine import GenerationEngine, SamplingParams
+
+
+@dataclass
+class _Job:
+    prompt: list[int]
+    budget: int
+    stop: tuple[str, ...]
+    future: Future = field(default_factory=Future)
+
+
+class Batcher:
+    def __init__(self, engine: GenerationEngine, params: SamplingParams, wait_s: float = 0.005,
+                 max_batch: int = 64):
+        self.engine, self.params, self.wait_s, self.max_batch = engine, params, wait_s, max_batch
+        self._queue: queue.Queue[_Job | None] = queue.Queue()
+        self.batch_sizes: list[int] = []  # per engine call (metrics, tests)
+        self._thread = threading.Thread(target=self._work, name="agent-r1-endpoint-batcher", daemon=True)
+        self._thread.start()
+
+    def submit(self, prompt: list[int], budget: int, stop: tuple[str, ...]) -> Future:
+        """A future of the prompt's `GenerationOutput`; an engine error is set on every future of its batch."""
+        job = _Job(list(prompt), budget, stop)
+        self._queue.put(job)
+        return job.future
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=30)
+
+    def _work(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            jobs = [first]
+            try:  # the calls that arrive together: wait briefly once, then take what is queued
+                while len(jobs) < self.max_batch:
+                    job = self._queue.get(timeout=self.wait_s if len(jobs) == 1 else 0)
+                    if job is None:
+                        self._queue.put(None)  # close after this batch
+                        break
+                    jobs.append(job)
+            except queue.Empty:
+                pass
+            groups: dict[tuple[str, ...], list[_Job]] = {}
+            for job in jobs:
+                groups.setdefault(job.stop, []).append(job)
+            for stop, group in groups.items():
+                self._run(stop, group)
+
+    def _run(self, stop: tuple[str, ...], group: list[_Job]) -> None:
+        params = replace(self.params, max_new_tokens=[j.budget for j in group], stop_strings=stop)
+        self.batch_sizes.append(len(group))
+        try:
+            outs = self.engine.generate([j.prompt for j in group], params)
+        except BaseException as exc:  # noqa: BLE001  (handed to every waiting caller, who re-raises it)
+            for job in group:
+                job.future.set_exception(exc)
+            return
+        for job, out in zip(group, outs):
+            job.future.set_result(out)

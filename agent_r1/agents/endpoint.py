@@ -1,0 +1,257 @@
+"""An OpenAI-compatible chat endpoint over the policy, recording every call token for token.
+
+An agent written against the OpenAI API (the `openai` SDK, LangGraph, the Agents SDK) is pointed at
+`endpoint.base_url` with its session key as the API key; unchanged, it then samples from the policy:
+
+    with Endpoint(engine, tokenizer, EndpointConfig(temperature=1.0)) as ep:
+        session = ep.open_session()
+        client = openai.OpenAI(base_url=ep.base_url, api_key=session)
+        client.chat.completions.create(model="policy", messages=[...], tools=[...])
+        calls = ep.recorder.take(session)      # CallRecords: exact prompt/completion ids, log-probs
+
+What is honoured from a request and what the run decides:
+- honoured: `messages` (tool messages, assistant `tool_calls`), `tools` (`tool_choice: "none"` hides
+  them), `max_tokens` / `max_completion_tokens` (capped by the run's `max_tokens` and by
+  `max_total_tokens` - prompt length), `stop` strings;
+- the run's: temperature, top-p, top-k (the request's are ignored: the trainer recomputes log-probs at
+  the run's temperature, so only tokens sampled at it are trainable); no seed;
+- refused with a 400: `n` > 1, `stream`, non-text content parts, a prompt longer than the run allows.
+The session is the bearer token, so an unmodified client carries it; an unknown one is a 401.
+
+Calls that arrive together are generated as one batch (batcher.py): many agents running at once
+decode together, as the built-in rollout's trajectories do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from agent_r1.agents.batcher import Batcher
+from agent_r1.agents.protocol import ChatRequest, RequestError, error_body, parse_completion, parse_request
+from agent_r1.agents.records import CallRecord, Recorder, SessionError
+from agent_r1.rollout.chat import ChatCodec
+from agent_r1.rollout.engine import GenerationEngine, GenerationOutput, SamplingParams
+from agent_r1.rollout.loop import _eos_ids
+from agent_r1.sampling import RolloutConfig, check_trainable_sampling
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EndpointConfig:
+    host: str = "127.0.0.1"  # loopback only: the endpoint has no authentication beyond session keys
+    port: int = 0  # 0 = a free port chosen by the system
+    model_name: str = "policy"  # what GET /v1/models lists; requests may name any model
+    temperature: float = 1.0  # the run's rollout.temperature: every call samples at it
+    top_p: float = 1.0
+    top_k: int = 0
+    max_tokens: int = 256  # per call: the default and the cap of a request's max_tokens
+    max_total_tokens: int = 4096  # prompt + completion of one call
+    start_timeout_s: float = 30.0
+    batch_wait_s: float = 0.005  # how long the first queued call waits for others to join its batch
+    max_batch: int = 64  # calls per engine call
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"temperature={self.temperature} must be >= 0")
+        if self.max_tokens < 1 or self.max_total_tokens < 2:
+            raise ValueError(f"max_tokens={self.max_tokens} / max_total_tokens={self.max_total_tokens} too small")
+
+    @classmethod
+    def from_rollout(cls, rollout: RolloutConfig, **over: Any) -> "EndpointConfig":
+        """The endpoint of a training run: the run's `rollout:` sampling (checked trainable: the full
+        distribution at its temperature) and budgets (a call is one turn of `max_tokens_per_turn`)."""
+        check_trainable_sampling(rollout)
+        return cls(**{"temperature": rollout.temperature, "top_p": rollout.top_p, "top_k": rollout.top_k,
+                      "max_tokens": rollout.max_tokens_per_turn, "max_total_tokens": rollout.max_total_tokens,
+                      **over})
+
+
+class Endpoint:
+    """The server and its recorder. `start()`/`stop()`, or use it as a context manager."""
+
+    def __init__(self, engine: GenerationEngine, tokenizer: Any, config: EndpointConfig | None = None,
+                 recorder: Recorder | None = None):
+        self.engine, self.config = engine, config or EndpointConfig()
+        self.codec = ChatCodec(tokenizer)
+        self.recorder = recorder or Recorder()
+        self.stop_ids = tuple(dict.fromkeys(_eos_ids(engine, self.codec)))
+        self.batcher: Batcher | None = None
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self._sock: socket.socket | None = None
+        self.app = self._build_app()
+
+    # --- sessions -----------------------------------------------------------------------
+    def open_session(self, key: str | None = None) -> str:
+        """A new session key (the agent's API key); calls under it are recorded until it is closed."""
+        key = key or f"sess-{uuid.uuid4().hex}"
+        self.recorder.open(key)
+        return key
+
+    def close_session(self, key: str) -> list[CallRecord]:
+        return self.recorder.close(key)
+
+    # --- server -------------------------------------------------------------------------
+    @property
+    def base_url(self) -> str:
+        if self._sock is None:
+            raise RuntimeError("the endpoint is not started")
+        host, port = self._sock.getsockname()[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> "Endpoint":
+        import uvicorn
+
+        if self._thread is not None:
+            raise RuntimeError("the endpoint is already started")
+        # the socket is bound here, so the port is known (and taken) before the server thread runs
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.config.host, self.config.port))
+        self._sock = sock
+        cfg = self.config
+        params = SamplingParams(temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
+                                stop_token_ids=self.stop_ids)
+        self.batcher = Batcher(self.engine, params, wait_s=cfg.batch_wait_s, max_batch=cfg.max_batch)
+        config = uvicorn.Config(self.app, log_level="warning", lifespan="off", access_log=False)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
+                                        name="agent-r1-endpoint", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + self.config.start_timeout_s
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the endpoint did not start within {self.config.start_timeout_s}s")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=self.config.start_timeout_s)
+        if self._sock is not None:
+            self._sock.close()
+        if self.batcher is not None:
+            self.batcher.close()
+        self._server = self._thread = self._sock = self.batcher = None
+
+    def __enter__(self) -> "Endpoint":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # --- the work of one call -------------------------------------------------------------
+    def complete(self, session: str, body: Any) -> dict[str, Any]:
+        """One chat completion, recorded under `session`, for a caller in its own thread (the HTTP route
+        does the same steps but awaits the batch instead of holding a thread while it generates).
+        Raises RequestError (400) or SessionError (401)."""
+        req, prompt, budget = self._prepare(session, body)
+        return self._answer(session, req, prompt, self._batcher().submit(prompt, budget, req.stop).result())
+
+    def _batcher(self) -> Batcher:
+        if self.batcher is None:
+            raise RuntimeError("the endpoint is not started")
+        return self.batcher
+
+    def _prepare(self, session: str, body: Any) -> tuple[ChatRequest, list[int], int]:
+        """(request, prompt ids, completion budget); rendering costs milliseconds, so it runs in a thread."""
+        if not self.recorder.known(session):
+            raise SessionError(session)
+        req = parse_request(body)
+        prompt = self.codec.prompt_ids(req.messages, tools=req.tools)
+        cfg = self.config
+        room = cfg.max_total_tokens - len(prompt)
+        if room < 1:
+            raise RequestError(f"the rendered prompt has {len(prompt)} tokens; the run allows "
+                               f"{cfg.max_total_tokens} per call (prompt + completion)", "messages")
+        return req, prompt, min(req.max_tokens or cfg.max_tokens, cfg.max_tokens, room)
+
+    def _answer(self, session: str, req: ChatRequest, prompt: list[int], out: GenerationOutput) -> dict[str, Any]:
+        """Records the call and writes the OpenAI response."""
+        cfg = self.config
+        ids = list(out.token_ids)
+        text_ids = ids[:-1] if ids and ids[-1] in self.stop_ids else ids  # the end-of-turn token is no content
+        text = self.codec.decode(text_ids)
+        if out.finish_reason == "stop" and out.stop in req.stop:  # OpenAI leaves the stop string out
+            text = text[: text.find(out.stop)] if out.stop in text else text
+        content, calls = parse_completion(text) if req.tools else (text, [])
+        finish = "length" if out.finish_reason == "length" else ("tool_calls" if calls else "stop")
+        self.recorder.add(session, CallRecord(
+            prompt_ids=list(prompt), completion_ids=ids, completion_logprobs=list(out.logprobs),
+            finish_reason=finish, messages=len(req.messages), temperature=cfg.temperature,
+            info={"tool_calls": [c["function"]["name"] for c in calls], "ignored": req.ignored}))
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if calls:
+            message["tool_calls"] = calls
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
+            "model": req.model or cfg.model_name,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+            "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(ids),
+                      "total_tokens": len(prompt) + len(ids)},
+        }
+
+    def _build_app(self) -> Any:
+        from fastapi import FastAPI
+        from fastapi.responses import JSONResponse
+        from starlette.concurrency import run_in_threadpool
+
+        app = FastAPI(title="agent-r1 policy endpoint", docs_url=None, redoc_url=None, openapi_url=None)
+
+        # plain Starlette routes (handed the request as it is): FastAPI's parameter injection would read
+        # these functions' string annotations (`from __future__ import annotations`) as query fields
+        def session_of(request: Any) -> str | None:
+            auth = request.headers.get("authorization", "")
+            return auth[7:].strip() if auth.lower().startswith("bearer ") else None
+
+        def unauthorized(session: str | None) -> JSONResponse:
+            why = ("no session key: pass it as the API key (Authorization: Bearer <session>)" if not session
+                   else f"unknown session key {session[:40]!r}: open one with Endpoint.open_session() "
+                        "(closed sessions are not reopened)")
+            return JSONResponse(error_body(why, "invalid_request_error", code="invalid_api_key"), status_code=401)
+
+        async def models(request: Any) -> Any:
+            if not self.recorder.known(session_of(request) or ""):
+                return unauthorized(session_of(request))
+            return JSONResponse({"object": "list", "data": [{"id": self.config.model_name, "object": "model",
+                                                             "created": 0, "owned_by": "agent-r1"}]})
+
+        async def chat(request: Any) -> Any:
+            session = session_of(request)
+            if not session or not self.recorder.known(session):
+                return unauthorized(session)
+            try:
+                body = await request.json()
+            except ValueError:
+                return JSONResponse(error_body("the request body is not valid JSON", "invalid_request_error"),
+                                    status_code=400)
+            try:
+                # generation blocks: it runs in a worker thread, so the server keeps answering
+                req, prompt, budget = await run_in_threadpool(self._prepare, session, body)
+                # awaited, not waited for in a thread: a hundred agents waiting on one batch hold no
+                # threads (the server's thread pool would otherwise cap the batch at its size)
+                out = await asyncio.wrap_future(self._batcher().submit(prompt, budget, req.stop))
+                return JSONResponse(self._answer(session, req, prompt, out))
+            except RequestError as exc:
+                return JSONResponse(error_body(str(exc), "invalid_request_error", exc.param), status_code=400)
+            except SessionError:  # closed while generating
+                return unauthorized(session)
+            except Exception as exc:  # noqa: BLE001  (the agent gets the reason; the server keeps serving)
+                log.exception("chat completion failed")
+                return JSONResponse(error_body(f"generation failed: {type(exc).__name__}: {exc}", "server_error"),
+                                    status_code=500)
+
+        app.add_route("/v1/models", models, methods=["GET"])
+        app.add_route("/v1/chat/completions", chat, methods=["POST"])
+        return app
