@@ -61,6 +61,8 @@ class McpServerConfig:
         if self.transport not in TRANSPORTS:
             raise ValueError(f"MCP server {self.name!r}: transport must be one of {sorted(TRANSPORTS)}, "
                              f"got {self.transport!r}")
+        if self.timeout_s < 0 or self.connect_timeout_s <= 0:
+            raise ValueError(f"MCP server {self.name!r}: timeout_s must be >= 0 and connect_timeout_s > 0")
         needs = TRANSPORTS[self.transport]
         if not getattr(self, needs):
             raise ValueError(f"MCP server {self.name!r}: transport {self.transport!r} needs {needs!r}")
@@ -145,18 +147,28 @@ class McpConnection:
             ready.set()
             await stop.wait()
 
-    def call(self, name: str, arguments: dict[str, Any], timeout_s: float) -> ToolResult:
-        """Calls tool `name` (the server's own name); every failure is a failed ToolResult."""
+    def call(self, name: str, calls: list[dict[str, Any]], timeout_s: float) -> list[ToolResult]:
+        """Calls tool `name` (the server's own name) once per arguments object, all at once on the
+        loop (a turn's calls from many trajectories wait one timeout, not one each); every failure
+        is a failed ToolResult."""
         self.connect()  # a server that crashed since the last call starts again
         assert self._loop is not None
-        future = asyncio.run_coroutine_threadsafe(
-            self._client.call_tool(name, arguments, read_timeout_seconds=timeout_s), self._loop)
+
+        async def all_of() -> list[ToolResult]:
+            return list(await asyncio.gather(*(self._one(name, a, timeout_s) for a in calls)))
+
+        future = asyncio.run_coroutine_threadsafe(all_of(), self._loop)
         try:
-            result = future.result(timeout_s + 1.0)  # the SDK's own timeout answers first
-        except FutureTimeout:
+            return future.result(timeout_s + 5.0)  # the SDK's own timeout answers first
+        except FutureTimeout:  # the loop itself is stuck: abandon it, and start again next call
             future.cancel()
-            return _timeout(name, timeout_s)
-        except Exception as exc:  # noqa: BLE001
+            self._failed = TimeoutError("the connection's event loop did not answer")
+            return [_timeout(name, timeout_s) for _ in calls]
+
+    async def _one(self, name: str, arguments: dict[str, Any], timeout_s: float) -> ToolResult:
+        try:
+            result = await self._client.call_tool(name, arguments, read_timeout_seconds=timeout_s)
+        except Exception as exc:  # noqa: BLE001  (anything the transport raises is the model's observation)
             return self._failure(name, exc, timeout_s)
         text = _text_of(result)
         if result.is_error:
@@ -228,10 +240,22 @@ class McpTool:
         self.timeout_s = timeout_s
 
     def call(self, arguments: dict[str, Any]) -> ToolResult:
+        return self.connection.call(self.remote_name, [arguments], self.timeout_s)[0]
+
+    def batch_call(self, arguments: list[dict[str, Any]]) -> list[ToolResult]:
+        """The runner hands a turn's calls of this tool together: they run concurrently."""
         return self.connection.call(self.remote_name, arguments, self.timeout_s)
 
     def __repr__(self) -> str:
         return f"McpTool({self.name!r}, server={self.connection.cfg.name!r})"
+
+
+def per_call_timeout(server_s: float, run_s: float) -> float:
+    """A call's own timeout: the server's, but a little under the runner's (which times the whole
+    batch), so that one slow call is answered "timed out" by the SDK before the runner gives up on
+    the batch and would turn its finished calls into timeouts too."""
+    under_run = run_s - min(1.0, 0.1 * run_s)
+    return min(server_s, under_run) if server_s > 0 else under_run
 
 
 def connect_mcp_tools(servers: list[McpServerConfig], run_timeout_s: float) -> tuple[list[McpTool], list[McpConnection]]:
@@ -244,7 +268,7 @@ def connect_mcp_tools(servers: list[McpServerConfig], run_timeout_s: float) -> t
             conn = McpConnection(cfg)
             connections.append(conn)
             conn.connect()
-            timeout = min(cfg.timeout_s, run_timeout_s) if cfg.timeout_s > 0 else run_timeout_s
+            timeout = per_call_timeout(cfg.timeout_s, run_timeout_s)
             for spec in conn.specs:
                 made = McpTool(conn, spec, cfg.prefix, timeout)
                 if made.name in tools:
