@@ -19,6 +19,7 @@ pytest.importorskip("mcp")
 
 from agent_r1.config import load_config  # noqa: E402
 from agent_r1.envs.factory import make_env_factory  # noqa: E402
+from agent_r1.envs.tool_env import check_sample_env  # noqa: E402
 from agent_r1.retrieval.errors import ServiceUnavailableError  # noqa: E402
 from agent_r1.tools.mcp_tools import McpServerConfig, connect_mcp_tools  # noqa: E402
 from agent_r1.tools.procs import descendants  # noqa: E402
@@ -220,6 +221,8 @@ def test_config_checks():
     assert isinstance(server, McpServerConfig) and server.timeout_s == 2.0 and server.transport == "stdio"
     with pytest.raises(ValueError, match=r"env.mcp_servers\[0\].command"):
         load_config(overrides={"env.mcp_servers": [{"name": "kb", "command": ["python"]}]})
+    with pytest.raises(ValueError, match="unknown key"):  # a data row never starts a command
+        check_sample_env({"mcp_servers": [{"name": "x", "command": "sh"}]}, cfg.env, cfg.reward)
 
 
 def test_a_models_hermes_call_reaches_the_mcp_tool_in_the_trajectory(own_script, tiny_model):
