@@ -93,12 +93,15 @@ def _mcp_tools(cfg: Any) -> tuple[dict[str, Any], list[Any]]:
     if not cfg.env.mcp_servers:
         return {}, []
     from agent_r1.tools.mcp_tools import connect_mcp_tools
-    from agent_r1.tools.registry import TOOL_FACTORIES, load_builtin_tools
+    from agent_r1.tools.registry import TOOL_FACTORIES, available_tools
 
     tools, connections = connect_mcp_tools(cfg.env.mcp_servers, cfg.search.timeout_s)
-    load_builtin_tools()
     used = {t.name: t for t in tools if t.name in cfg.env.tools}
     try:
+        unknown = [n for n in cfg.env.tools if n not in used and n not in available_tools()]
+        if unknown:
+            raise ValueError(f"env.tools names {unknown}, which no MCP server of env.mcp_servers offers (they "
+                             f"offer {sorted(t.name for t in tools)}) and no registered tool is")
         for name, t in used.items():
             if name in TOOL_FACTORIES:
                 raise ValueError(f"tool {name!r} is both a registered tool and offered by MCP server "

@@ -95,8 +95,8 @@ class McpConnection:
         self._client: Any = None
         self._failed: BaseException | None = None
         self.specs: list[Any] = []  # the server's tools (mcp_types.Tool), listed when it connects
-        # what stopping needs (loop, thread, stop event), without holding self: a connection dropped
-        # without close() still ends its server when it is collected or the interpreter exits
+        # what stopping needs (loop, thread, stop event, task), without holding self: a connection never
+        # closed still ends its server at the interpreter's exit
         self._box: dict[str, Any] = {}
         self._finalizer = weakref.finalize(self, McpConnection._shutdown, self._box)
         atexit.register(self._finalizer)
@@ -109,32 +109,34 @@ class McpConnection:
             self._failed = None
             ready = threading.Event()
             self._loop = asyncio.new_event_loop()
-            self._thread = threading.Thread(target=self._run, args=(ready,), daemon=True,
+            self._thread = threading.Thread(target=self._run, args=(self._loop, ready), daemon=True,
                                             name=f"mcp-{self.cfg.name or self.cfg.transport}")
             self._box.update(loop=self._loop, thread=self._thread)
             self._thread.start()
             if not ready.wait(self.cfg.connect_timeout_s) or self._failed is not None:
                 why = self._failed or f"no answer within {self.cfg.connect_timeout_s:g}s"
-                self._shutdown(self._box)
+                self._shutdown(self._box, grace_s=0.0)  # nothing to end gracefully: no session yet
                 raise ServiceUnavailableError(
                     f"MCP server {self.cfg.name!r} ({self.cfg.transport}: {self.cfg.command or self.cfg.url}) "
                     f"could not be reached: {type(why).__name__ if isinstance(why, BaseException) else ''} {why}")
 
-    def _run(self, ready: threading.Event) -> None:
-        assert self._loop is not None
-        asyncio.set_event_loop(self._loop)
+    def _run(self, loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
+        asyncio.set_event_loop(loop)
+        failed: BaseException = ConnectionError("the connection closed")
         try:
-            self._loop.run_until_complete(self._serve(ready))
+            loop.run_until_complete(self._serve(ready))
         except BaseException as exc:  # noqa: BLE001  (the transport's errors end the connection, never the thread's caller)
-            self._failed = exc
+            failed = exc
         finally:
-            self._failed = self._failed or ConnectionError("the connection closed")
+            if self._thread is threading.current_thread():  # not a connection replaced since
+                self._failed = self._failed or failed
             ready.set()
 
     async def _serve(self, ready: threading.Event) -> None:
         from mcp.client import Client
 
         self._box["stop"] = stop = asyncio.Event()
+        self._box["task"] = asyncio.current_task()
         async with Client(_TARGETS[self.cfg.transport](self.cfg), cache=None) as client:
             specs, cursor = [], None
             while True:  # every page of the listing
@@ -197,14 +199,20 @@ class McpConnection:
             self._client = None
 
     @staticmethod
-    def _shutdown(box: dict[str, Any]) -> None:
-        """Leaves the client's context on its loop (ending a stdio server), then stops the thread."""
+    def _shutdown(box: dict[str, Any], grace_s: float = 5.0) -> None:
+        """Leaves the client's context on its loop (ending a stdio server), then stops the thread;
+        `grace_s` for a live session to end on its own before its task is cancelled."""
         loop, thread, stop = box.pop("loop", None), box.pop("thread", None), box.pop("stop", None)
+        task = box.pop("task", None)
         if loop is None or thread is None:
             return
         if thread.is_alive() and stop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(stop.set)
-        thread.join(15)
+        thread.join(grace_s)
+        if thread.is_alive() and task is not None and not loop.is_closed():
+            # still connecting, or stuck: cancelling the task unwinds the client's context all the same
+            loop.call_soon_threadsafe(task.cancel)
+            thread.join(10)
         if not thread.is_alive() and not loop.is_closed():
             loop.close()
 

@@ -196,6 +196,17 @@ def test_a_server_that_cannot_start_stops_the_run():
                                            connect_timeout_s=10)], run_timeout_s=5.0)
 
 
+def test_a_server_that_never_answers_is_given_up_and_ended(tmp_path):
+    mute = tmp_path / "mute_server.py"
+    mute.write_text("import time\ntime.sleep(120)\n")
+    start = time.monotonic()
+    with pytest.raises(ServiceUnavailableError, match="no answer within 1s"):
+        connect_mcp_tools([McpServerConfig(name="mute", command=sys.executable, args=[str(mute)],
+                                           connect_timeout_s=1)], run_timeout_s=5.0)
+    assert time.monotonic() - start < 20
+    assert server_pids(mute) == []
+
+
 def test_streamable_http(http_url):
     tools, conns = connect_mcp_tools([McpServerConfig(name="web", transport="http", url=http_url, prefix="web_",
                                                       timeout_s=1.0)], run_timeout_s=5.0)
@@ -223,6 +234,31 @@ def test_config_checks():
         load_config(overrides={"env.mcp_servers": [{"name": "kb", "command": ["python"]}]})
     with pytest.raises(ValueError, match="unknown key"):  # a data row never starts a command
         check_sample_env({"mcp_servers": [{"name": "x", "command": "sh"}]}, cfg.env, cfg.reward)
+
+
+def test_env_tools_names_what_the_servers_offer(own_script):
+    server = {"name": "kb", "command": sys.executable, "args": [str(own_script)]}
+    cfg = load_config(overrides={"env.tools": ["lookup", "lokup"], "env.mcp_servers": [server]})
+    with pytest.raises(ValueError, match=r"names \['lokup'\], which no MCP server .* offers .*'lookup'"):
+        make_env_factory(cfg, retriever=None)
+    clash = load_config(overrides={"env.tools": ["calculator"], "env.mcp_servers": [
+        {**server, "args": ["-c", CALCULATOR_SERVER]}]})
+    with pytest.raises(ValueError, match="both a registered tool and offered by MCP server 'kb'; give the server a prefix"):
+        make_env_factory(clash, retriever=None)
+    assert server_pids(own_script) == []  # refused configs leave no server running
+
+
+CALCULATOR_SERVER = textwrap.dedent('''
+    from mcp.server.mcpserver import MCPServer
+    app = MCPServer("calc")
+
+    @app.tool()
+    def calculator(expression: str) -> str:
+        """Evaluates."""
+        return "4"
+
+    app.run()
+''')
 
 
 def test_a_models_hermes_call_reaches_the_mcp_tool_in_the_trajectory(own_script, tiny_model):
