@@ -125,7 +125,7 @@ class McpConnection:
         failed: BaseException = ConnectionError("the connection closed")
         try:
             loop.run_until_complete(self._serve(ready))
-        except BaseException as exc:  # noqa: BLE001  (the transport's errors end the connection, never the thread's caller)
+        except BaseException as exc:  # noqa: BLE001  (a transport's error ends the connection, not the caller)
             failed = exc
         finally:
             if self._thread is threading.current_thread():  # not a connection replaced since
@@ -266,7 +266,8 @@ def per_call_timeout(server_s: float, run_s: float) -> float:
     return min(server_s, under_run) if server_s > 0 else under_run
 
 
-def connect_mcp_tools(servers: list[McpServerConfig], run_timeout_s: float) -> tuple[list[McpTool], list[McpConnection]]:
+def connect_mcp_tools(servers: list[McpServerConfig],
+                      run_timeout_s: float) -> tuple[list[McpTool], list[McpConnection]]:
     """Connects to each server and returns its tools (every one it lists) and the connections to close.
     Two tools under one name are an error that names both servers."""
     tools: dict[str, McpTool] = {}

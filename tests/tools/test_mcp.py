@@ -243,7 +243,7 @@ def test_env_tools_names_what_the_servers_offer(own_script):
         make_env_factory(cfg, retriever=None)
     clash = load_config(overrides={"env.tools": ["calculator"], "env.mcp_servers": [
         {**server, "args": ["-c", CALCULATOR_SERVER]}]})
-    with pytest.raises(ValueError, match="both a registered tool and offered by MCP server 'kb'; give the server a prefix"):
+    with pytest.raises(ValueError, match="both a registered tool and offered by MCP server 'kb'; give the server a"):
         make_env_factory(clash, retriever=None)
     assert server_pids(own_script) == []  # refused configs leave no server running
 
