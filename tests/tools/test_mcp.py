@@ -295,3 +295,14 @@ def test_a_models_hermes_call_reaches_the_mcp_tool_in_the_trajectory(own_script,
     finally:
         make_env.close()
     assert server_pids(server_script) == []
+
+
+def test_closing_the_run_ends_its_mcp_servers(own_script):
+    from agent_r1.runs.run import Run
+
+    run = Run(load_config(overrides={"env.tools": ["lookup"], "env.mcp_servers": [
+        {"name": "kb", "command": sys.executable, "args": [str(own_script)]}]}))
+    run.__dict__["env_factory"] = make_env_factory(run.cfg, retriever=None)  # as Run.env_factory builds it, no index
+    assert len(server_pids(own_script)) == 1
+    run.close()
+    assert server_pids(own_script) == []
