@@ -167,6 +167,24 @@ def test_the_runner_turns_mcp_failures_into_observations(stdio_tools):
     assert runner.worker_pids() == []  # no forked worker for MCP tools
 
 
+def test_beside_a_forked_tool_in_one_runner(stdio_tools):
+    """A @tool function runs in a worker forked while the connection's loop thread runs; both answer."""
+    from agent_r1.tools.function_tool import tool
+
+    @tool(register=False)
+    def shout(text: str) -> str:
+        """Upper-cases text."""
+        return text.upper()
+
+    runner = ToolRunner([stdio_tools["lookup"], shout], timeout_s=5.0)
+    try:
+        outs = runner.run([ToolCall("shout", {"text": "hi"}), ToolCall("lookup", {"name": "ada"})])
+        assert [o.text for o in outs] == ["HI", "London"] and len(runner.worker_pids()) == 1
+        assert stdio_tools["lookup"].call({"name": "grace"}).text == "New York"
+    finally:
+        runner.close()
+
+
 def test_a_crashed_server_is_an_observation_then_restarts_and_close_ends_it(own_script):
     server_script = own_script
     tools, (conn,) = connect_mcp_tools([stdio(server_script)], run_timeout_s=5.0)
