@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import json
+import sys
 import threading
 import weakref
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 from agent_r1.retrieval.errors import ServiceUnavailableError
 from agent_r1.tools.base import ToolResult
@@ -56,6 +58,7 @@ class McpServerConfig:
     prefix: str = ""  # put before each tool's name, for two servers offering the same name
     timeout_s: float = 0.0  # per call; 0 = the run's tool timeout (search.timeout_s); never above it
     connect_timeout_s: float = 30.0  # starting the server and listing its tools
+    stderr: str = ""  # stdio: a file the server's stderr is appended to ("" = the trainer's own stderr)
 
     def __post_init__(self) -> None:
         if self.transport not in TRANSPORTS:
@@ -68,13 +71,14 @@ class McpServerConfig:
             raise ValueError(f"MCP server {self.name!r}: transport {self.transport!r} needs {needs!r}")
 
 
-def _stdio_target(cfg: McpServerConfig) -> Any:
-    from mcp.client.stdio import StdioServerParameters
+def _stdio_target(cfg: McpServerConfig, errlog: TextIO) -> Any:
+    from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    return StdioServerParameters(command=cfg.command, args=list(cfg.args), env=dict(cfg.env) or None)
+    params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=dict(cfg.env) or None)
+    return stdio_client(params, errlog=errlog)  # a transport the SDK's Client accepts as it is
 
 
-def _http_target(cfg: McpServerConfig) -> Any:
+def _http_target(cfg: McpServerConfig, errlog: TextIO) -> Any:
     return cfg.url  # the SDK's Client reads a URL string as streamable HTTP
 
 
@@ -133,11 +137,17 @@ class McpConnection:
             ready.set()
 
     async def _serve(self, ready: threading.Event) -> None:
-        from mcp.client import Client
-
         self._box["stop"] = stop = asyncio.Event()
         self._box["task"] = asyncio.current_task()
-        async with Client(_TARGETS[self.cfg.transport](self.cfg), cache=None) as client:
+        with contextlib.ExitStack() as files:
+            # a server's own logs (tracebacks of its failing tools) can go to a file of their own
+            errlog = files.enter_context(open(self.cfg.stderr, "a")) if self.cfg.stderr else sys.stderr
+            await self._session(_TARGETS[self.cfg.transport](self.cfg, errlog), ready, stop)
+
+    async def _session(self, target: Any, ready: threading.Event, stop: asyncio.Event) -> None:
+        from mcp.client import Client
+
+        async with Client(target, cache=None) as client:
             specs, cursor = [], None
             while True:  # every page of the listing
                 page = await client.list_tools(cursor=cursor)

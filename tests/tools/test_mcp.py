@@ -185,6 +185,16 @@ def test_beside_a_forked_tool_in_one_runner(stdio_tools):
         runner.close()
 
 
+def test_the_servers_stderr_can_go_to_a_file(own_script, tmp_path):
+    log = tmp_path / "kb.log"
+    tools, (conn,) = connect_mcp_tools([stdio(own_script, stderr=str(log))], run_timeout_s=5.0)
+    try:
+        assert not {t.name: t for t in tools}["broken"].call({"x": 1}).success
+    finally:
+        conn.close()
+    assert "ZeroDivisionError" in log.read_text()  # the server's traceback of its failing tool
+
+
 def test_a_crashed_server_is_an_observation_then_restarts_and_close_ends_it(own_script):
     server_script = own_script
     tools, (conn,) = connect_mcp_tools([stdio(server_script)], run_timeout_s=5.0)
