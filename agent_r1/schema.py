@@ -176,6 +176,8 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
             raise ValueError(f"config key {key!r}: expected a mapping, got {_short(value)}")
         key_hint, value_hint = typing.get_args(hint) or (Any, Any)
         return {_coerce(k, key_hint, f"{key} (a key)"): _coerce(v, value_hint, f"{key}[{k!r}]") for k, v in value.items()}
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):  # a list of sections (env.mcp_servers)
+        return value if isinstance(value, hint) else build_section(hint, value, f"{key}.")
     if hint is bool:
         if isinstance(value, bool):
             return value

@@ -40,7 +40,9 @@ def tool_envs(cfg: Any, retriever: Any) -> Callable[[dict[str, Any]], Any]:
 
     Tools are built once per run; samples that use the same subset share one ToolRunner, so
     the rollout batches their calls. `env.tool_args[name]` is passed to that tool's factory;
-    `search` also gets the retriever and the `search` section.
+    `search` also gets the retriever and the `search` section. A name that an `env.mcp_servers`
+    server offers is that server's tool; `make_env.close()` ends the servers' connections (they
+    also end at interpreter exit).
     """
     from agent_r1.envs.formats import get_format
     from agent_r1.envs.tool_env import ToolEnv, sample_env_config
@@ -52,8 +54,12 @@ def tool_envs(cfg: Any, retriever: Any) -> Callable[[dict[str, Any]], Any]:
     unknown = sorted(set(cfg.env.tool_args) - set(cfg.env.tools))
     if unknown:
         raise ValueError(f"env.tool_args has options for {unknown}, which env.tools {cfg.env.tools} does not use")
+    served, connections = _mcp_tools(cfg)
     pool = {}
     for name in cfg.env.tools:
+        if name in served:
+            pool[name] = served[name]
+            continue
         kwargs = dict(cfg.env.tool_args.get(name, {}))
         if name == "search":
             if retriever is None:
@@ -72,4 +78,42 @@ def tool_envs(cfg: Any, retriever: Any) -> Callable[[dict[str, Any]], Any]:
             runners[names] = ToolRunner([pool[n] for n in names], timeout_s=cfg.search.timeout_s)
         return ToolEnv(runners[names], fmt, env_cfg, reward_cfg)
 
+    def close() -> None:
+        for conn in connections:
+            conn.close()
+
+    make_env.close = close  # type: ignore[attr-defined]
     return make_env
+
+
+def _mcp_tools(cfg: Any) -> tuple[dict[str, Any], list[Any]]:
+    """{name: tool} of the MCP servers' tools that env.tools names, and the connections to close.
+    A server none of whose tools is used is closed at once; a name that is also a registered tool is
+    an error (which one the model would get should not depend on lookup order)."""
+    if not cfg.env.mcp_servers:
+        return {}, []
+    from agent_r1.tools.mcp_tools import connect_mcp_tools
+    from agent_r1.tools.registry import TOOL_FACTORIES, available_tools
+
+    tools, connections = connect_mcp_tools(cfg.env.mcp_servers, cfg.search.timeout_s)
+    used = {t.name: t for t in tools if t.name in cfg.env.tools}
+    try:
+        unknown = [n for n in cfg.env.tools if n not in used and n not in available_tools()]
+        if unknown:
+            raise ValueError(f"env.tools names {unknown}, which no MCP server of env.mcp_servers offers (they "
+                             f"offer {sorted(t.name for t in tools)}) and no registered tool is")
+        for name, t in used.items():
+            if name in TOOL_FACTORIES:
+                raise ValueError(f"tool {name!r} is both a registered tool and offered by MCP server "
+                                 f"{t.connection.cfg.name!r}; give the server a prefix (env.mcp_servers[].prefix)")
+            if name in cfg.env.tool_args:
+                raise ValueError(f"env.tool_args.{name}: MCP tool {name!r} takes no options; its server has them")
+    except ValueError:
+        for conn in connections:
+            conn.close()
+        raise
+    live = {id(t.connection) for t in used.values()}
+    for conn in connections:
+        if id(conn) not in live:
+            conn.close()
+    return used, [c for c in connections if id(c) in live]

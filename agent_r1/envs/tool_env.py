@@ -14,6 +14,7 @@ from agent_r1.envs.base import StepOutput
 from agent_r1.envs.formats import ParsedAction, ToolCallFormat
 from agent_r1.rewards.scoring import RewardConfig, step_process_reward
 from agent_r1.tools.base import ToolResult, tool_schema
+from agent_r1.tools.mcp_tools import McpServerConfig
 from agent_r1.tools.runner import ToolCall, ToolRunner
 
 
@@ -26,6 +27,9 @@ class EnvConfig:
     format_instructions: bool = True  # False: tiny local models learn the format from demos alone
     tools: list[str] = field(default_factory=lambda: ["search"])  # registered tool names (tools/registry.py)
     tool_args: dict[str, dict[str, Any]] = field(default_factory=dict)  # tool name -> its factory's keyword args
+    # MCP servers whose tools env.tools may name (tools/mcp_tools.py); never set by a sample: a data row
+    # must not start a command or reach a URL
+    mcp_servers: list[McpServerConfig] = field(default_factory=list)
 
 
 # What a dataset row's "env" mapping may set for its own episode (the format is fixed per run:

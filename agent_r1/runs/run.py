@@ -218,7 +218,9 @@ class Run:
         if self._retriever is not None:
             self._retriever.close()
             self._retriever = None
-        self.__dict__.pop("env_factory", None)
+        factory = self.__dict__.pop("env_factory", None)
+        if callable(getattr(factory, "close", None)):  # MCP servers' connections (env.mcp_servers)
+            factory.close()
 
     def __enter__(self) -> Run:
         return self
