@@ -135,3 +135,35 @@ def test_env_agent_is_checked_at_load_and_imported_at_startup(tmp_path):
     assert isinstance(make_env, AgentRollout) and make_env.agent.__name__ == "agent"
     with pytest.raises(TypeError, match="no per-sample env"):
         make_env(SAMPLES[0])
+
+
+class SearchThenAnswerEngine(AnswerEngine):
+    """Calls search (as Qwen2.5's template writes a call) until a tool result is in the prompt, then answers."""
+
+    CALL = '<tool_call>\n{"name": "search", "arguments": {"query": "Karivo born"}}\n</tool_call>'
+
+    def generate(self, prompts, params):
+        outs = []
+        for p in prompts:
+            text = "Telumas" if "<tool_response>" in self.codec.decode(p) else self.CALL
+            ids = self.codec.encode(text) + [self.codec.eos_token_id]
+            outs.append(GenerationOutput(ids, [-0.5] * len(ids), "stop", "<|im_end|>"))
+        return outs
+
+
+def test_the_example_agent_searches_the_rows_docs_and_continues_one_trajectory(codec):
+    from examples.qa_agent import agent
+
+    samples = [{**SAMPLES[0], "docs": [{"title": "Karivo", "text": "Karivo was born in Telumas."},
+                                       {"title": "Bamena", "text": "Bamena was born in Orvania."}]}]
+    make_env = AgentRollout(agent, concurrency=4)
+    try:
+        trajs = run_rollout(SearchThenAnswerEngine(codec.tokenizer), codec, make_env, samples,
+                            RolloutConfig(n_samples=3, max_tokens_per_turn=64, max_total_tokens=4096),
+                            RewardConfig(metric="em"))
+    finally:
+        make_env.close()
+    assert len(trajs) == 3 and all(t.outcome_reward == 1.0 and len(t.turns) == 2 for t in trajs)
+    assert "Karivo was born in Telumas" in trajs[0].turns[0].observation_text  # the agent's own tool ran
+    m = agent_metrics(trajs)
+    assert m["agent/calls"] == 6 and m["agent/steps"] == 3 and m["agent/drift"] == 0
