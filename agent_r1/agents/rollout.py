@@ -98,6 +98,18 @@ def session_reward(value: Any, sample: dict[str, Any], reward: Any) -> tuple[flo
     return 0.0, None, f"returned {type(value).__name__} {value!r:.80}; return a finite number (the reward) or a str"
 
 
+def caller_autocast() -> Callable[[], Any] | None:
+    """A factory of the calling thread's torch autocast (the trainer's bf16), or None when it has none:
+    the endpoint generates in its own thread, where the trainer's autocast (thread-local) does not hold."""
+    import torch
+
+    for device in ("cuda", "cpu"):
+        if torch.is_autocast_enabled(device):
+            dtype = torch.get_autocast_dtype(device)
+            return lambda: torch.autocast(device_type=device, dtype=dtype)
+    return None
+
+
 class AgentRollout:
     """The `make_env` of `env.kind: openai_agent`: no per-sample env; `run_rollout` (the rollout loop
     dispatches to it) runs the agent sessions against an endpoint over the trainer's engine. The
@@ -127,6 +139,7 @@ class AgentRollout:
         endpoint samples without a seed: agent rollouts are not reproducible call for call."""
         start = time.perf_counter()
         ep = self._endpoint(engine, codec, config, greedy)
+        ep.batcher.context = caller_autocast()  # generate at the trainer's precision, as the built-in rollout
         jobs = [(sample, ep.open_session()) for sample in samples for _ in range(config.n_samples)]
         try:
             results = run_sessions(self.agent, ep.base_url, jobs, self.concurrency, self.timeout_s)

@@ -167,3 +167,25 @@ def test_the_example_agent_searches_the_rows_docs_and_continues_one_trajectory(c
     assert "Karivo was born in Telumas" in trajs[0].turns[0].observation_text  # the agent's own tool ran
     m = agent_metrics(trajs)
     assert m["agent/calls"] == 6 and m["agent/steps"] == 3 and m["agent/drift"] == 0
+
+
+def test_the_endpoint_generates_under_the_callers_autocast(codec):
+    import torch
+
+    class Probe(AnswerEngine):
+        def generate(self, prompts, params):
+            seen.append((torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")))
+            return super().generate(prompts, params)
+
+    seen = []
+    make_env = AgentRollout(ask, concurrency=4)
+    engine = Probe(codec.tokenizer)
+    try:
+        with torch.autocast(device_type="cpu", dtype=torch.bfloat16):  # the trainer's bf16
+            run_rollout(engine, codec, make_env, SAMPLES[:1], ROLLOUT, RewardConfig())
+        assert seen and all(s == (True, torch.bfloat16) for s in seen)
+        seen.clear()
+        run_rollout(engine, codec, make_env, SAMPLES[:1], ROLLOUT, RewardConfig())  # fp32: none
+        assert seen and not any(on for on, _ in seen)
+    finally:
+        make_env.close()
