@@ -12,8 +12,8 @@ answer string is returned and the run's `reward.metric` scores it against the ro
 
 The search tool runs here, in the agent, as any harness's tools do. It ranks documents by the words
 they share with the query: the row's own `docs` ([{"title", "text"}]) when it carries them, else the
-corpus file named by QA_AGENT_CORPUS (a corpus.jsonl of the data folder). An honest, tiny retriever:
-swap in your own search service.
+corpus file named by QA_AGENT_CORPUS (default: data/synthetic/corpus.jsonl, the synthetic task's, read
+from the working directory). An honest, tiny retriever: swap in your own search service.
 """
 
 from __future__ import annotations
@@ -39,8 +39,11 @@ def _documents(sample: dict) -> list[dict]:
     if sample.get("docs"):
         return sample["docs"]
     if _CORPUS is None:
-        path = os.environ.get("QA_AGENT_CORPUS", "")
-        _CORPUS = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()] if path else []
+        path = os.environ.get("QA_AGENT_CORPUS", "data/synthetic/corpus.jsonl")
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"no corpus at {path!r}: set QA_AGENT_CORPUS to a corpus.jsonl")
+        with open(path, encoding="utf-8") as f:
+            _CORPUS = [json.loads(line) for line in f if line.strip()]
     return _CORPUS
 
 
