@@ -61,18 +61,17 @@ def run_sessions(agent: Callable[..., Any], base_url: str, jobs: list[tuple[dict
         async def one(sample: dict[str, Any], key: str) -> SessionResult:
             async with sem:
                 row = copy.deepcopy(sample)
+                client: Any = (openai.AsyncOpenAI if is_async else openai.OpenAI)(base_url=base_url, api_key=key,
+                                                                                  max_retries=0)
                 try:
-                    if is_async:
-                        client: Any = openai.AsyncOpenAI(base_url=base_url, api_key=key, max_retries=0)
-                        work = agent(client, row)
-                    else:
-                        client = openai.OpenAI(base_url=base_url, api_key=key, max_retries=0)
-                        work = loop.run_in_executor(pool, agent, client, row)
+                    work = agent(client, row) if is_async else loop.run_in_executor(pool, agent, client, row)
                     return SessionResult(value=await asyncio.wait_for(work, timeout_s))
                 except asyncio.TimeoutError:
                     return SessionResult(error=f"timed out after env.agent_timeout_s={timeout_s}s")
                 except Exception as exc:  # noqa: BLE001  (the session's failure, counted; the run continues)
                     return SessionResult(error=f"{type(exc).__name__}: {exc}")
+                finally:  # its connections; a timed-out sync agent's next call then fails, ending it
+                    await client.close() if is_async else client.close()
 
         try:
             return list(await asyncio.gather(*(one(s, k) for s, k in jobs)))
