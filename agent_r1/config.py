@@ -241,6 +241,10 @@ def validate(c: ExperimentConfig) -> None:
     for key, value, known in choices:
         if value not in known:
             raise ValueError(f"{key}={value!r}; choose one of {sorted(known)}")
+    if c.env.agent or c.env.kind == "openai_agent":  # the shape now; the import when the env is built
+        from agent_r1.agents.agent_ref import check_agent_ref
+
+        check_agent_ref(c.env.agent)
     if ADV_ESTIMATORS.traits(c.algo.adv_estimator).group and c.rollout.n_samples < 2:
         raise ValueError(f"algo.adv_estimator={c.algo.adv_estimator!r} compares samples of one prompt: "
                          f"set rollout.n_samples >= 2 (got {c.rollout.n_samples})")

@@ -73,7 +73,8 @@ LIMITS: dict[str, dict[str, Range]] = {
     # k hits per query are held in memory for every query of a batch: 1,000 is past any use
     "search": {"k": R("[1, 1000]"), "max_chars_per_doc": R("[1, 1000000]"), "timeout_s": R("(0, 86400]"),
                "es_pool_size": R("[1, 1024]")},
-    "env": {"max_calls_per_turn": R("[1, 256]")},
+    "env": {"max_calls_per_turn": R("[1, 256]"), "agent_concurrency": R("[1, 4096]"),
+            "agent_timeout_s": R("(0, 86400]")},
     "rollout": {"max_turns": R("[1, 10000]"), "max_tokens_per_turn": TOKENS, "max_observation_tokens": TOKENS,
                 "max_total_tokens": TOKENS, "n_samples": R("[1, 4096]"), "temperature": R("[0, 100]"),
                 "top_k": R("[0, 1048576]"), "top_p": R("(0, 1]")},

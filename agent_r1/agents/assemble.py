@@ -78,3 +78,20 @@ def assign_outcome(steps: Sequence[Trajectory], reward: float, answer: str | Non
     for step in steps:
         step.outcome_reward = float(reward)
         step.answer = answer
+
+
+def agent_metrics(trajs: Sequence[Trajectory]) -> dict[str, float]:
+    """An iteration's agent metrics from the session counts its steps carry (`agent/count/*`, on each
+    session's first step; the rollout's dropped sessions on its first trajectory; agents/rollout.py):
+    agent/calls, steps, drift, length_cut, sessions, errors, empty (dropped) and steps_per_session.
+    Empty without agent sessions (the built-in envs)."""
+    counts: dict[str, float] = {}
+    for traj in trajs:
+        for k, v in traj.metrics.items():
+            if k.startswith("agent/count/"):
+                counts[k[len("agent/count/"):]] = counts.get(k[len("agent/count/"):], 0.0) + v
+    if not counts:
+        return {}
+    out = {f"agent/{k}": v for k, v in counts.items()}
+    out["agent/steps_per_session"] = counts.get("steps", 0.0) / max(counts.get("sessions", 0.0), 1.0)
+    return out

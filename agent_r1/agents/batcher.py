@@ -9,8 +9,10 @@ touches the engine.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 
@@ -31,6 +33,9 @@ class Batcher:
         self.engine, self.params, self.wait_s, self.max_batch = engine, params, wait_s, max_batch
         self._queue: queue.Queue[_Job | None] = queue.Queue()
         self.batch_sizes: list[int] = []  # per engine call (metrics, tests)
+        # entered around each engine call: the caller's autocast (thread-local in torch, so the trainer's
+        # would not reach this thread); set by whoever drives the endpoint (agents/rollout.py)
+        self.context: Callable[[], contextlib.AbstractContextManager] | None = None
         self._thread = threading.Thread(target=self._work, name="agent-r1-endpoint-batcher", daemon=True)
         self._thread.start()
 
@@ -69,7 +74,8 @@ class Batcher:
         params = replace(self.params, max_new_tokens=[j.budget for j in group], stop_strings=stop)
         self.batch_sizes.append(len(group))
         try:
-            outs = self.engine.generate([j.prompt for j in group], params)
+            with self.context() if self.context is not None else contextlib.nullcontext():
+                outs = self.engine.generate([j.prompt for j in group], params)
         except BaseException as exc:  # noqa: BLE001  (handed to every waiting caller, who re-raises it)
             for job in group:
                 job.future.set_exception(exc)

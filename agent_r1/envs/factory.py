@@ -86,6 +86,18 @@ def tool_envs(cfg: Any, retriever: Any) -> Callable[[dict[str, Any]], Any]:
     return make_env
 
 
+@ENVS.register("openai_agent")
+def openai_agent_envs(cfg: Any, retriever: Any) -> Any:
+    """A user's agent function (`env.agent: package.module:function`), trained through the OpenAI-compatible
+    endpoint (agents/rollout.py): the returned `make_env` carries its own `run_rollout`, which the rollout
+    loop dispatches to. The function is imported here, at startup; a failed import names the key."""
+    from agent_r1.agents.rollout import AgentRollout, load_agent
+
+    if not cfg.env.agent:
+        raise ValueError("env.kind=openai_agent needs env.agent: 'package.module:function' (the agent to train)")
+    return AgentRollout(load_agent(cfg.env.agent), cfg.env.agent_concurrency, cfg.env.agent_timeout_s)
+
+
 def _mcp_tools(cfg: Any) -> tuple[dict[str, Any], list[Any]]:
     """{name: tool} of the MCP servers' tools that env.tools names, and the connections to close.
     A server none of whose tools is used is closed at once; a name that is also a registered tool is

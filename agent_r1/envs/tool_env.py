@@ -30,6 +30,11 @@ class EnvConfig:
     # MCP servers whose tools env.tools may name (tools/mcp_tools.py); never set by a sample: a data row
     # must not start a command or reach a URL
     mcp_servers: list[McpServerConfig] = field(default_factory=list)
+    # kind openai_agent (agents/rollout.py): the agent function, 'package.module:function', and how many of
+    # its sessions run at once and for how long each may run
+    agent: str = ""
+    agent_concurrency: int = 64
+    agent_timeout_s: float = 600.0
 
 
 # What a dataset row's "env" mapping may set for its own episode (the format is fixed per run:

@@ -33,7 +33,11 @@ def run_rollout(
     seed: int | None = None,
     greedy: bool = False,
 ) -> list[Trajectory]:
-    """Rolls out `config.n_samples` trajectories per sample; returns them grouped by sample."""
+    """Rolls out `config.n_samples` trajectories per sample; returns them grouped by sample. An env kind
+    whose `make_env` has its own `run_rollout` (openai_agent: agents/rollout.py) rolls out itself."""
+    own = getattr(make_env, "run_rollout", None)
+    if own is not None:
+        return own(engine, codec, samples, config, reward, seed=seed, greedy=greedy)
     start = time.perf_counter()
     envs, trajs = [], []
     for sample in samples:

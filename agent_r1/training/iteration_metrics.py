@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from agent_r1.agents.assemble import agent_metrics
 from agent_r1.evaluation.agent_eval import trajectory_stats
 from agent_r1.tools.runner import tool_metrics
 from agent_r1.trajectory import Trajectory
@@ -55,4 +56,5 @@ def iteration_metrics(trajs: list[Trajectory], batch: dict[str, Any], upd: dict[
     m.update(engine or {})
     m.update(batch.get("offpolicy_metrics", {}))
     m.update(tool_metrics([t.info for tr in trajs for t in tr.turns]))
+    m.update(agent_metrics(trajs))  # env.kind openai_agent: calls, steps, drift, failed sessions
     return m

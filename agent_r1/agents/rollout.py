@@ -1,0 +1,183 @@
+"""`env.kind: openai_agent`: the rollout of a user's agent function, trained through the endpoint.
+
+`env.agent: "package.module:function"` names a function written against the OpenAI API only:
+
+    def agent(client: openai.OpenAI, sample: dict) -> float | str: ...
+    async def agent(client: openai.AsyncOpenAI, sample: dict) -> float | str: ...   # awaited
+
+`client` is an unmodified `openai` client pointed at the endpoint (`base_url`) with the session key as
+its API key, so every call it makes is one session's, recorded token for token. `sample` is the data
+row (a copy). The function runs any harness and returns the session's reward (a number) or its answer
+(a string, scored by the run's `reward.metric` against the row's `answers`).
+
+Per rollout: `n_samples` sessions per prompt run concurrently (at most `env.agent_concurrency` at once;
+sync functions in a thread pool, coroutines on one event loop), each within `env.agent_timeout_s`.
+A session's records become steps (assemble.py); every step gets the session's outcome and the prompt's
+`sample_id`, so a group estimator (GRPO) compares all steps of the prompt's n sessions as one group.
+An agent that raises, times out or returns something else: its session keeps the steps it sampled with
+reward 0 (its failure may be the policy's doing, e.g. arguments its harness cannot read) and counts in
+`agent/errors`; a session without calls is dropped (`agent/empty`). Counts travel on each session's
+first step (`agent/count/*`) to the iteration's metrics (assemble.agent_metrics).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+import logging
+import math
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from agent_r1.agents.assemble import assign_outcome, build_trajectories
+from agent_r1.agents.agent_ref import check_agent_ref, load_agent  # noqa: F401  (re-exported)
+from agent_r1.agents.endpoint import Endpoint, EndpointConfig
+from agent_r1.trajectory import Trajectory
+
+log = logging.getLogger(__name__)
+
+@dataclass
+class SessionResult:
+    value: Any = None  # what the agent returned
+    error: str = ""  # why it gave no usable value: its exception, a timeout, a wrong return type
+
+
+def run_sessions(agent: Callable[..., Any], base_url: str, jobs: list[tuple[dict[str, Any], str]],
+                 concurrency: int, timeout_s: float) -> list[SessionResult]:
+    """Runs `agent(client, sample)` for every (sample, session key), at most `concurrency` at once."""
+    import openai
+
+    is_async = inspect.iscoroutinefunction(agent)
+
+    async def main() -> list[SessionResult]:
+        sem = asyncio.Semaphore(concurrency)
+        pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="agent-r1-agent")
+        loop = asyncio.get_running_loop()
+
+        async def one(sample: dict[str, Any], key: str) -> SessionResult:
+            async with sem:
+                row = copy.deepcopy(sample)
+                client: Any = (openai.AsyncOpenAI if is_async else openai.OpenAI)(base_url=base_url, api_key=key,
+                                                                                  max_retries=0)
+                try:
+                    work = agent(client, row) if is_async else loop.run_in_executor(pool, agent, client, row)
+                    return SessionResult(value=await asyncio.wait_for(work, timeout_s))
+                except asyncio.TimeoutError:
+                    return SessionResult(error=f"timed out after env.agent_timeout_s={timeout_s}s")
+                except Exception as exc:  # noqa: BLE001  (the session's failure, counted; the run continues)
+                    return SessionResult(error=f"{type(exc).__name__}: {exc}")
+                finally:  # its connections; a timed-out sync agent's next call then fails, ending it
+                    await client.close() if is_async else client.close()
+
+        try:
+            return list(await asyncio.gather(*(one(s, k) for s, k in jobs)))
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)  # a timed-out agent's thread is left to end
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(main())
+    with ThreadPoolExecutor(1) as one_loop:  # called from inside an event loop (a notebook): run on its own
+        return one_loop.submit(asyncio.run, main()).result()
+
+
+def session_reward(value: Any, sample: dict[str, Any], reward: Any) -> tuple[float, str | None, str]:
+    """(reward, answer, error) of what an agent returned: a number is the reward, a string the answer."""
+    from agent_r1.rewards.scoring import outcome_reward
+
+    if isinstance(value, str):
+        return outcome_reward(value, sample.get("answers") or [], reward), value, ""
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return float(value), None, ""
+    return 0.0, None, f"returned {type(value).__name__} {value!r:.80}; return a finite number (the reward) or a str"
+
+
+def caller_autocast() -> Callable[[], Any] | None:
+    """A factory of the calling thread's torch autocast (the trainer's bf16), or None when it has none:
+    the endpoint generates in its own thread, where the trainer's autocast (thread-local) does not hold."""
+    import torch
+
+    for device in ("cuda", "cpu"):
+        if torch.is_autocast_enabled(device):
+            dtype = torch.get_autocast_dtype(device)
+            return lambda: torch.autocast(device_type=device, dtype=dtype)
+    return None
+
+
+class AgentRollout:
+    """The `make_env` of `env.kind: openai_agent`: no per-sample env; `run_rollout` (the rollout loop
+    dispatches to it) runs the agent sessions against an endpoint over the trainer's engine. The
+    endpoint is started on first use and kept for the run (restarted when the engine or the sampling
+    changes: greedy evaluation); `close()` stops it."""
+
+    def __init__(self, agent: Callable[..., Any], concurrency: int = 64, timeout_s: float = 600.0):
+        self.agent, self.concurrency, self.timeout_s = agent, concurrency, timeout_s
+        self.endpoint: Endpoint | None = None
+        self.last_sessions: list[tuple[dict[str, Any], list[Any], list[Trajectory]]] = []  # the last rollout's
+
+    def __call__(self, sample: dict[str, Any]) -> Any:
+        raise TypeError("env.kind=openai_agent has no per-sample env: the agent function (env.agent) is the env; "
+                        "the rollout runs it through the endpoint")
+
+    def _endpoint(self, engine: Any, codec: Any, config: Any, greedy: bool) -> Endpoint:
+        want = EndpointConfig.from_rollout(config, **({"temperature": 0.0} if greedy else {}))
+        ep = self.endpoint
+        if ep is None or ep.engine is not engine or ep.config != want:
+            self.close()
+            self.endpoint = ep = Endpoint(engine, codec.tokenizer, want).start()
+        return ep
+
+    def run_rollout(self, engine: Any, codec: Any, samples: list[dict[str, Any]], config: Any, reward: Any,
+                    seed: int | None = None, greedy: bool = False) -> list[Trajectory]:
+        """`n_samples` sessions per sample -> their steps, grouped by sample (run_rollout's shape). The
+        endpoint samples without a seed: agent rollouts are not reproducible call for call."""
+        start = time.perf_counter()
+        ep = self._endpoint(engine, codec, config, greedy)
+        ep.batcher.context = caller_autocast()  # generate at the trainer's precision, as the built-in rollout
+        jobs = [(sample, ep.open_session()) for sample in samples for _ in range(config.n_samples)]
+        try:
+            results = run_sessions(self.agent, ep.base_url, jobs, self.concurrency, self.timeout_s)
+        finally:
+            records = [ep.close_session(key) for _, key in jobs]
+        trajs: list[Trajectory] = []
+        self.last_sessions, empty, empty_errors, errors, first_error = [], 0, 0, 0, ""
+        for (sample, _), res, calls in zip(jobs, results, records):
+            value, answer, error = 0.0, None, res.error
+            if not error:
+                value, answer, error = session_reward(res.value, sample, reward)
+            errors += bool(error)
+            first_error = first_error or error
+            if not calls:
+                empty += 1
+                empty_errors += bool(error)
+                continue
+            steps, stats = build_trajectories(calls, str(sample["id"]), sample, decode=codec.decode)
+            assign_outcome(steps, 0.0 if error else value, answer)
+            counts = {**vars(stats), "sessions": 1, "errors": int(bool(error))}
+            steps[0].metrics.update({f"agent/count/{k}": float(v) for k, v in counts.items()})
+            for step in steps:
+                step.stop_reason = "agent_error" if error else "agent"
+            self.last_sessions.append((sample, calls, steps))
+            trajs += steps
+        if errors:
+            log.warning("%d of %d agent sessions failed (reward 0; dropped when they made no call); the first: %s",
+                        errors, len(jobs), first_error)
+        if not trajs:
+            raise RuntimeError(f"none of the {len(jobs)} agent sessions called the endpoint (env.agent); "
+                               f"the first failure: {first_error or 'the agent returned without a call'}")
+        trajs[0].metrics["agent/count/empty"] = float(empty)
+        trajs[0].metrics["agent/count/errors"] += empty_errors  # the dropped sessions' failures count too
+        elapsed = time.perf_counter() - start
+        for traj in trajs:
+            traj.metrics["rollout_seconds"] = elapsed
+        return trajs
+
+    def close(self) -> None:
+        if self.endpoint is not None:
+            self.endpoint.stop()
+            self.endpoint = None
