@@ -230,7 +230,7 @@ def test_env_kind_from_the_config_runs_a_registered_env_in_a_rollout(scratch):
 
 def test_unknown_env_kind_fails_at_config_load_naming_the_key_and_the_kinds(scratch):
     _register_echo()
-    with pytest.raises(ValueError, match=r"^env.kind='echoo'; choose one of \['_test_echo', 'tool'\]") as err:
+    with pytest.raises(ValueError, match=r"^env.kind='echoo'; choose one of \['_test_echo', 'openai_agent', 'tool'\]") as err:
         load_config(overrides={"env.kind": "echoo"})
     assert "from agent_r1.envs.factory import ENVS" in str(err.value)
 

@@ -63,8 +63,3 @@ def test_a_config_that_names_no_precision_follows_the_device(monkeypatch, native
     assert cfg.train.precision == "auto"
     assert Compute.from_config(cfg).precision == ("bf16" if native else "fp32")
 
-
-def test_params_yaml_pins_fp32_for_its_recorded_figures():
-    from pathlib import Path
-
-    assert load_config(Path(__file__).resolve().parents[2] / "params.yaml").train.precision == "fp32"
