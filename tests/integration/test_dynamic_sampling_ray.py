@@ -10,38 +10,17 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agent_r1.config import load_config
 from agent_r1.algos.dynamic_sampling import informative, split_groups
-from tests.integration.test_ray_trainer import ray_session  # noqa: F401  (the same local Ray, 3 CPUs)
-
-ITERATIONS = 2
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    from agent_r1.runs.run import Run
-
-    root = tmp_path_factory.mktemp("dynamic_world")
-    Run(_cfg(root, "prep")).index_dir
-    return root
+# the Ray tests' local cluster (3 CPUs), world (built once per module) and small config; only the algorithm differs
+from tests.integration.test_ray_trainer import ITERATIONS, _ids, ray_session, world  # noqa: F401
+from tests.integration.test_ray_trainer import _cfg as _ray_cfg
 
 
 def _cfg(root, name, **over):
-    base = {"data.dir": str(root / "data"), "search.index_dir": str(root / "index"), "data.n_people": 60,
-            "train.runs_dir": str(root / "runs"),
-            "model.hidden_size": 32, "model.num_layers": 1, "model.num_heads": 2, "model.intermediate_size": 64,
-            "model.vocab_size": 300, "train.prompts_per_iter": 4, "rollout.n_samples": 2, "rollout.max_turns": 2,
-            "rollout.max_tokens_per_turn": 6, "train.eval_every": 0, "train.eval_size": 4, "train.threads": 1,
-            "train.iterations": ITERATIONS, "train.checkpoint_every": ITERATIONS, "algo.adv_estimator": "grpo",
-            "train.out_dir": str(root / name), "ray.cpus_per_worker": 1, "ray.learner_cpus": 1,
-            "algo.dynamic_sampling.enabled": True, "algo.dynamic_sampling.max_extra_rounds": 3,
-            "reward.overlong_buffer": 768}  # the whole budget: a score that follows each episode's length
-    base.update(over)
-    return load_config(None, base)
-
-
-def _ids(trajs):
-    return [(t.sample_id, t.token_ids, [lp for turn in t.turns for lp in turn.action_logprobs]) for t in trajs]
+    return _ray_cfg(root, name, **{"algo.adv_estimator": "grpo", "algo.kl_coef": 0.0,
+                                   "algo.dynamic_sampling.enabled": True, "algo.dynamic_sampling.max_extra_rounds": 3,
+                                   # the whole budget: a score that follows each episode's length
+                                   "reward.overlong_buffer": 768, **over})
 
 
 def _check_batch(metrics, trajs, cfg):

@@ -8,22 +8,13 @@ import copy
 import torch
 
 from agent_r1.algos import compute_grpo, compute_step_advantages
-from agent_r1.config import load_config
 from agent_r1.training.trainer import RLTrainer
 from agent_r1.trajectory import Trajectory, Turn, collate
-from tests.rollout_helpers import EchoSearch, make_env_factory
-
-SAMPLES = [{"id": f"q{i}", "question": f"Where was {n} born?", "answers": ["Telumas"]}
-           for i, n in enumerate(["Karivo", "Bamena", "Tolusa", "Meriko"])]
-
+from tests.rollout_helpers import QA_SAMPLES, EchoSearch, make_env_factory, trainer_config
 
 def _cfg(tmp_path, **over):
-    base = {"train.out_dir": str(tmp_path / "run"), "train.prompts_per_iter": 4, "rollout.n_samples": 3,
-            "rollout.max_turns": 2, "rollout.max_tokens_per_turn": 8, "train.ppo_epochs": 1,
-            "train.minibatch_size": 12, "train.lr": 1e-3, "train.eval_every": 0, "train.threads": 1,
-            "algo.adv_estimator": "gigpo", "algo.gigpo.step_weight": 0.5}
-    base.update(over)
-    return load_config(None, base)
+    return trainer_config(tmp_path, **{"rollout.max_turns": 2, "rollout.max_tokens_per_turn": 8,
+                                       "algo.adv_estimator": "gigpo", "algo.gigpo.step_weight": 0.5, **over})
 
 
 def _trajs(tok):
@@ -44,7 +35,7 @@ def _trajs(tok):
 
 def test_prepare_gives_gigpo_the_turn_tensors_and_an_iteration_runs(tiny_model, tmp_path):
     model, tok = copy.deepcopy(tiny_model[0]), tiny_model[1]
-    trainer = RLTrainer(_cfg(tmp_path), model, tok, make_env_factory("tag", tool=EchoSearch("Telumas")), SAMPLES)
+    trainer = RLTrainer(_cfg(tmp_path), model, tok, make_env_factory("tag", tool=EchoSearch("Telumas")), QA_SAMPLES)
     trajs = _trajs(tok)
     batch = trainer.prepare(trajs)
     ref = collate(trajs, tok.pad_token_id)
