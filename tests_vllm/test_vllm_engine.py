@@ -230,7 +230,7 @@ def test_in_process_grpo_with_vllm_chosen_by_config_keeps_engine_and_trainer_in_
 
 
 def test_ray_rollout_workers_on_vllm_sample_with_the_learners_weights(qwen128, tmp_path, monkeypatch):
-    """`ray.engine: vllm`: the rollout worker (a Ray actor) runs its own vLLM engine and takes the learner's
+    """`rollout.engine: vllm` with Ray: the rollout worker (a Ray actor) runs its own vLLM engine and takes the learner's
     weights after every update, so iteration 2's behaviour log-probs equal the learner's."""
     from agent_r1.cli import main
     from tests.pipeline_helpers import write_micro_params
@@ -238,7 +238,7 @@ def test_ray_rollout_workers_on_vllm_sample_with_the_learners_weights(qwen128, t
     monkeypatch.chdir(tmp_path)
     params = write_micro_params(tmp_path / "params.yaml", root=tmp_path)
     assert main(["train", "--params", str(params), "--no-mlflow", "--set", f"train.init_from={qwen128}",
-                 "--set", "env.format=hermes", "--set", "ray.enabled=true", "--set", "ray.engine=vllm",
+                 "--set", "env.format=hermes", "--set", "ray.enabled=true", "--set", "rollout.engine=vllm",
                  "--set", "ray.num_workers=1", "--set", "ray.cpus_per_worker=1", "--set", "ray.learner_cpus=1",
                  "--set", "rollout.temperature=0.7",
                  "--set", "rollout.vllm.kv_cache_gib=1", "--set", "train.device=cpu", "--set", "train.eval_every=0",

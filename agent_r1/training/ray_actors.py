@@ -240,7 +240,7 @@ class RolloutWorker:
         self.retriever = run.open_index(index_dir)  # tantivy opens read-only in many processes
         self.make_env = run.env_factory(self.retriever)
         self.codec = ChatCodec(tokenizer)
-        self.engine = build_engine(cfg.ray.engine, model, tokenizer, options_from_config(cfg, precision=precision))
+        self.engine = build_engine(cfg.rollout.engine, model, tokenizer, options_from_config(cfg, precision=precision))
         self.engine_weights = EngineWeights(self.engine, model)
         # the transformers engine computes in this process: under the learner's autocast
         device = self.engine.device if isinstance(getattr(self.engine, "device", None), str) else None

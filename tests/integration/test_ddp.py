@@ -147,7 +147,7 @@ def _ray_learners(world_dir, name, learners, iterations=2, fsdp=False, resume=Fa
 
     # an entropy bonus: a random policy scores 0 everywhere, so without it the true gradient is 0 and
     # AdamW (g / (|g| + eps)) would turn float noise of ~1e-8 into lr-sized steps in either run
-    gpu = {"train.device": "cuda", "ray.gpus_per_worker": 1, "ray.engine": "transformers"} if device == "cuda" else {}
+    gpu = {"train.device": "cuda", "ray.gpus_per_worker": 1, "rollout.engine": "transformers"} if device == "cuda" else {}
     cfg = _cfg(world_dir, name, **{"ray.num_workers": 1, "algo.entropy_coef": 0.01, **gpu})
     cfg.ray.num_learners = learners
     cfg.train.fsdp = fsdp  # set on the built config: load_config refuses train.fsdp on CPU

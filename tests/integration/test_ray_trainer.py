@@ -202,8 +202,8 @@ def test_ray_config_from_params():
 
     cfg = load_config(Path(__file__).resolve().parents[2] / "params.yaml")
     assert cfg.ray.enabled is False and cfg.ray.address == ""
-    with pytest.raises(ValueError, match="ray.engine"):
-        load_config(None, {"ray.engine": "tgi"})
+    with pytest.raises(ValueError, match="rollout.engine"):  # one engine key for in-process and Ray runs
+        load_config(None, {"rollout.engine": "tgi"})
     with pytest.raises(ValueError, match="num_workers"):
         load_config(None, {"ray.num_workers": 0})
 

@@ -36,7 +36,7 @@ def test_worker_samples_like_the_learner(tiny_model, tmp_path, one_thread, preci
     cfg = load_config(None, {"train.out_dir": str(tmp_path / "run"), "train.prompts_per_iter": 4,
                              "rollout.n_samples": 2, "rollout.max_turns": 2, "rollout.max_tokens_per_turn": 12,
                              "train.threads": 1, "train.precision": precision, "train.device": "cpu",
-                             "ray.engine": "transformers"})
+                             "rollout.engine": "transformers"})
     model, tok = tiny_model
     learner = RLTrainer(cfg, copy.deepcopy(model), tok, make_env_factory("tag"), SAMPLES)
     samples = SAMPLES[:4]
