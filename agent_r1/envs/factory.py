@@ -86,6 +86,14 @@ def tool_envs(cfg: Any, retriever: Any) -> Callable[[dict[str, Any]], Any]:
     return make_env
 
 
+def close_env_factory(make_env: Any) -> None:
+    """Ends what an env factory holds open (its MCP servers' connections); a factory without any, or
+    None, is left alone. Closing twice is harmless, so each owner of a factory may close it."""
+    close = getattr(make_env, "close", None)
+    if callable(close):
+        close()
+
+
 @ENVS.register("openai_agent")
 def openai_agent_envs(cfg: Any, retriever: Any) -> Any:
     """A user's agent function (`env.agent: package.module:function`), trained through the OpenAI-compatible

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_r1.evaluation.agent_eval import trajectory_stats
-from agent_r1.evaluation.modes import EVAL_MODES, EvalContext, get_mode
+from agent_r1.evaluation.modes import EVAL_MODES, EvalContext, get_mode, needs_retriever
 from agent_r1.trajectory import Trajectory
 
 #: the columns of the printed table, in order (key, header, format)
@@ -96,17 +96,29 @@ def evaluate_datasets(engine: Any, codec: Any, cfg: Any, datasets: dict[str, lis
                       modes: list[str], retriever: Any = None, greedy: bool = True, seed: int | None = None,
                       batch_size: int = 64, keep_trajectories: bool = False) -> dict[str, Any]:
     """{"results": {mode: {dataset: stats}}, "seconds": {mode: {dataset: s}}} (+ trajectories)."""
-    from agent_r1.envs.factory import make_env_factory
+    from agent_r1.envs.factory import close_env_factory, make_env_factory
 
-    make_env = make_env_factory(cfg, retriever) if retriever is not None else None
+    for mode in modes:
+        if needs_retriever(mode, cfg) and retriever is None:
+            raise ValueError(f"mode {mode!r} needs a retriever: pass --index DIR")
+    # the run's env (with its MCP servers' connections) for the modes that roll it out, closed at the end
+    make_env = make_env_factory(cfg, retriever) if any(EVAL_MODES.traits(m).tools for m in modes) else None
+    try:
+        return _evaluate(engine, codec, cfg, datasets, modes, retriever, make_env, greedy, seed, batch_size,
+                         keep_trajectories)
+    finally:
+        close_env_factory(make_env)
+
+
+def _evaluate(engine: Any, codec: Any, cfg: Any, datasets: dict[str, list[dict[str, Any]]], modes: list[str],
+              retriever: Any, make_env: Any, greedy: bool, seed: int | None, batch_size: int,
+              keep_trajectories: bool) -> dict[str, Any]:
     ctx = EvalContext(engine=engine, codec=codec, cfg=cfg, retriever=retriever, make_env=make_env, greedy=greedy,
                       seed=cfg.seed if seed is None else seed, batch_size=batch_size)
     report: dict[str, Any] = {"results": {}, "seconds": {}}
     trajectories: dict[str, dict[str, list[Trajectory]]] = {}
     for mode in modes:
         fn = get_mode(mode)
-        if EVAL_MODES.traits(mode).needs_retriever and retriever is None:
-            raise ValueError(f"mode {mode!r} needs a retriever: pass --index DIR")
         for name, samples in datasets.items():
             start = time.perf_counter()
             trajs = fn(ctx, samples)
@@ -147,7 +159,7 @@ def evaluate_model(model: str | Path, cfg: Any, datasets: dict[str, list[dict[st
     check_chat_template(tokenizer, str(model), cfg.env.format if uses_tools else "")
     device = pick_device(device)
     model_obj.to(device)
-    owned = retriever is None and any(EVAL_MODES.traits(m).needs_retriever for m in modes)
+    owned = retriever is None and any(needs_retriever(m, cfg) for m in modes)
     if owned:
         retriever = open_search_index(cfg.search, index_dir)  # the run's own way (timeouts, credentials)
     start = time.perf_counter()

@@ -50,8 +50,9 @@ EvalMode = Callable[[EvalContext, list[dict[str, Any]]], list[Trajectory]]
 
 @dataclass(frozen=True)
 class ModeTraits:
-    """needs_retriever: the mode searches (`--index`); tools: its prompts carry the env's tool list, so
-    the format's chat-template requirements apply to it."""
+    """needs_retriever: the mode searches itself (`--index`); tools: the mode rolls out the run's env,
+    whose prompts carry its tool list (the format's chat-template requirements apply) and which needs a
+    retriever only when `env.tools` has `search` (an env of MCP tools alone needs none)."""
 
     needs_retriever: bool = False
     tools: bool = False
@@ -70,15 +71,21 @@ def get_mode(name: str) -> EvalMode:
     return EVAL_MODES[name]
 
 
+def needs_retriever(mode: str, cfg: Any) -> bool:
+    """Whether `mode` under run config `cfg` needs a retriever: its own searches, or the env's search tool."""
+    traits = EVAL_MODES.traits(mode)
+    return traits.needs_retriever or (traits.tools and "search" in cfg.env.tools)
+
+
 def _batches(samples: list[dict[str, Any]], size: int):
     for i in range(0, len(samples), max(size, 1)):
         yield i, samples[i:i + size]
 
 
-@register_mode("agent", needs_retriever=True, tools=True)
+@register_mode("agent", tools=True)
 def agent_mode(ctx: EvalContext, samples: list[dict[str, Any]]) -> list[Trajectory]:
     if ctx.make_env is None:
-        raise ValueError("agent mode needs an env factory (a retriever and the search tool)")
+        raise ValueError("agent mode needs the run's env (and a retriever when env.tools has search)")
     rollout = replace(ctx.cfg.rollout, n_samples=1)
     trajs: list[Trajectory] = []
     for i, batch in _batches(samples, ctx.batch_size):

@@ -215,12 +215,12 @@ class Run:
         return evaluate_run(self, checkpoint, log=log, reuse=reuse)
 
     def close(self) -> None:
+        from agent_r1.envs.factory import close_env_factory
+
+        close_env_factory(self.__dict__.pop("env_factory", None))  # MCP servers' connections (env.mcp_servers)
         if self._retriever is not None:
             self._retriever.close()
             self._retriever = None
-        factory = self.__dict__.pop("env_factory", None)
-        if callable(getattr(factory, "close", None)):  # MCP servers' connections (env.mcp_servers)
-            factory.close()
 
     def __enter__(self) -> Run:
         return self

@@ -249,6 +249,15 @@ class RolloutWorker:
     def pid(self) -> int:
         return os.getpid()
 
+    def close(self) -> None:
+        """Ends what this worker started before its actor is killed: its env's MCP server connections
+        (a stdio server is this process's child), its engine (vLLM's engine-core process), its retriever."""
+        for owner in (self.make_env, self.engine):
+            close = getattr(owner, "close", None)
+            if callable(close):
+                close()
+        self.retriever.close()
+
     def node(self) -> dict[str, Any]:
         """Where this worker runs: {"node_id", "pid"} (a restarted worker may be on another node)."""
         return {"node_id": node_id(), "pid": os.getpid()}

@@ -366,9 +366,15 @@ class RayTrainer:
         return ray.get([w.pid.remote() for w in self.workers])
 
     def close(self) -> None:
-        """Stops the actors, and Ray itself if this trainer started it."""
+        """Stops the actors (each worker first ends what it started: MCP servers, vLLM's engine core), and
+        Ray itself if this trainer started it."""
         import ray
 
+        if self.workers:
+            try:
+                ray.get([w.close.remote() for w in self.workers], timeout=30)
+            except Exception:  # noqa: BLE001  a dead worker, or closing must not hide the error that got us here
+                pass
         for actor in self.workers:
             ray.kill(actor)
         self.workers = []

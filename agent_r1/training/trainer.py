@@ -390,3 +390,6 @@ class RLTrainer:
         close = getattr(self.engine, "close", None)
         if close is not None:
             close()
+        close_env = getattr(self.make_env, "close", None)  # MCP servers' connections (idempotent)
+        if callable(close_env):
+            close_env()
