@@ -18,7 +18,7 @@ from agent_r1.algos.rollout_correction import RolloutCorrectionConfig
 from agent_r1.algos.step_advantages import GiGPOConfig
 from agent_r1.envs.tool_env import EnvConfig
 from agent_r1.models.build import ModelConfig
-from agent_r1.retrieval.search import SearchConfig
+from agent_r1.retrieval.search import DENSE_INDEXES, RRF_MODES, SearchConfig
 from agent_r1.rewards.scoring import RewardConfig
 from agent_r1.sampling import RolloutConfig
 from agent_r1.schema import (  # noqa: F401
@@ -265,7 +265,7 @@ def validate(c: ExperimentConfig) -> None:
     choices = [  # (key, value, fixed choices): a typo fails here, not after a full rollout
         ("algo.loss_agg", c.algo.loss_agg, AGG_MODES), ("model.arch", c.model.arch, ARCHS),
         ("rollout.engine", c.rollout.engine, ENGINE_CHOICES),
-        ("search.dense_index", c.search.dense_index, ("flat", "hnsw")),
+        ("search.dense_index", c.search.dense_index, DENSE_INDEXES), ("search.rrf", c.search.rrf, RRF_MODES),
         ("train.precision", c.train.precision, PRECISIONS),
     ]
     for key, value, known in choices:
@@ -306,7 +306,9 @@ def validate(c: ExperimentConfig) -> None:
     check_folder_name(c.train.experiment, "train.experiment")
     if c.train.run_name:
         check_folder_name(c.train.run_name, "train.run_name")
-    if urlsplit(c.search.url).username or urlsplit(c.search.url).password:
-        raise ValueError("search.url holds credentials (user:password@); remove them and set "
-                         "AGENT_R1_ES_API_KEY or AGENT_R1_ES_USER/AGENT_R1_ES_PASSWORD, so they are never "
-                         "logged with the config")
+    for key in ("url", "credentials_url"):
+        url = getattr(c.search, key) or ""
+        if urlsplit(url).username or urlsplit(url).password:
+            raise ValueError(f"search.{key} holds credentials (user:password@); remove them and set "
+                             "AGENT_R1_ES_API_KEY or AGENT_R1_ES_USER/AGENT_R1_ES_PASSWORD, so they are never "
+                             "logged with the config")

@@ -70,9 +70,13 @@ LIMITS: dict[str, dict[str, Range]] = {
               "vocab_size": R("[1, 1048576]")},
     "model.lora": {"r": R("[0, 4096]"), "alpha": R("(0, 1000000]"), "dropout": R("[0, 1)")},
     "data": {"n_people": R("[1, 10000000]")},
-    # k hits per query are held in memory for every query of a batch: 1,000 is past any use
+    # k hits per query are held in memory for every query of a batch: 1,000 is past any use. Batch sizes
+    # are held in memory (documents, queries, passages at once); faiss's HNSW needs at least 2 neighbours
     "search": {"k": R("[1, 1000]"), "max_chars_per_doc": R("[1, 1000000]"), "timeout_s": R("(0, 86400]"),
-               "es_pool_size": R("[1, 1024]")},
+               "es_pool_size": R("[1, 1024]"), "retry_attempts": R("[1, 100]"), "retry_backoff_s": R("[0, 3600]"),
+               "bulk_chunk_size": R("[1, 100000]"), "msearch_batch_size": R("[1, 10000]"), "hnsw_m": R("[2, 1024]"),
+               "hnsw_ef_construction": R("[1, 100000]"), "hnsw_ef_search": R("[1, 100000]"),
+               "encode_batch_size": R("[1, 65536]")},
     "env": {"max_calls_per_turn": R("[1, 256]"), "agent_concurrency": R("[1, 4096]"),
             "agent_timeout_s": R("(0, 86400]")},
     "rollout": {"max_turns": R("[1, 10000]"), "max_tokens_per_turn": TOKENS, "max_observation_tokens": TOKENS,

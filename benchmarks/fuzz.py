@@ -25,7 +25,7 @@ from agent_r1.envs import formats
 from agent_r1.envs.base import StepOutput
 from agent_r1.envs.formats import get_format
 from agent_r1.envs.tool_env import EnvConfig, ToolEnv, step_many
-from agent_r1.retrieval.base import RetrievalConfig, open_retriever
+from agent_r1.retrieval.base import SearchConfig, open_retriever
 from agent_r1.rewards.scoring import RewardConfig
 from agent_r1.tools.base import ToolResult
 from agent_r1.tools.registry import create_tool
@@ -87,7 +87,7 @@ class FuzzWorld:
 
 
 def build_world(index_dir: Path) -> FuzzWorld:
-    retriever = open_retriever(RetrievalConfig(backend="tantivy", index_dir=index_dir))
+    retriever = open_retriever(SearchConfig(backend="tantivy", index_dir=str(index_dir)))
     retriever.index([make_document(t, x) for t, x in DOCS])
     tools = [CountingTool(create_tool("search", retriever=retriever, k=2)), CountingTool(create_tool("calculator"))]
     envs = {}

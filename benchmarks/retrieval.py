@@ -31,7 +31,7 @@ from typing import Any
 from agent_r1.data.corpus import build_corpus_from_hotpotqa, dedup_documents, make_document
 from agent_r1.data.io import iter_records
 from agent_r1.data.loaders import load_hotpotqa
-from agent_r1.retrieval.base import RetrievalConfig, open_retriever
+from agent_r1.retrieval.base import SearchConfig, open_retriever
 from agent_r1.retrieval.metrics import recall_at_k, top1_agreement
 from benchmarks.common import ROOT, machine, result_path, write_json
 from benchmarks.noida import start_noida
@@ -40,9 +40,9 @@ HOTPOTQA = ROOT / "samples" / "hotpotqa" / "hotpotqa_dev_distractor_400.jsonl"  
 K = 5
 
 
-def bench_backend(config: RetrievalConfig | Any, docs, queries, gold, repeats: int) -> tuple[dict[str, Any], list]:
-    """`config` is a RetrievalConfig (opened through the registry) or an already built retriever."""
-    retriever = open_retriever(config) if isinstance(config, RetrievalConfig) else config
+def bench_backend(config: SearchConfig | Any, docs, queries, gold, repeats: int) -> tuple[dict[str, Any], list]:
+    """`config` is a SearchConfig (opened through the registry) or an already built retriever."""
+    retriever = open_retriever(config) if isinstance(config, SearchConfig) else config
     start = time.perf_counter()
     n = retriever.index(docs)
     build_s = time.perf_counter() - start
@@ -65,7 +65,7 @@ def bench_backend(config: RetrievalConfig | Any, docs, queries, gold, repeats: i
 
 def bench_dense(tmp: Path, docs, queries, gold, repeats: int, bm25: dict[str, Any]) -> dict[str, Any]:
     """Dense (flat, HNSW) and hybrid rows, plus hybrid's gain over BM25 on recall@5 "all"."""
-    from agent_r1.retrieval.dense_backend import DenseOptions, DenseRetriever
+    from agent_r1.retrieval.dense_backend import DenseRetriever
     from agent_r1.retrieval.encoders import get_encoder
     from agent_r1.retrieval.hybrid_backend import HybridRetriever
 
@@ -74,12 +74,12 @@ def bench_dense(tmp: Path, docs, queries, gold, repeats: int, bm25: dict[str, An
                                        "torch_threads": torch_threads()}}
     cache = str(tmp / "embeddings")  # fresh: the first dense build pays the corpus encoding
     rows = {
-        "dense": lambda: DenseRetriever(RetrievalConfig(backend="dense", index_dir=tmp / "dense"),
-                                        DenseOptions(embed_cache_dir=cache), encoder),
-        "dense_hnsw": lambda: DenseRetriever(RetrievalConfig(backend="dense", index_dir=tmp / "hnsw"),
-                                             DenseOptions(embed_cache_dir=cache, dense_index="hnsw"), encoder),
-        "hybrid": lambda: HybridRetriever(RetrievalConfig(backend="hybrid", index_dir=tmp / "hybrid"),
-                                          DenseOptions(embed_cache_dir=cache), encoder),
+        "dense": lambda: DenseRetriever(SearchConfig(backend="dense", index_dir=str(tmp / "dense"),
+                                                     embed_cache_dir=cache), encoder),
+        "dense_hnsw": lambda: DenseRetriever(SearchConfig(backend="dense", index_dir=str(tmp / "hnsw"),
+                                                          embed_cache_dir=cache, dense_index="hnsw"), encoder),
+        "hybrid": lambda: HybridRetriever(SearchConfig(backend="hybrid", index_dir=str(tmp / "hybrid"),
+                                                       embed_cache_dir=cache), encoder),
     }
     for name, make in rows.items():
         row, _ = bench_backend(make(), docs, queries, gold, repeats)
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     with tempfile.TemporaryDirectory() as tmp:
-        tv, tv_results = bench_backend(RetrievalConfig(backend="tantivy", index_dir=Path(tmp) / "tv"),
+        tv, tv_results = bench_backend(SearchConfig(backend="tantivy", index_dir=str(Path(tmp) / "tv")),
                                        docs, queries, gold, args.repeats)
         report["tantivy"] = tv
         print("tantivy", json.dumps(tv))
@@ -140,8 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.skip_es:
             server = start_noida(Path(tmp) / "noida")
             try:
-                config = RetrievalConfig(backend="elasticsearch", url=server.url, index_name="bench-hotpot",
-                                         request_timeout_s=600)
+                config = SearchConfig(backend="elasticsearch", index_dir="", url=server.url, index_name="bench-hotpot",
+                                      timeout_s=600)
                 es, es_results = bench_backend(config, docs, queries, gold, args.es_repeats)
                 es["server"] = "noida-db (Elasticsearch REST API stand-in, reports 8.15.3)"
             finally:

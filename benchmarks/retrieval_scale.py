@@ -34,7 +34,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from agent_r1.retrieval.base import RetrievalConfig, open_index, open_retriever, write_manifest
+from agent_r1.retrieval.base import SearchConfig, open_index, open_retriever, write_manifest
 from benchmarks import common
 from benchmarks.common import ROOT, loadavg, result_path, work_dir
 from benchmarks.noida import start_noida
@@ -102,7 +102,7 @@ def build_index(passages: int, config: ScaleConfig) -> tuple[Path, dict[str, Any
     row["words_per_passage_mean"] = round(words / passages, 1)
     index_dir = config.work / f"tantivy-{passages}"
     shutil.rmtree(index_dir, ignore_errors=True)
-    rconf = RetrievalConfig(backend="tantivy", index_dir=index_dir)
+    rconf = SearchConfig(backend="tantivy", index_dir=str(index_dir))
     t0 = time.perf_counter()
     retriever = open_retriever(rconf)
     n = retriever.index(iter_passages(pconf))
@@ -202,7 +202,8 @@ def es_bulk(config: ScaleConfig) -> dict[str, Any]:
     shutil.rmtree(data_dir, ignore_errors=True)
     server = start_noida(data_dir, timeout_s=60)
     try:
-        rconf = RetrievalConfig(backend="elasticsearch", url=server.url, index_name="bench-scale", request_timeout_s=600)
+        rconf = SearchConfig(backend="elasticsearch", index_dir="", url=server.url, index_name="bench-scale",
+                             timeout_s=600)
         retriever = open_retriever(rconf)
         before = load()
         t0 = time.perf_counter()

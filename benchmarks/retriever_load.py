@@ -125,12 +125,12 @@ def main(argv: list[str] | None = None) -> int:
 def run_tantivy(args: argparse.Namespace) -> dict[str, Any]:
     """One index, `args.processes` worker processes searching it for `args.seconds`, checked against
     one process's results."""
-    from agent_r1.retrieval.base import RetrievalConfig, open_index, open_retriever, write_manifest
+    from agent_r1.retrieval.base import SearchConfig, open_index, open_retriever, write_manifest
 
     docs, samples = hotpot(args.tantivy_questions)
     questions = [q.question for q in samples]
     with tempfile.TemporaryDirectory(prefix="agent-r1-load-") as tmp:
-        config = RetrievalConfig(backend="tantivy", index_dir=Path(tmp))
+        config = SearchConfig(backend="tantivy", index_dir=tmp)
         t0 = time.perf_counter()
         n = open_retriever(config).index(docs)
         write_manifest(config, {"num_docs": n})
@@ -178,7 +178,7 @@ def es_worker(index_dir: str, questions: list[str], reference: list[list[str]], 
     """One rollout worker: its own retriever (one client, `pool_size` sockets) searched by `threads` threads."""
     from agent_r1.retrieval.base import open_index
 
-    retriever = open_index(index_dir, pool_size=pool_size)
+    retriever = open_index(index_dir, es_pool_size=pool_size)
     latencies: list[float] = []
     errors: list[str] = []
     counts = {"queries": 0, "lost": 0, "mismatched": 0, "empty": 0}
@@ -271,7 +271,8 @@ def run_es(args: Any, hotpot: Path) -> dict:
 
     from agent_r1.data.corpus import dedup_documents, make_document
     from agent_r1.data.io import iter_records
-    from agent_r1.retrieval.base import RetrievalConfig, open_retriever, write_manifest
+    from agent_r1.retrieval.base import SearchConfig, open_retriever, write_manifest
+    from agent_r1.retrieval.search import COMMAND_TIMEOUT_S
 
     rows = [rec.value for rec in iter_records(hotpot)][:args.questions]
     docs = dedup_documents(make_document(title, " ".join(x.strip() for x in sents))
@@ -284,8 +285,9 @@ def run_es(args: Any, hotpot: Path) -> dict:
 
             server = start_noida(Path(tmp) / "noida")
         try:
-            config = RetrievalConfig(backend="elasticsearch", index_dir=Path(tmp) / "index",
-                                     url=args.url or server.url, index_name="agent-r1-load", pool_size=1)
+            config = SearchConfig(backend="elasticsearch", index_dir=str(Path(tmp) / "index"),
+                                  url=args.url or server.url, index_name="agent-r1-load", es_pool_size=1,
+                                  timeout_s=COMMAND_TIMEOUT_S)
             single = open_retriever(config)
             t0 = time.perf_counter()
             n = single.index(docs)

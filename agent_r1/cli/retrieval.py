@@ -13,10 +13,9 @@ import os
 import time
 from pathlib import Path
 
-from agent_r1.retrieval.base import RetrievalConfig, backend_names, build_index, check_k, open_index
+from agent_r1.retrieval.base import backend_names, build_index, check_k, open_index
 from agent_r1.retrieval.embeddings import VECTOR_BACKENDS
-
-DEFAULT_ES_URL = "http://127.0.0.1:9200"
+from agent_r1.retrieval.search import DEFAULT_ES_URL
 
 
 def _add_dense_options(p: argparse.ArgumentParser) -> None:
@@ -29,7 +28,7 @@ def _add_dense_options(p: argparse.ArgumentParser) -> None:
 
 
 def dense_options(args: argparse.Namespace) -> dict[str, object]:
-    """The dense settings given on the command line, named as RetrievalConfig's fields."""
+    """The dense settings given on the command line, named as SearchConfig's fields (search.encoder, ...)."""
     given = {"encoder": args.encoder, "dense_index": args.dense_index,
              "embed_cache_dir": str(args.embed_cache) if args.embed_cache else None}
     return {k: v for k, v in given.items() if v is not None}
@@ -73,7 +72,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _trusted_url_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--url", default=RetrievalConfig.url, dest="trusted_url",
+    p.add_argument("--url", default=DEFAULT_ES_URL, dest="trusted_url",
                    help="Elasticsearch: the server you trust with AGENT_R1_ES_* credentials; an index whose "
                         "retriever.json names another one is refused (default: %(default)s)")
 

@@ -95,12 +95,10 @@ def cmd_prepare_data(args: argparse.Namespace) -> int:
 def cmd_build_index(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from agent_r1.retrieval.search import index_options
     from agent_r1.runs.assembly import build_index
 
     cfg = _config(args)
-    n = build_index(Path(cfg.data.dir) / "corpus.jsonl", cfg.search.index_dir, cfg.search.backend,
-                    **index_options(cfg.search))
+    n = build_index(Path(cfg.data.dir) / "corpus.jsonl", cfg.search.index_dir, config=cfg.search)
     print(f"indexed {n} documents with {cfg.search.backend} into {cfg.search.index_dir}")
     return 0
 

@@ -147,7 +147,7 @@ def evaluate_model(model: str | Path, cfg: Any, datasets: dict[str, list[dict[st
     `cfg.search.index_dir`) the way a run opens its index, and closed at the end."""
     from agent_r1.models.build import load_model
     from agent_r1.models.checks import check_chat_template
-    from agent_r1.retrieval.search import open_search_index
+    from agent_r1.retrieval.base import open_index
     from agent_r1.rollout.chat import ChatCodec
     from agent_r1.rollout.engines import build_engine, options_from_config
 
@@ -161,7 +161,8 @@ def evaluate_model(model: str | Path, cfg: Any, datasets: dict[str, list[dict[st
     model_obj.to(device)
     owned = retriever is None and any(needs_retriever(m, cfg) for m in modes)
     if owned:
-        retriever = open_search_index(cfg.search, index_dir)  # the run's own way (timeouts, credentials)
+        # the run's own settings (timeouts, pool, credentials scope) over what the folder records
+        retriever = open_index(index_dir or cfg.search.index_dir, cfg.search)
     start = time.perf_counter()
     engine = None
     try:

@@ -2,7 +2,9 @@
 
 An index directory (written by `agent-r1 index --out DIR`) always holds `retriever.json`
 naming the backend and how to reach it, so callers (the rollout search tool, evaluation)
-open any backend the same way: `open_index(DIR)`. Backends register themselves with
+open any backend the same way: `open_index(DIR)`, or `open_index(DIR, cfg.search)` with the
+opener's own settings for what the folder does not record. Every backend is constructed from the one
+retrieval config, `SearchConfig` (search.py), as `cls(config)`. Backends register themselves with
 `@register_retriever(name)`; built-in backends are imported only when first asked for, so
 using tantivy never imports the Elasticsearch client and vice versa.
 """
@@ -12,12 +14,13 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from agent_r1.data.schema import Document
 from agent_r1.registry import NoTraits, Registry
+from agent_r1.retrieval.search import COMMAND_TIMEOUT_S, SearchConfig
 
 MANIFEST = "retriever.json"
 # The most hits one query may ask for: each backend holds k hits per query of a batch in memory, and
@@ -45,69 +48,6 @@ class Hit:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-@dataclass
-class RetrievalConfig:
-    """How to open a retriever.
-
-    `index_dir` is the directory holding retriever.json (tantivy keeps its files in
-    `index_dir/tantivy`); `url`/`index_name` address an Elasticsearch index. Credentials are
-    never part of the config (they come from AGENT_R1_ES_* environment variables), so a
-    config can be written to disk and logged safely.
-    """
-
-    backend: str = "tantivy"
-    index_dir: Path | None = None
-    url: str = "http://127.0.0.1:9200"
-    index_name: str = "agent-r1-corpus"
-    k: int = 5
-    retry_attempts: int = 5        # total tries for Elasticsearch calls
-    retry_backoff_s: float = 0.5   # first backoff; doubles each retry
-    request_timeout_s: float = 60.0
-    bulk_chunk_size: int = 500
-    msearch_batch_size: int = 100
-    pool_size: int = 10            # Elasticsearch: HTTP connections per node, per process (never in retriever.json)
-    overwrite: bool = False        # index(): replace an existing index agent-r1 did not make (never in retriever.json)
-    # dense and hybrid backends (encoders.py, dense_backend.py, hybrid_backend.py, es_dense.py)
-    encoder: str = "minilm"        # an encoder name (encoders.py) or hf:<hub id or folder>
-    dense_index: str = "flat"      # flat (exact inner product) | hnsw (faiss)
-    hnsw_m: int = 32
-    hnsw_ef_construction: int = 200
-    hnsw_ef_search: int = 128
-    encode_batch_size: int = 64
-    rrf: str = "auto"              # hybrid on Elasticsearch: server (retriever.rrf) | client | auto
-    embed_cache_dir: str | None = None  # corpus embeddings cached by content hash (never in retriever.json)
-    # The URL the user's own settings name (a run's search.url, a command's --url): the only one the
-    # Elasticsearch backends send AGENT_R1_ES_* credentials to. None: this config's own `url` (the config
-    # was built from the user's settings); "" (a config read from retriever.json): none until the
-    # caller names one. Never in retriever.json: a file is not the user.
-    credentials_url: str | None = None
-
-    def to_manifest(self) -> dict[str, Any]:
-        """The retriever.json content: what is needed to reopen this index, nothing secret."""
-        data: dict[str, Any] = {"backend": self.backend}
-        if self.backend.startswith("elasticsearch"):
-            data.update(url=self.url, index_name=self.index_name)
-        if self.backend in VECTOR_BACKENDS:
-            data.update(encoder=self.encoder, dense_index=self.dense_index, hnsw_ef_search=self.hnsw_ef_search,
-                        rrf=self.rrf)
-        return data
-
-    @classmethod
-    def from_manifest(cls, data: dict[str, Any], index_dir: Path) -> "RetrievalConfig":
-        known = {f.name for f in fields(cls)}
-        # overwrite, and whom to trust with credentials, are the user's decisions, never a file's
-        kwargs = {k: v for k, v in data.items() if k in known and k not in _NOT_FROM_FILES}
-        return cls(index_dir=index_dir, **kwargs, credentials_url="")
-
-    def trusted_url(self) -> str:
-        """The URL credentials may go to ("" for none)."""
-        return self.url if self.credentials_url is None else self.credentials_url
-
-
-# fields a retriever.json may not set (the user's own decisions, or this machine's)
-_NOT_FROM_FILES = ("index_dir", "overwrite", "embed_cache_dir", "credentials_url")
 
 
 @runtime_checkable
@@ -155,19 +95,38 @@ def backend_names() -> list[str]:
     return RETRIEVERS.names()
 
 
-def open_retriever(config: RetrievalConfig) -> Retriever:
+def open_retriever(config: SearchConfig) -> Retriever:
     """Construct the configured backend (does not require the index to exist yet)."""
     RETRIEVERS.check(config.backend)
     return RETRIEVERS[config.backend](config)
 
 
-def write_manifest(config: RetrievalConfig, extra: dict[str, Any] | None = None) -> Path:
+# What retriever.json records about an index, in this order (the same keys and values as before the one
+# config, so folders built before and after open alike): how it was built and where it lives. Everything
+# else (timeouts, pool, retries, batch sizes, overwrite, the embedding cache, whom to trust with
+# credentials) is the opener's to say, never a file's.
+ES_FIELDS = ("url", "index_name")
+VECTOR_FIELDS = ("encoder", "dense_index", "hnsw_ef_search", "rrf")
+MANIFEST_FIELDS = ("backend", *ES_FIELDS, *VECTOR_FIELDS)
+
+
+def manifest_of(config: SearchConfig) -> dict[str, Any]:
+    """The retriever.json content for `config`: what is needed to reopen its index, nothing secret."""
+    data: dict[str, Any] = {"backend": config.backend}
+    if config.backend.startswith("elasticsearch"):
+        data.update(url=config.server_url(), index_name=config.index_name)  # "" written as the address it means
+    if config.backend in VECTOR_BACKENDS:
+        data.update({name: getattr(config, name) for name in VECTOR_FIELDS})
+    return data
+
+
+def write_manifest(config: SearchConfig, extra: dict[str, Any] | None = None) -> Path:
     """Write index_dir/retriever.json for `config` (plus informational `extra` fields)."""
-    if config.index_dir is None:
-        raise ValueError("RetrievalConfig.index_dir is required to write retriever.json")
+    if not config.index_dir:
+        raise ValueError("SearchConfig.index_dir is required to write retriever.json")
     index_dir = Path(config.index_dir)
     index_dir.mkdir(parents=True, exist_ok=True)
-    data = {**config.to_manifest(), **(extra or {})}
+    data = {**manifest_of(config), **(extra or {})}
     path = index_dir / MANIFEST
     tmp = path.with_name(f".{MANIFEST}.tmp")
     tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
@@ -175,7 +134,11 @@ def write_manifest(config: RetrievalConfig, extra: dict[str, Any] | None = None)
     return path
 
 
-def read_manifest(index_dir: str | os.PathLike[str]) -> RetrievalConfig:
+def read_manifest(index_dir: str | os.PathLike[str], config: SearchConfig | None = None) -> SearchConfig:
+    """The config that opens `index_dir`: what its retriever.json records (MANIFEST_FIELDS) over `config`,
+    the opener's own settings. Credentials may go only to the server `config` trusts (its own url unless
+    it says otherwise); without a `config`, to none, and requests wait COMMAND_TIMEOUT_S (no tool call
+    waits on them)."""
     index_dir = Path(index_dir)
     path = index_dir / MANIFEST
     if not path.is_file():
@@ -187,22 +150,26 @@ def read_manifest(index_dir: str | os.PathLike[str]) -> RetrievalConfig:
         raise ValueError(f"{path} is corrupt ({err}); rebuild it: {INDEX_FIX}") from None
     if not isinstance(data, dict) or "backend" not in data:
         raise ValueError(f"{path} names no backend; rebuild it: {INDEX_FIX}")
-    return RetrievalConfig.from_manifest(data, index_dir)
+    recorded = {name: data[name] for name in MANIFEST_FIELDS if name in data}
+    base = config if config is not None else SearchConfig(timeout_s=COMMAND_TIMEOUT_S, credentials_url="")
+    # trusted_url() is taken before the file's url replaces the opener's: a file is not the user
+    return replace(base, **recorded, index_dir=str(index_dir), credentials_url=base.trusted_url())
 
 
-def open_index(index_dir: str | os.PathLike[str], check: bool = True, **overrides: Any) -> Retriever:
-    """Open the retriever described by index_dir/retriever.json.
+def open_index(index_dir: str | os.PathLike[str], config: SearchConfig | None = None, check: bool = True,
+               **overrides: Any) -> Retriever:
+    """Open the retriever described by index_dir/retriever.json, with `config`'s settings for what the
+    file does not record (read_manifest): a run passes its `search` section, so its timeout_s bounds each
+    Elasticsearch request, its es_pool_size bounds the connections, and credentials go only to its url.
 
     With `check` (default) the index is probed once (`count()`), so a missing/corrupt index
     or an unreachable server fails here, at startup, rather than mid-rollout. `overrides`
-    replace config fields (e.g. retry_attempts=1).
+    replace config fields last (e.g. retry_attempts=1, credentials_url=a command's --url).
     """
-    config = read_manifest(index_dir)
-    for key, value in overrides.items():
-        if not hasattr(config, key):
-            raise ValueError(f"unknown retrieval option {key!r}")
-        setattr(config, key, value)
-    retriever = open_retriever(config)
+    unknown = sorted(set(overrides) - {f.name for f in fields(SearchConfig)})
+    if unknown:
+        raise ValueError(f"unknown retrieval option {unknown[0]!r}")
+    retriever = open_retriever(replace(read_manifest(index_dir, config), **overrides))
     if check:
         try:
             retriever.count()
@@ -215,7 +182,7 @@ def open_index(index_dir: str | os.PathLike[str], check: bool = True, **override
 
 
 __all__ = [
-    "Hit", "RetrievalConfig", "Retriever", "RETRIEVERS", "register_retriever", "open_retriever",
+    "Hit", "SearchConfig", "Retriever", "RETRIEVERS", "register_retriever", "open_retriever",
     "open_index", "read_manifest", "write_manifest", "backend_names", "MANIFEST", "INDEX_FIX",
 ]
 
@@ -227,9 +194,11 @@ def corpus_sha1(path: str | os.PathLike[str]) -> str:
     return hashlib.sha1(Path(path).read_bytes()).hexdigest()
 
 
-def build_index(corpus: str | os.PathLike[str], index_dir: str | os.PathLike[str], backend: str = "tantivy",
-                **options: Any) -> int:
-    """Indexes a corpus JSONL into `index_dir` and writes its manifest; returns the doc count."""
+def build_index(corpus: str | os.PathLike[str], index_dir: str | os.PathLike[str], backend: str | None = None,
+                config: SearchConfig | None = None, **options: Any) -> int:
+    """Indexes a corpus JSONL into `index_dir` and writes its manifest; returns the doc count. The settings
+    are `config` (default: SearchConfig()'s, a tantivy index) with `backend` and `options` (SearchConfig
+    field names) over it; a run passes its `search` section."""
     from agent_r1.data.corpus import iter_corpus_jsonl
 
     # a first pass checks every row before any backend touches its index (Elasticsearch recreates
@@ -238,7 +207,11 @@ def build_index(corpus: str | os.PathLike[str], index_dir: str | os.PathLike[str
     for _ in iter_corpus_jsonl(corpus):
         pass
     docs = iter_corpus_jsonl(corpus)
-    config = RetrievalConfig(backend=backend, index_dir=Path(index_dir), **options)
+    config = replace(config or SearchConfig(), **({"backend": backend} if backend else {}), **options,
+                     index_dir=str(index_dir))
+    # bulk requests carry bulk_chunk_size documents: a search's timeout_s is too short for them, and no
+    # tool call waits on a build (a longer timeout_s still applies)
+    config.timeout_s = max(config.timeout_s, COMMAND_TIMEOUT_S)
     retriever = open_retriever(config)
     try:
         n = retriever.index(docs)

@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -23,47 +22,23 @@ import numpy as np
 
 from agent_r1.data.io import replace_dir
 from agent_r1.data.schema import Document
-from agent_r1.retrieval.base import INDEX_FIX, Hit, RetrievalConfig, check_k, register_retriever
+from agent_r1.retrieval.base import INDEX_FIX, Hit, SearchConfig, check_k, register_retriever
 from agent_r1.retrieval.embeddings import embed_documents
-from agent_r1.retrieval.encoders import (
-    DEFAULT_ENCODER,
-    Encoder,
-    encoder_from_settings,
-    get_encoder,
-)
+from agent_r1.retrieval.encoders import Encoder, encoder_from_settings, get_encoder
+from agent_r1.retrieval.search import DENSE_INDEXES
 
 SUBDIR = "dense"
-INDEX_TYPES = ("flat", "hnsw")
+INDEX_TYPES = DENSE_INDEXES
+HNSW_FIELDS = ("hnsw_m", "hnsw_ef_construction", "hnsw_ef_search")  # recorded in meta.json of an hnsw index
 
 
-@dataclass
-class DenseOptions:
-    """How a dense index is built. Field names match RetrievalConfig's, so a config carrying them
-    (search.encoder, search.dense_index, ...) sets them; absent fields keep these defaults."""
-
-    encoder: str = DEFAULT_ENCODER
-    dense_index: str = "flat"         # flat (exact) | hnsw (approximate, sub-linear)
-    hnsw_m: int = 32                  # graph neighbours per node
-    hnsw_ef_construction: int = 200
-    hnsw_ef_search: int = 128         # search breadth: higher = better recall, slower
-    embed_cache_dir: str | None = None  # None = $AGENT_R1_EMBED_CACHE or ~/.cache/agent-r1/embeddings
-    encode_batch_size: int = 64
-
-    def __post_init__(self) -> None:
-        if self.dense_index not in INDEX_TYPES:
-            raise ValueError(f"dense_index must be one of {INDEX_TYPES}, got {self.dense_index!r}")
-
-    @classmethod
-    def from_config(cls, config: RetrievalConfig) -> DenseOptions:
-        return cls(**{f.name: getattr(config, f.name) for f in fields(cls) if getattr(config, f.name, None) is not None})
-
-
-def build_faiss_index(vectors: np.ndarray, options: DenseOptions) -> faiss.Index:
+def build_faiss_index(vectors: np.ndarray, config: SearchConfig) -> faiss.Index:
+    """A faiss index of `vectors`: config.dense_index's type, with its hnsw_* settings."""
     dim = vectors.shape[1]
-    if options.dense_index == "hnsw":
-        index = faiss.IndexHNSWFlat(dim, options.hnsw_m, faiss.METRIC_INNER_PRODUCT)
-        index.hnsw.efConstruction = options.hnsw_ef_construction
-        index.hnsw.efSearch = options.hnsw_ef_search
+    if config.dense_index == "hnsw":
+        index = faiss.IndexHNSWFlat(dim, config.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = config.hnsw_ef_construction
+        index.hnsw.efSearch = config.hnsw_ef_search
     else:
         index = faiss.IndexFlatIP(dim)
     if len(vectors):
@@ -75,12 +50,12 @@ def build_faiss_index(vectors: np.ndarray, options: DenseOptions) -> faiss.Index
 class DenseRetriever:
     """Nearest passages by embedding similarity (see the module docstring)."""
 
-    def __init__(self, config: RetrievalConfig, options: DenseOptions | None = None,
-                 encoder: Encoder | None = None) -> None:
-        if config.index_dir is None:
-            raise ValueError("the dense backend needs an index directory (RetrievalConfig.index_dir)")
+    def __init__(self, config: SearchConfig, encoder: Encoder | None = None) -> None:
+        if not config.index_dir:
+            raise ValueError("the dense backend needs an index directory (SearchConfig.index_dir)")
+        if config.dense_index not in INDEX_TYPES:
+            raise ValueError(f"dense_index must be one of {INDEX_TYPES}, got {config.dense_index!r}")
         self.config = config
-        self.options = options or DenseOptions.from_config(config)
         self.root = Path(config.index_dir)
         self.path = self.root / SUBDIR
         self._encoder = encoder  # given (tests, shared with the hybrid backend) or built on first use
@@ -91,7 +66,7 @@ class DenseRetriever:
     # ------------------------------------------------------------------ building
     def encoder_for_build(self) -> Encoder:
         if self._encoder is None:
-            self._encoder = get_encoder(self.options.encoder, batch_size=self.options.encode_batch_size)
+            self._encoder = get_encoder(self.config.encoder, batch_size=self.config.encode_batch_size)
         return self._encoder
 
     def index(self, docs: Iterable[Document]) -> int:
@@ -99,13 +74,12 @@ class DenseRetriever:
         self.close()
         docs = list(docs)
         encoder = self.encoder_for_build()
-        embedded = embed_documents(docs, encoder, self.options.embed_cache_dir)
-        index = build_faiss_index(embedded.vectors, self.options)
+        embedded = embed_documents(docs, encoder, self.config.embed_cache_dir or None)  # "": the default cache
+        index = build_faiss_index(embedded.vectors, self.config)
+        hnsw = {k: getattr(self.config, k) for k in HNSW_FIELDS} if self.config.dense_index == "hnsw" else None
         meta = {"encoder": encoder.name, "encoder_settings": encoder.settings(), "dim": encoder.dim,
-                "dense_index": self.options.dense_index, "num_docs": len(docs), "corpus_sha1": embedded.corpus_sha1,
-                "embedding_key": embedded.key,
-                "hnsw": {k: v for k, v in asdict(self.options).items() if k.startswith("hnsw_")}
-                if self.options.dense_index == "hnsw" else None}
+                "dense_index": self.config.dense_index, "num_docs": len(docs), "corpus_sha1": embedded.corpus_sha1,
+                "embedding_key": embedded.key, "hnsw": hnsw}
         self.root.mkdir(parents=True, exist_ok=True)
         tmp = self.root / f".{SUBDIR}.building-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
@@ -149,7 +123,7 @@ class DenseRetriever:
                 raise ValueError(f"dense index in {self.path} is inconsistent ({index.ntotal} vectors of dim {index.d}, "
                                  f"{len(docs)} documents, meta dim {meta['dim']}); rebuild it: {INDEX_FIX}")
             if meta.get("dense_index") == "hnsw":
-                index.hnsw.efSearch = self.options.hnsw_ef_search
+                index.hnsw.efSearch = self.config.hnsw_ef_search
             if self._encoder is None or self._encoder.name != meta["encoder"]:
                 self._encoder = encoder_from_settings(meta["encoder"], meta["encoder_settings"])
             self._index, self._docs, self.meta = index, docs, meta

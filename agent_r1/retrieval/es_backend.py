@@ -11,14 +11,14 @@
   runner lets it through, so a training run stops there (resumable) instead of continuing on
   error observations.
 - One client per process, shared by its threads: the client's HTTP connection pool is bounded
-  (`pool_size` connections to each node; a thread past that waits for a free one, which its holder
+  (`es_pool_size` connections to each node; a thread past that waits for a free one, which its holder
   returns within the request timeout), so a rollout worker holds at most that many sockets to the
   cluster however many searches it runs at once. A forked child (a multiprocessing 'fork' worker,
   the tool runner's workers) never uses its parent's sockets: the client is re-created on first use
   in a new process id. (A Ray worker is a fresh process: it builds its own client in open_index.)
 - Credentials come only from AGENT_R1_ES_API_KEY or AGENT_R1_ES_USER/AGENT_R1_ES_PASSWORD
   and are never logged, printed, or written to retriever.json. They go only to the URL the user's
-  own settings name (`RetrievalConfig.credentials_url`: a run's search.url, a command's --url), never
+  own settings name (`SearchConfig.trusted_url()`: a run's search.url, a command's --url), never
   to one read from an index folder's retriever.json alone (a DVC output anyone with the remote can
   write): such a mismatch is refused before any request is sent.
 """
@@ -37,7 +37,7 @@ from elasticsearch import ApiError, ConnectionError, ConnectionTimeout, Elastics
 from tqdm import tqdm
 
 from agent_r1.data.schema import Document
-from agent_r1.retrieval.base import INDEX_FIX, Hit, RetrievalConfig, check_k, register_retriever
+from agent_r1.retrieval.base import INDEX_FIX, Hit, SearchConfig, check_k, register_retriever
 from agent_r1.retrieval.errors import ServiceUnavailableError
 from agent_r1.retrieval.es_owner import (  # noqa: F401 (AGENT_R1_MARKER, made_by_agent_r1 re-exported)
     AGENT_R1_MARKER,
@@ -115,18 +115,18 @@ def same_server(a: str, b: str) -> bool:
     return bool(a and b) and origin(a) == origin(b)
 
 
-def auth_for(config: RetrievalConfig) -> dict[str, Any]:
-    """Client auth kwargs for `config.url`: the environment's credentials, only when that URL is the one
-    the user's settings name; refused otherwise (naming both URLs and the fix, never the secret). The URLs
-    hold no credentials (refused at construction), so naming them is safe."""
+def auth_for(config: SearchConfig) -> dict[str, Any]:
+    """Client auth kwargs for `config.server_url()`: the environment's credentials, only when that URL is
+    the one the user's settings name; refused otherwise (naming both URLs and the fix, never the secret).
+    The URLs hold no credentials (refused at construction), so naming them is safe."""
     auth = auth_from_env()
-    trusted = config.trusted_url()
-    if auth and not same_server(config.url, trusted):
+    url, trusted = config.server_url(), config.trusted_url()
+    if auth and not same_server(url, trusted):
         raise ValueError(
-            f"the index folder {config.index_dir}'s retriever.json names the Elasticsearch server {config.url}, "
+            f"the index folder {config.index_dir}'s retriever.json names the Elasticsearch server {url}, "
             f"but the URL your settings name is {trusted if trusted else '(none)'}; credentials from "
-            f"{ENV_API_KEY} / {ENV_USER}+{ENV_PASSWORD} go only to that one. If you trust {config.url}, "
-            f"name it (search.url={config.url} for a run, --url for a command); otherwise rebuild the "
+            f"{ENV_API_KEY} / {ENV_USER}+{ENV_PASSWORD} go only to that one. If you trust {url}, "
+            f"name it (search.url={url} for a run, --url for a command); otherwise rebuild the "
             f"index with `agent-r1 index --url YOUR_URL`")
     return auth
 
@@ -144,16 +144,17 @@ def multi_match(query: str, k: int) -> dict[str, Any]:
 class ElasticsearchRetriever:
     """BM25 over title + text in an Elasticsearch index (see the module docstring)."""
 
-    def __init__(self, config: RetrievalConfig) -> None:
+    def __init__(self, config: SearchConfig) -> None:
         if config.retry_attempts < 1:
             raise ValueError(f"retry_attempts must be >= 1, got {config.retry_attempts}")
-        if urlsplit(config.url).username or urlsplit(config.url).password:  # it would be printed in errors
+        url = config.server_url()
+        if urlsplit(url).username or urlsplit(url).password:  # it would be printed in errors
             raise ValueError(f"the Elasticsearch URL holds credentials (user:password@); remove them and set "
                              f"{ENV_API_KEY} or {ENV_USER}/{ENV_PASSWORD} instead")
-        if config.pool_size < 1:
-            raise ValueError(f"pool_size must be >= 1, got {config.pool_size}")
+        if config.es_pool_size < 1:
+            raise ValueError(f"es_pool_size must be >= 1, got {config.es_pool_size}")
         self.config = config
-        self.url = config.url
+        self.url = url
         self.index_name = config.index_name
         self._closed = False
         # (owner pid, client): one tuple, read and replaced whole, so a thread never sees a client
@@ -164,13 +165,13 @@ class ElasticsearchRetriever:
         # The transport's own retries are off: _call owns the policy, so attempts and the
         # final error message are the same for every operation.
         return Elasticsearch(
-            self.config.url, request_timeout=self.config.request_timeout_s, max_retries=0,
-            retry_on_timeout=False, connections_per_node=self.config.pool_size, **auth_for(self.config),
+            self.url, request_timeout=self.config.timeout_s, max_retries=0,
+            retry_on_timeout=False, connections_per_node=self.config.es_pool_size, **auth_for(self.config),
         )
 
     @property
     def client(self) -> Any:
-        """This process's client (thread-safe; its pool holds at most `pool_size` connections a node)."""
+        """This process's client (thread-safe; its pool holds at most `es_pool_size` connections a node)."""
         pid, client = self._owned
         if pid == os.getpid() and client is not None:
             return client
@@ -190,7 +191,7 @@ class ElasticsearchRetriever:
     def pool_stats(self) -> dict[str, int]:
         """This process's HTTP pools, summed over nodes: connections opened so far, requests sent, the bound."""
         pools = [node.pool for node in self.client.transport.node_pool.all() if getattr(node, "pool", None)]
-        return {"pid": os.getpid(), "pool_size": self.config.pool_size,
+        return {"pid": os.getpid(), "pool_size": self.config.es_pool_size,
                 "connections_opened": sum(p.num_connections for p in pools),
                 "requests": sum(p.num_requests for p in pools)}
 
@@ -219,7 +220,7 @@ class ElasticsearchRetriever:
             f"Elasticsearch at {self.url} did not answer {what} after {attempts} attempt(s) "
             f"({type(last).__name__}: {last}). Check that the server is running and reachable "
             f"at that URL (or pass --url), that credentials in {ENV_API_KEY} / {ENV_USER}+{ENV_PASSWORD} "
-            f"are right, or raise retry_attempts if it is overloaded."
+            f"are right, or raise retry_attempts (search.retry_attempts) if it is overloaded."
         ) from last
 
     # ------------------------------------------------------------------ building

@@ -22,8 +22,7 @@ from typing import Any
 import numpy as np
 
 from agent_r1.data.schema import Document
-from agent_r1.retrieval.base import INDEX_FIX, Hit, RetrievalConfig, check_k, register_retriever
-from agent_r1.retrieval.dense_backend import DenseOptions
+from agent_r1.retrieval.base import INDEX_FIX, Hit, SearchConfig, check_k, register_retriever
 from agent_r1.retrieval.embeddings import embed_documents
 from agent_r1.retrieval.encoders import Encoder, encoder_from_settings, get_encoder
 from agent_r1.retrieval.es_backend import (
@@ -33,10 +32,10 @@ from agent_r1.retrieval.es_backend import (
     multi_match,
 )
 from agent_r1.retrieval.hybrid_backend import DEPTH_FACTOR, RANK_CONSTANT, rrf_fuse
+from agent_r1.retrieval.search import RRF_MODES
 
 VECTOR_FIELD = "vector"
 SOURCE = ["id", "title", "text"]  # never return the vector: it is large and unused
-RRF_MODES = ("auto", "server", "client")
 
 
 def dense_mapping(encoder: Encoder) -> dict[str, Any]:
@@ -87,14 +86,12 @@ def server_refused_rrf(error: Any) -> bool:
 class _DenseES(ElasticsearchRetriever):
     """Shared by the dense and hybrid Elasticsearch backends: vectors in, kNN/RRF bodies out."""
 
-    def __init__(self, config: RetrievalConfig, options: DenseOptions | None = None,
-                 encoder: Encoder | None = None, rrf: str | None = None) -> None:
+    def __init__(self, config: SearchConfig, encoder: Encoder | None = None) -> None:
         super().__init__(config)
-        # an explicit argument wins over the config's `rrf` field (when RetrievalConfig has one)
-        self.rrf = rrf or getattr(config, "rrf", None) or "auto"
+        # how this retriever fuses now: "auto" becomes "client" for good once the server refuses
+        self.rrf = config.rrf
         if self.rrf not in RRF_MODES:
             raise ValueError(f"rrf must be one of {RRF_MODES}, got {self.rrf!r}")
-        self.options = options or DenseOptions.from_config(config)
         self._encoder = encoder
         self._vectors: dict[str, np.ndarray] = {}
         self._encoder_checked = False  # the query encoder has been matched against the index's _meta
@@ -102,7 +99,7 @@ class _DenseES(ElasticsearchRetriever):
     # ------------------------------------------------------------------ building
     def encoder(self) -> Encoder:
         if self._encoder is None:
-            self._encoder = get_encoder(self.options.encoder, batch_size=self.options.encode_batch_size)
+            self._encoder = get_encoder(self.config.encoder, batch_size=self.config.encode_batch_size)
         return self._encoder
 
     def index_mapping(self) -> dict[str, Any]:
@@ -111,7 +108,7 @@ class _DenseES(ElasticsearchRetriever):
 
     def index(self, docs: Iterable[Document]) -> int:
         docs = list(docs)
-        embedded = embed_documents(docs, self.encoder(), self.options.embed_cache_dir)
+        embedded = embed_documents(docs, self.encoder(), self.config.embed_cache_dir or None)  # "": the default
         self._vectors = dict(zip(embedded.ids, embedded.vectors))
         try:
             return super().index(docs)

@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agent_r1.data.schema import Document
-from agent_r1.retrieval.base import Hit, RetrievalConfig, check_k, register_retriever
-from agent_r1.retrieval.dense_backend import DenseOptions, DenseRetriever
+from agent_r1.retrieval.base import Hit, SearchConfig, check_k, register_retriever
+from agent_r1.retrieval.dense_backend import DenseRetriever
 from agent_r1.retrieval.encoders import Encoder
 from agent_r1.retrieval.tantivy_backend import TantivyRetriever
 
@@ -43,14 +43,13 @@ def rrf_fuse(rankings: Sequence[Sequence[Hit]], k: int, rank_constant: int = RAN
 class HybridRetriever:
     """BM25 (tantivy) + dense (faiss) fused by RRF; see the module docstring."""
 
-    def __init__(self, config: RetrievalConfig, options: DenseOptions | None = None,
-                 encoder: Encoder | None = None, depth_factor: int = DEPTH_FACTOR,
+    def __init__(self, config: SearchConfig, encoder: Encoder | None = None, depth_factor: int = DEPTH_FACTOR,
                  rank_constant: int = RANK_CONSTANT) -> None:
         if depth_factor < 1 or rank_constant < 1:
             raise ValueError(f"depth_factor and rank_constant must be >= 1, got {depth_factor}, {rank_constant}")
         self.config = config
         self.bm25 = TantivyRetriever(config)
-        self.dense = DenseRetriever(config, options, encoder)
+        self.dense = DenseRetriever(config, encoder)
         self.depth_factor = depth_factor
         self.rank_constant = rank_constant
 

@@ -1,28 +1,59 @@
-"""The run's retrieval settings (`search:` in params.yaml) and the one way a run opens its index.
+"""The one retrieval config: `SearchConfig`, both the `search:` section of params.yaml and what every
+backend is built from.
 
-`SearchConfig` is what a user sets; `RetrievalConfig` (base.py) is what a backend is built from,
-stored in the index's retriever.json. A run's own settings win over what the index folder says for
-the request timeout and connection pool, and credentials only ever go to the run's own URL.
+Why one class: there were two (this one, the user's, and `RetrievalConfig`, the backends'), holding the
+same settings under two names (timeout_s / request_timeout_s, es_pool_size / pool_size) with different
+defaults, and a translation layer between them (index_options, open_search_index) in which a setting a
+user wrote could be lost on its way to the backend. Now the user's section reaches the backend as it is.
+
+Why this class, with these names: params files and every run's config.json name these keys, so each
+keeps its name, meaning and default; the backend-tuning settings only the backends' class had join it
+with the defaults they had, so nothing changes unless a user sets one (schema.LIMITS gives their ranges).
+
+Where the two classes' defaults disagreed, each caller keeps its behaviour:
+- `url` "" is DEFAULT_ES_URL: the user's "not set" is resolved by `server_url()`, which every backend and
+  retriever.json use, so an index folder still records the full address.
+- `timeout_s` (10 s) bounds each Elasticsearch request of a run's searches: the tool runner abandons a
+  search at that timeout, and the request under it must end then too, not hold a socket for a minute.
+  Work no tool call waits on (an index build's bulk requests, the `agent-r1 index/search` commands,
+  `open_index` without a caller's config) waits COMMAND_TIMEOUT_S, the 60 s it always had.
+- `k` (3) is the run's hits per query; no backend reads it (`search()` is given k).
+
+An index folder's retriever.json keeps what it kept, under the same names: how the index was built and
+where it lives (base.MANIFEST_FIELDS); opening a folder takes those from the file and the rest (timeouts,
+pool, retries, batch sizes) from the opener's config (base.read_manifest).
+
+Credentials are never part of the config: they come from the AGENT_R1_ES_* environment variables, and go
+only to `trusted_url()` (es_backend.auth_for), so a config can be written to disk and logged safely.
+
+This module imports nothing from the project: the config tree (agent_r1/config.py) and the backends
+(base.py and below) both build on it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
-from agent_r1.retrieval.base import VECTOR_BACKENDS, RetrievalConfig, Retriever, open_index
+DEFAULT_ES_URL = "http://127.0.0.1:9200"
+# The Elasticsearch request timeout of work no tool call waits on: building an index (bulk requests of
+# bulk_chunk_size documents, with vectors for the dense backends) and one-off commands.
+COMMAND_TIMEOUT_S = 60.0
+RRF_MODES = ("auto", "server", "client")  # elasticsearch-hybrid fusion (es_dense.py)
+DENSE_INDEXES = ("flat", "hnsw")  # embedded dense / hybrid faiss index types (dense_backend.py)
 
 
 @dataclass
 class SearchConfig:
     # tantivy | elasticsearch (BM25) | dense | hybrid | elasticsearch-dense | elasticsearch-hybrid
     backend: str = "tantivy"
+    # the folder holding retriever.json (tantivy and faiss keep their files in it); "" = none, for an
+    # Elasticsearch index used from code (its mapping then names no owning folder: es_owner.py)
     index_dir: str = "data/index"
-    url: str = ""  # Elasticsearch URL (auth comes from environment variables)
+    url: str = ""  # Elasticsearch URL; "" = DEFAULT_ES_URL (auth comes from environment variables)
     index_name: str = "agent-r1-corpus"
     k: int = 3
     max_chars_per_doc: int = 300
+    # the search tool's timeout, and each Elasticsearch request's (see the module docstring)
     timeout_s: float = 10.0
     es_pool_size: int = 10  # Elasticsearch: HTTP connections per process (one pooled client per rollout worker)
     # dense / hybrid backends: the encoder (minilm works offline; hf:<id or folder> for bge, e5, ...),
@@ -31,25 +62,34 @@ class SearchConfig:
     dense_index: str = "flat"
     embed_cache_dir: str = ""  # "" = $AGENT_R1_EMBED_CACHE or ~/.cache/agent-r1/embeddings
 
+    # -- backend tuning (the defaults the backends always had) --
+    # Elasticsearch: tries per call on connection errors, timeouts and HTTP 429; the first wait between
+    # them, doubled each retry (then the run stops, resumable, instead of training on error observations)
+    retry_attempts: int = 5
+    retry_backoff_s: float = 0.5
+    bulk_chunk_size: int = 500  # Elasticsearch: documents per bulk request when indexing
+    msearch_batch_size: int = 100  # Elasticsearch: queries per msearch request
+    # Elasticsearch: an index build may replace an existing index agent-r1 did not make, or another folder
+    # made (its documents are lost); off, such a build is refused. Never read from retriever.json
+    overwrite: bool = False
+    # embedded dense / hybrid with dense_index hnsw: graph neighbours per node, and the build's and each
+    # search's breadth (higher: better recall, slower); hnsw_ef_search is recorded in retriever.json
+    hnsw_m: int = 32
+    hnsw_ef_construction: int = 200
+    hnsw_ef_search: int = 128
+    encode_batch_size: int = 64  # passages per encoder batch when indexing
+    # elasticsearch-hybrid: fuse BM25 and kNN in the server (retriever.rrf, ES >= 8.14, licensed), here
+    # (client), or auto: the server until it refuses once, then here
+    rrf: str = "auto"
+    # The Elasticsearch server trusted with the AGENT_R1_ES_* credentials: None = `url` (a config written
+    # by the user trusts its own server); "" = none (a config whose url an index folder's retriever.json
+    # named: the folder is a DVC output, not the user); or a URL, like `agent-r1 search --url`
+    credentials_url: str | None = None
+
     def server_url(self) -> str:
-        """The Elasticsearch URL this config names (`url`, or the backend's default when empty)."""
-        return self.url or RetrievalConfig.url
+        """The Elasticsearch URL this config names (`url`, or DEFAULT_ES_URL when empty)."""
+        return self.url or DEFAULT_ES_URL
 
-
-def index_options(search: SearchConfig) -> dict[str, Any]:
-    """Backend options for building the index: Elasticsearch's address, the vector backends' encoder."""
-    options: dict[str, Any] = {"url": search.server_url(), "index_name": search.index_name}
-    if search.backend in VECTOR_BACKENDS:
-        options.update(encoder=search.encoder, dense_index=search.dense_index,
-                       embed_cache_dir=search.embed_cache_dir or None)
-    return options
-
-
-def open_search_index(search: SearchConfig, index_dir: str | Path | None = None, check: bool = True) -> Retriever:
-    """The retriever of `index_dir` (default `search.index_dir`). Elasticsearch requests time out within
-    `search.timeout_s`: the tool runner abandons a search thread at that timeout, and the request under
-    it must end soon after instead of holding a socket for the client's default 60 s (each retry
-    attempt is bounded the same way). Elasticsearch credentials go only to the run's own search URL,
-    whatever retriever.json says."""
-    return open_index(index_dir or search.index_dir, check=check, request_timeout_s=search.timeout_s,
-                      pool_size=search.es_pool_size, credentials_url=search.server_url())
+    def trusted_url(self) -> str:
+        """The URL credentials may go to ("" for none)."""
+        return self.server_url() if self.credentials_url is None else self.credentials_url

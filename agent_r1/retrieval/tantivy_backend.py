@@ -22,7 +22,7 @@ import tantivy
 
 from agent_r1.data.io import replace_dir
 from agent_r1.data.schema import Document
-from agent_r1.retrieval.base import INDEX_FIX, Hit, RetrievalConfig, check_k, register_retriever
+from agent_r1.retrieval.base import INDEX_FIX, Hit, SearchConfig, check_k, register_retriever
 
 SUBDIR = "tantivy"
 SEARCH_FIELDS = ("title", "text")
@@ -60,9 +60,9 @@ def _has_field(schema: tantivy.Schema, name: str) -> bool:
 class TantivyRetriever:
     """BM25 over title + text with tantivy. See the module docstring for the query model."""
 
-    def __init__(self, config: RetrievalConfig) -> None:
-        if config.index_dir is None:
-            raise ValueError("the tantivy backend needs an index directory (RetrievalConfig.index_dir)")
+    def __init__(self, config: SearchConfig) -> None:
+        if not config.index_dir:
+            raise ValueError("the tantivy backend needs an index directory (SearchConfig.index_dir)")
         self.config = config
         self.root = Path(config.index_dir)
         self.path = self.root / SUBDIR

@@ -84,7 +84,6 @@ def ensure_index(cfg: ExperimentConfig, data_dir: Path) -> Path:
     backend (and encoder and vector index, for the vector backends), is already there (the corpus
     SHA-1 from `corpus_digest`, which does not read an unchanged corpus again)."""
     from agent_r1.retrieval.base import VECTOR_BACKENDS
-    from agent_r1.retrieval.search import index_options
 
     index_dir = Path(cfg.search.index_dir)
     manifest = index_dir / "retriever.json"
@@ -98,7 +97,7 @@ def ensure_index(cfg: ExperimentConfig, data_dir: Path) -> Path:
     with _folder_lock(index_dir):
         built = json.loads(manifest.read_text()) if manifest.exists() else {}
         if any(not _same(k, built.get(k), v) for k, v in wanted.items()):
-            build_index(corpus, index_dir, cfg.search.backend, **index_options(cfg.search))
+            build_index(corpus, index_dir, config=cfg.search)
     return index_dir
 
 
@@ -111,10 +110,11 @@ def _same(key: str, built: Any, wanted: Any) -> bool:
 
 
 def open_run_index(cfg: ExperimentConfig, index_dir: str | Path, check: bool = True) -> Any:
-    """The run's retriever (agent_r1/retrieval/search.py: the run's timeout, pool and credentials scope)."""
-    from agent_r1.retrieval.search import open_search_index
+    """The run's retriever: its `search` settings (timeout, pool, retries, credentials scope) over what the
+    folder's retriever.json records (agent_r1/retrieval/base.py read_manifest)."""
+    from agent_r1.retrieval.base import open_index
 
-    return open_search_index(cfg.search, index_dir, check=check)
+    return open_index(index_dir, cfg.search, check=check)
 
 
 def load_samples(path: str | Path, limit: int | None = None,

@@ -71,10 +71,10 @@ def test_two_runs_open_a_fresh_mlflow_store_at_once(tmp_path):
 
 def test_index_build_leaves_no_temp_folders(tmp_path):
     from agent_r1.data.schema import Document
-    from agent_r1.retrieval.base import RetrievalConfig
+    from agent_r1.retrieval.base import SearchConfig
     from agent_r1.retrieval.tantivy_backend import TantivyRetriever
 
-    retriever = TantivyRetriever(RetrievalConfig(backend="tantivy", index_dir=str(tmp_path / "index")))
+    retriever = TantivyRetriever(SearchConfig(backend="tantivy", index_dir=str(tmp_path / "index")))
     assert retriever.index([Document(id="1", title="Lala", text="Lala was born in Dero.")]) == 1
     assert retriever.index([Document(id="2", title="Bo", text="Bo was born in Karu.")]) == 1  # replaces it
     assert sorted(p.name for p in Path(tmp_path / "index").iterdir() if p.name.startswith(".")) == []

@@ -43,9 +43,9 @@ class ScriptedEngine:
 
 @pytest.fixture(scope="module")
 def retriever(synthetic_world, tmp_path_factory):
-    from agent_r1.retrieval.base import RetrievalConfig, open_retriever
+    from agent_r1.retrieval.base import SearchConfig, open_retriever
 
-    r = open_retriever(RetrievalConfig(backend="tantivy", index_dir=tmp_path_factory.mktemp("traces_index")))
+    r = open_retriever(SearchConfig(backend="tantivy", index_dir=str(tmp_path_factory.mktemp("traces_index"))))
     r.index(synthetic_world.documents)
     yield r
     r.close()

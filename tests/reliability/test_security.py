@@ -125,11 +125,11 @@ def test_es_query_body_holds_model_text_only_as_a_match_value():
 
 def test_es_requests_sent_carry_model_text_only_in_match_bodies():
     """What ElasticsearchRetriever actually sends (recorded instead of a server)."""
-    from agent_r1.retrieval.base import RetrievalConfig
+    from agent_r1.retrieval.base import SearchConfig
     from agent_r1.retrieval.es_backend import ElasticsearchRetriever
 
-    retriever = ElasticsearchRetriever(RetrievalConfig(backend="elasticsearch", url="http://127.0.0.1:1",
-                                                       index_name="idx"))
+    retriever = ElasticsearchRetriever(SearchConfig(backend="elasticsearch", index_dir="", url="http://127.0.0.1:1",
+                                                    index_name="idx"))
     sent = []
 
     def msearch(searches):
@@ -259,10 +259,10 @@ def test_credentials_never_printed_by_index_and_search(es_server, tmp_path, monk
 
 
 def test_an_es_url_with_credentials_is_refused():
-    from agent_r1.retrieval.base import RetrievalConfig, open_retriever
+    from agent_r1.retrieval.base import SearchConfig, open_retriever
 
     with pytest.raises(ValueError, match="holds credentials") as info:
-        open_retriever(RetrievalConfig(backend="elasticsearch", url=f"http://elastic:{PASSWORD}@127.0.0.1:9200"))
+        open_retriever(SearchConfig(backend="elasticsearch", url=f"http://elastic:{PASSWORD}@127.0.0.1:9200"))
     _assert_clean(str(info.value), "the error")
 
 

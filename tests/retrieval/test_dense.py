@@ -6,6 +6,7 @@ dense_vector + kNN + RRF against the noida-db server (it implements `knn`, `retr
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,8 +18,8 @@ import agent_r1.retrieval.hybrid_backend  # noqa: F401
 from agent_r1.data.corpus import build_corpus_from_hotpotqa
 from agent_r1.data.loaders import load_hotpotqa
 from agent_r1.retrieval import es_dense
-from agent_r1.retrieval.base import Hit, RetrievalConfig, build_index, open_index
-from agent_r1.retrieval.dense_backend import DenseOptions, DenseRetriever
+from agent_r1.retrieval.base import Hit, SearchConfig, build_index, open_index
+from agent_r1.retrieval.dense_backend import DenseRetriever
 from agent_r1.retrieval.embeddings import (
     cache_key,
     docs_sha1,
@@ -61,8 +62,8 @@ def cache_dir(tmp_path_factory):
 
 
 def dense(root: Path, encoder, cache: Path, kind: str = "flat") -> DenseRetriever:
-    return DenseRetriever(RetrievalConfig(backend="dense", index_dir=root),
-                          DenseOptions(embed_cache_dir=str(cache), dense_index=kind), encoder)
+    return DenseRetriever(SearchConfig(backend="dense", index_dir=str(root), embed_cache_dir=str(cache),
+                                       dense_index=kind), encoder)
 
 
 # ---------------------------------------------------------------------------- encoders
@@ -201,8 +202,8 @@ def test_rrf_fusion_order_on_a_hand_made_example():
 
 def test_hybrid_is_the_rrf_of_its_halves(hotpot, encoder, cache_dir, tmp_path):
     docs, questions, _ = hotpot
-    config = RetrievalConfig(backend="hybrid", index_dir=tmp_path / "hy")
-    hybrid = HybridRetriever(config, DenseOptions(embed_cache_dir=str(cache_dir)), encoder)
+    config = SearchConfig(backend="hybrid", index_dir=str(tmp_path / "hy"), embed_cache_dir=str(cache_dir))
+    hybrid = HybridRetriever(config, encoder)
     assert hybrid.index(docs) == len(docs) == hybrid.count()
     queries = [q.question for q in questions] + ['title:"x" AND (OR', ""]
     got = hybrid.search(queries, 5)
@@ -265,14 +266,15 @@ def es_small(hotpot):
     return docs[:20], questions[:2]
 
 
-def es_config(server, name: str, backend: str) -> RetrievalConfig:
-    return RetrievalConfig(backend=backend, url=server.url, index_name=name, retry_attempts=1, request_timeout_s=120)
+def es_config(server, name: str, backend: str, **settings) -> SearchConfig:
+    return SearchConfig(backend=backend, index_dir="", url=server.url, index_name=name, retry_attempts=1,
+                        timeout_s=120, **settings)
 
 
 def test_es_dense_knn_for_real(es_server, es_small, encoder, cache_dir, tmp_path):  # noqa: F811
     docs, _ = es_small
-    r = es_dense.ElasticsearchDenseRetriever(es_config(es_server, "dense-knn", "elasticsearch-dense"),
-                                             DenseOptions(embed_cache_dir=str(cache_dir)), encoder)
+    r = es_dense.ElasticsearchDenseRetriever(es_config(es_server, "dense-knn", "elasticsearch-dense",
+                                                       embed_cache_dir=str(cache_dir)), encoder)
     try:
         assert r.index(docs) == len(docs) == r.count()
         mapping = r.mapping()
@@ -295,9 +297,9 @@ def test_es_dense_knn_for_real(es_server, es_small, encoder, cache_dir, tmp_path
 def test_es_hybrid_server_rrf_matches_client_rrf(es_server, es_small, encoder, cache_dir, monkeypatch):  # noqa: F811
     docs, questions = es_small
     config = es_config(es_server, "hybrid-rrf", "elasticsearch-hybrid")
-    server = es_dense.ElasticsearchHybridRetriever(config, DenseOptions(embed_cache_dir=str(cache_dir)), encoder,
-                                                   rrf="server")
-    client = es_dense.ElasticsearchHybridRetriever(config, encoder=encoder, rrf="client")
+    server = es_dense.ElasticsearchHybridRetriever(replace(config, embed_cache_dir=str(cache_dir), rrf="server"),
+                                                   encoder)
+    client = es_dense.ElasticsearchHybridRetriever(replace(config, rrf="client"), encoder=encoder)
     try:
         server.index(docs)
         queries = [q.question for q in questions]

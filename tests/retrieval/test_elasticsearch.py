@@ -17,7 +17,8 @@ from agent_r1.cli import main as cli_main
 from agent_r1.data.corpus import dedup_documents, make_document
 from agent_r1.data.io import iter_records, write_jsonl
 from agent_r1.data.loaders import load_hotpotqa
-from agent_r1.retrieval.base import RetrievalConfig, open_index, open_retriever
+from agent_r1.retrieval.base import SearchConfig, open_index, open_retriever
+from agent_r1.retrieval.search import COMMAND_TIMEOUT_S
 from agent_r1.retrieval.metrics import recall_at_k, top1_agreement
 from tests.es_fixture import HOTPOTQA_400, es_server, fresh_es_server, require_sample  # noqa: F401
 from tests.retrieval.test_tantivy import INJECTION
@@ -37,8 +38,8 @@ def small_hotpot():
 @pytest.fixture(scope="module")
 def es(es_server, small_hotpot):
     docs, _ = small_hotpot
-    config = RetrievalConfig(backend="elasticsearch", url=es_server.url, index_name="hotpot-small",
-                             msearch_batch_size=7, bulk_chunk_size=64, retry_backoff_s=0.05)
+    config = SearchConfig(backend="elasticsearch", index_dir="", url=es_server.url, index_name="hotpot-small",
+                          msearch_batch_size=7, bulk_chunk_size=64, retry_backoff_s=0.05, timeout_s=COMMAND_TIMEOUT_S)
     retriever = open_retriever(config)
     assert retriever.index(docs) == len(docs) == 300
     yield retriever
@@ -66,7 +67,7 @@ def test_batched_msearch_agrees_with_tantivy(es, small_hotpot):
     es_results = es.search(queries, 5)  # 30 queries in msearch batches of 7
     assert len(es_results) == N_QUESTIONS and all(len(r) == 5 for r in es_results)
     with tempfile.TemporaryDirectory() as tmp:
-        tv = open_retriever(RetrievalConfig(backend="tantivy", index_dir=Path(tmp)))
+        tv = open_retriever(SearchConfig(backend="tantivy", index_dir=tmp))
         tv.index(docs)
         tv_results = tv.search(queries, 5)
         tv.close()
@@ -99,7 +100,8 @@ def test_cli_index_and_open_index(es_server, small_hotpot, tmp_path: Path, capsy
 
 
 def test_missing_index_is_clear(es_server):
-    r = open_retriever(RetrievalConfig(backend="elasticsearch", url=es_server.url, index_name="no-such-index"))
+    r = open_retriever(SearchConfig(backend="elasticsearch", index_dir="", url=es_server.url, index_name="no-such-index",
+                                    timeout_s=COMMAND_TIMEOUT_S))
     with pytest.raises(FileNotFoundError, match=r"no-such-index.*agent-r1 index"):
         r.count()
     r.close()
@@ -107,8 +109,8 @@ def test_missing_index_is_clear(es_server):
 
 def test_retries_then_clear_error_when_server_stops(fresh_es_server, monkeypatch):
     monkeypatch.setenv("AGENT_R1_ES_API_KEY", "s3cret-key-value")
-    config = RetrievalConfig(backend="elasticsearch", url=fresh_es_server.url, index_name="stop-me",
-                             retry_attempts=3, retry_backoff_s=0.1, request_timeout_s=5)
+    config = SearchConfig(backend="elasticsearch", index_dir="", url=fresh_es_server.url, index_name="stop-me",
+                          retry_attempts=3, retry_backoff_s=0.1, timeout_s=5)
     retriever = open_retriever(config)
     retriever.index([make_document("A", "alpha paragraph"), make_document("B", "beta paragraph")])
     assert retriever.search(["alpha"], 1)[0][0].title == "A"

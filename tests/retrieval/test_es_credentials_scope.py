@@ -140,7 +140,7 @@ def test_ensure_index_rebuilds_an_index_that_names_another_server(servers, tmp_p
     cfg.search.index_dir = str(index_dir)
     cfg.train.runs_dir = str(tmp_path / "runs")  # its corpus digest is cached there: never the repository's runs/
     built = []
-    monkeypatch.setattr(assembly, "build_index", lambda corpus, d, backend, **o: built.append(o))
+    monkeypatch.setattr(assembly, "build_index", lambda corpus, d, config: built.append(config))
     assembly.ensure_index(cfg, data)
-    assert built and built[0]["url"] == own.url
+    assert built and built[0].server_url() == own.url
     assert other.auth == []

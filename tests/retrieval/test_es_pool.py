@@ -11,6 +11,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import threading
+from dataclasses import replace
 from typing import Any
 
 import psutil
@@ -18,7 +19,8 @@ import pytest
 
 from agent_r1.data.corpus import dedup_documents, make_document
 from agent_r1.data.io import iter_records
-from agent_r1.retrieval.base import RetrievalConfig, open_retriever
+from agent_r1.retrieval.base import SearchConfig, open_retriever
+from agent_r1.retrieval.search import COMMAND_TIMEOUT_S
 from tests.es_fixture import HOTPOTQA_400, es_server, require_sample  # noqa: F401
 
 N_QUESTIONS = 12
@@ -34,8 +36,8 @@ def hotpot_index(es_server):  # noqa: F811
     rows = [rec.value for rec in iter_records(require_sample(HOTPOTQA_400))][:N_QUESTIONS]
     docs = dedup_documents(make_document(title, " ".join(s.strip() for s in sents))
                            for row in rows for title, sents in row["context"])
-    config = RetrievalConfig(backend="elasticsearch", url=es_server.url, index_name="pool-test",
-                             retry_backoff_s=0.05, pool_size=1)
+    config = SearchConfig(backend="elasticsearch", index_dir="", url=es_server.url, index_name="pool-test",
+                          retry_backoff_s=0.05, es_pool_size=1, timeout_s=COMMAND_TIMEOUT_S)
     builder = open_retriever(config)
     assert builder.index(docs) == len(docs)
     questions = [row["question"] for row in rows]
@@ -64,8 +66,8 @@ def pool_ports(retriever: Any) -> set[int]:
     return ports
 
 
-def with_pool(config: RetrievalConfig, size: int) -> Any:
-    return open_retriever(RetrievalConfig(**{**config.__dict__, "pool_size": size}))
+def with_pool(config: SearchConfig, size: int) -> Any:
+    return open_retriever(replace(config, es_pool_size=size))
 
 
 def test_threads_share_a_bounded_pool(es_server, hotpot_index):  # noqa: F811
@@ -167,5 +169,5 @@ def test_forked_child_gets_its_own_pool(es_server, hotpot_index, child_searches)
 
 
 def test_pool_size_must_be_positive():
-    with pytest.raises(ValueError, match="pool_size must be >= 1"):
-        open_retriever(RetrievalConfig(backend="elasticsearch", url="http://127.0.0.1:1", pool_size=0))
+    with pytest.raises(ValueError, match="es_pool_size must be >= 1"):
+        open_retriever(SearchConfig(backend="elasticsearch", url="http://127.0.0.1:1", es_pool_size=0))

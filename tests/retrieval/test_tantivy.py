@@ -16,8 +16,8 @@ from agent_r1.data.loaders import load_hotpotqa
 from agent_r1.retrieval.base import (
     RETRIEVERS,
     Hit,
-    RetrievalConfig,
     Retriever,
+    SearchConfig,
     open_index,
     open_retriever,
     write_manifest,
@@ -43,7 +43,7 @@ def hotpot():
 def index_dir(tmp_path_factory, hotpot):
     docs, _ = hotpot
     root = tmp_path_factory.mktemp("tantivy_idx")
-    config = RetrievalConfig(backend="tantivy", index_dir=root)
+    config = SearchConfig(backend="tantivy", index_dir=str(root))
     retriever = open_retriever(config)
     assert retriever.index(docs) == 3952
     retriever.close()
@@ -116,11 +116,11 @@ def test_missing_and_corrupt_index(tmp_path: Path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match=r"has no retriever.json.*agent-r1 index"):
         open_index(tmp_path / "empty")
-    write_manifest(RetrievalConfig(index_dir=tmp_path / "noidx"))
+    write_manifest(SearchConfig(index_dir=str(tmp_path / "noidx")))
     with pytest.raises(FileNotFoundError, match=r"no tantivy index in .*noidx.*agent-r1 index"):
         open_index(tmp_path / "noidx")
     broken = tmp_path / "broken"
-    write_manifest(RetrievalConfig(index_dir=broken))
+    write_manifest(SearchConfig(index_dir=str(broken)))
     (broken / "tantivy").mkdir()
     (broken / "tantivy" / "meta.json").write_text("{garbage", encoding="utf-8")
     with pytest.raises(ValueError, match=r"broken is corrupt.*agent-r1 index"):
@@ -134,7 +134,7 @@ def test_missing_and_corrupt_index(tmp_path: Path):
 def test_rebuild_replaces_index(tmp_path: Path):
     from agent_r1.data.corpus import make_document
 
-    config = RetrievalConfig(index_dir=tmp_path)
+    config = SearchConfig(index_dir=str(tmp_path))
     r = open_retriever(config)
     r.index([make_document("A", "alpha"), make_document("B", "beta")])
     assert r.count() == 2

@@ -98,14 +98,14 @@ def test_training_fails_at_load_on_a_row_that_loosens_the_runs_env(tmp_path):
 
 
 def test_run_retriever_requests_time_out_within_the_tool_timeout(tmp_path):
-    from agent_r1.retrieval.base import RetrievalConfig, write_manifest
+    from agent_r1.retrieval.base import SearchConfig, write_manifest
     from agent_r1.runs.assembly import open_run_index
 
-    write_manifest(RetrievalConfig(backend="elasticsearch", url="http://127.0.0.1:9", index_dir=tmp_path))
+    write_manifest(SearchConfig(backend="elasticsearch", url="http://127.0.0.1:9", index_dir=str(tmp_path)))
     cfg = load_config(None, {"search.timeout_s": 2.5})
     retriever = open_run_index(cfg, tmp_path, check=False)  # no server: only the client is built
     try:
-        assert retriever.config.request_timeout_s == 2.5
+        assert retriever.config.timeout_s == 2.5
     finally:
         retriever.close()
 

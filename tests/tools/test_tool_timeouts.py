@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_r1.retrieval.base import RetrievalConfig, open_retriever
+from agent_r1.retrieval.base import SearchConfig, open_retriever
 from agent_r1.retrieval.errors import ServiceUnavailableError
 from agent_r1.tools.base import ServiceTimeoutError, ToolResult
 from agent_r1.tools.calculator import CalculatorTool
@@ -193,13 +193,13 @@ def test_in_process_search_timeouts_must_be_consecutive_to_stop_the_run():
 
 def test_hung_elasticsearch_node_fails_the_run_like_a_dead_one():
     """A server that accepts connections and never answers: every search would hang for the client's
-    request timeout (60 s by default, then retried). The runner stops the run after 3 timeouts in a row."""
+    request timeout (30 s here, past the runner's timeout, then retried). The runner stops the run after 3 timeouts in a row."""
     hung = socket.socket()
     hung.bind(("127.0.0.1", 0))
     hung.listen(64)  # never accepted: connections complete in the backlog, requests get no answer
     url = f"http://127.0.0.1:{hung.getsockname()[1]}"
-    retriever = open_retriever(RetrievalConfig(backend="elasticsearch", url=url, index_name="hung",
-                                               retry_attempts=1, request_timeout_s=30))
+    retriever = open_retriever(SearchConfig(backend="elasticsearch", index_dir="", url=url, index_name="hung",
+                                            retry_attempts=1, timeout_s=30))
     runner = _runner(SearchTool(retriever, max_consecutive_timeouts=3))
     call = ToolCall("search", {"query": "who built the tower"})
     try:
