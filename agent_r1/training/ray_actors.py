@@ -98,8 +98,11 @@ class Learner:
         self.cfg = cfg
         self.index_dir = str(parts.index_dir)
         self.retriever = run.open_index(parts.index_dir)  # the learner evaluates in-process
+        # the rollout workers generate (rollout.engine); a learner's engine only evaluates, so it reads the
+        # policy it trains: no second copy of the weights (a vLLM engine) beside the learner on its device
         self.trainer = RLTrainer(cfg, parts.model, parts.tokenizer, run.env_factory(self.retriever),
-                                 parts.train_samples, parts.eval_samples, sink=None, reference=parts.reference)
+                                 parts.train_samples, parts.eval_samples, sink=None, reference=parts.reference,
+                                 engine="transformers")
         self.resumed_from = str(parts.latest) if parts.latest is not None else None
         if parts.latest is not None:
             self.trainer.load(parts.latest)

@@ -55,7 +55,8 @@ class NonFiniteLossError(RuntimeError):
 class RLTrainer:
     def __init__(self, cfg: ExperimentConfig, model: Any, tokenizer: Any, make_env: Any,
                  train_samples: list[dict[str, Any]], eval_samples: list[dict[str, Any]] | None = None,
-                 sink: MetricsSink | None = None, reference: Any | None = None):
+                 sink: MetricsSink | None = None, reference: Any | None = None, engine: str = ""):
+        """`engine`: the generation engine's name ("" = `rollout.engine`)."""
         check_trainable_sampling(cfg.rollout)
         self.compute = Compute.from_config(cfg)
         if cfg.model.lora.enabled and not has_adapters(model):
@@ -65,7 +66,7 @@ class RLTrainer:
         self.eval_samples = eval_samples or []
         self.out_dir = Path(cfg.train.out_dir)
         self.codec = ChatCodec(tokenizer)
-        self.engine = build_engine(cfg.rollout.engine, model, tokenizer,
+        self.engine = build_engine(engine or cfg.rollout.engine, model, tokenizer,
                                    options_from_config(cfg, str(self.compute.device), self.compute.precision))
         self.engine_weights = EngineWeights(self.engine, model)  # vLLM: its own copy, synced after updates
         self.sampler = PromptSampler(train_samples, cfg.seed)
