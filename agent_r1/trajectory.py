@@ -52,6 +52,9 @@ class Trajectory:
     # the learner version of the weights that sampled it (asynchronous training measures staleness
     # as learner version at update - this); 0 in-process, where rollout and update alternate
     policy_version: int = 0
+    # an agent session's steps (agents/assemble.py: a call whose prompt drifted starts a new step) share
+    # it, so a group estimator counts the session once (algos/sessions.py); "" = an episode of its own
+    session_id: str = ""
 
     # --- flat views -------------------------------------------------------------------
     @property
@@ -121,6 +124,7 @@ class Trajectory:
         """A JSON-friendly record (ids, mask, per-turn texts) for logs and `--json` output."""
         record: dict[str, Any] = {
             "sample_id": self.sample_id,
+            **({"session_id": self.session_id} if self.session_id else {}),
             "answer": self.answer,
             "outcome_reward": self.outcome_reward,
             "score": self.score,
@@ -151,7 +155,8 @@ def collate(trajectories: list[Trajectory], pad_token_id: int) -> dict[str, Any]
 
     Returns input_ids (long), attention_mask, action_mask, response_mask (every token after the
     prompt, observations included: the paper's mask-off ablations), token_rewards,
-    sampled_logprobs (float32), scores `[batch]` and group_ids (list of sample ids).
+    sampled_logprobs (float32), scores `[batch]`, group_ids (list of sample ids) and session_ids
+    (an agent session's steps share one; any other row its own index).
     Padding is 0 in every mask. For turn-level estimators (algos/step_advantages.py): turn_index
     (long `[batch, seq]`: k on every token of turn k, its action and its observation, masked turns
     included; -1 on prompt and padding) and context_keys (per row, one digest per turn of the newest
@@ -193,6 +198,7 @@ def collate(trajectories: list[Trajectory], pad_token_id: int) -> dict[str, Any]
         "sampled_logprobs": logprobs,
         "scores": torch.tensor([t.score for t in trajectories], dtype=torch.float32),
         "group_ids": [t.sample_id for t in trajectories],
+        "session_ids": [t.session_id or i for i, t in enumerate(trajectories)],  # i: a row of its own
         "turn_index": turn_index,
         "context_keys": context_keys,
     }

@@ -37,9 +37,10 @@ class AssembleStats:
 
 
 def build_trajectories(records: Sequence[CallRecord], sample_id: str, sample: dict | None = None,
-                       decode: Callable[[list[int]], str] | None = None
+                       decode: Callable[[list[int]], str] | None = None, session_id: str = ""
                        ) -> tuple[list[Trajectory], AssembleStats]:
-    """Records of one session, in call order -> (steps, stats). `decode` fills the texts (logs only)."""
+    """Records of one session, in call order -> (steps, stats). `decode` fills the texts (logs only);
+    `session_id` marks every step as the session's (a group estimator counts the session once)."""
     stats = AssembleStats(calls=len(records))
     steps: list[Trajectory] = []
     context: list[int] = []  # the latest step's prompt + every action and observation so far
@@ -57,7 +58,7 @@ def build_trajectories(records: Sequence[CallRecord], sample_id: str, sample: di
             if steps:
                 stats.drift += 1
             steps.append(Trajectory(sample_id=sample_id, prompt_ids=list(rec.prompt_ids), sample=dict(sample or {}),
-                                    stop_reason="agent"))
+                                    stop_reason="agent", session_id=session_id))
         turn = Turn(action_ids=list(rec.completion_ids), action_logprobs=list(rec.completion_logprobs),
                     action_text=decode(list(rec.completion_ids)) if decode is not None else "",
                     tool_calls=len(rec.info.get("tool_calls", ())), truncated=rec.finish_reason == "length",
@@ -74,7 +75,7 @@ def build_trajectories(records: Sequence[CallRecord], sample_id: str, sample: di
 
 def assign_outcome(steps: Sequence[Trajectory], reward: float, answer: str | None = None) -> None:
     """The session's outcome reward on every step (step-wise training: each step is trained as if it had
-    earned the episode's reward; the trainer's estimator then compares sessions, not steps)."""
+    earned the episode's reward; a group estimator compares sessions, not steps: algos/sessions.py)."""
     for step in steps:
         step.outcome_reward = float(reward)
         step.answer = answer

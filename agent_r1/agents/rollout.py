@@ -13,7 +13,9 @@ row (a copy). The function runs any harness and returns the session's reward (a 
 Per rollout: `n_samples` sessions per prompt run concurrently (at most `env.agent_concurrency` at once;
 sync functions in a thread pool, coroutines on one event loop), each within `env.agent_timeout_s`.
 A session's records become steps (assemble.py); every step gets the session's outcome and the prompt's
-`sample_id`, so a group estimator (GRPO) compares all steps of the prompt's n sessions as one group.
+`sample_id` and the session's `session_id`, so a group estimator (GRPO) compares the prompt's n sessions
+as one group, each session once whatever its number of steps (algos/sessions.py, as SkyRL's step-wise
+training: the session's advantage on every one of its steps).
 An agent that raises, times out or returns something else: its session keeps the steps it sampled with
 reward 0 (its failure may be the policy's doing, e.g. arguments its harness cannot read) and counts in
 `agent/errors`; a session without calls is dropped (`agent/empty`). Counts travel on each session's
@@ -146,7 +148,7 @@ class AgentRollout:
             records = [ep.close_session(key) for _, key in jobs]
         trajs: list[Trajectory] = []
         self.last_sessions, empty, empty_errors, errors, first_error = [], 0, 0, 0, ""
-        for (sample, _), res, calls in zip(jobs, results, records):
+        for j, ((sample, _), res, calls) in enumerate(zip(jobs, results, records)):
             value, answer, error = 0.0, None, res.error
             if not error:
                 value, answer, error = session_reward(res.value, sample, reward)
@@ -156,7 +158,8 @@ class AgentRollout:
                 empty += 1
                 empty_errors += bool(error)
                 continue
-            steps, stats = build_trajectories(calls, str(sample["id"]), sample, decode=codec.decode)
+            steps, stats = build_trajectories(calls, str(sample["id"]), sample, decode=codec.decode,
+                                              session_id=f"{sample['id']}/{j}")  # never the session's key
             assign_outcome(steps, 0.0 if error else value, answer)
             counts = {**vars(stats), "sessions": 1, "errors": int(bool(error))}
             steps[0].metrics.update({f"agent/count/{k}": float(v) for k, v in counts.items()})

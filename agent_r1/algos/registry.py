@@ -53,6 +53,8 @@ class AdvantageInputs:
     turn_index:    [B, T] long, turn k on its tokens, -1 elsewhere; context_keys: per row, a digest
                    per turn of the context it acts on (both from `collate`; read by "gigpo").
     gigpo:         `algo.gigpo` (step_advantages.GiGPOConfig), or None for its defaults.
+    session_ids:   length-B list: rows that are steps of one agent session share an id (collate; read by
+                   algos/sessions.py for the `scalar` estimators), or None: every row its own episode.
     """
 
     token_rewards: torch.Tensor
@@ -66,6 +68,7 @@ class AdvantageInputs:
     turn_index: torch.Tensor | None = None
     context_keys: Sequence[Sequence[Hashable]] | None = None
     gigpo: Any = None
+    session_ids: Sequence[Hashable] | None = None
 
 
 @dataclass
@@ -85,10 +88,13 @@ class EstimatorTraits:
 
     group:  compares the samples of one prompt (a baseline from its group): needs rollout.n_samples >= 2.
     critic: needs a value function; the trainer builds one and trains it on `AdvantageOutputs.returns`.
+    scalar: gives each trajectory one advantage on all its action tokens (an outcome estimator), so the
+            steps of an agent session can take their session's (algos/sessions.py).
     """
 
     group: bool = False
     critic: bool = False
+    scalar: bool = False
 
 
 ADV_ESTIMATORS: Registry[Estimator, EstimatorTraits] = Registry(
@@ -96,10 +102,10 @@ ADV_ESTIMATORS: Registry[Estimator, EstimatorTraits] = Registry(
     plugins="agent_r1.adv_estimators")
 
 
-def register_adv_estimator(name: str, *, needs_critic: bool = False,
-                           group: bool = False) -> Callable[[Estimator], Estimator]:
-    """Shorthand for ``ADV_ESTIMATORS.register(name, critic=needs_critic, group=group)``."""
-    return ADV_ESTIMATORS.register(name, critic=needs_critic, group=group)
+def register_adv_estimator(name: str, *, needs_critic: bool = False, group: bool = False,
+                           scalar: bool = False) -> Callable[[Estimator], Estimator]:
+    """Shorthand for ``ADV_ESTIMATORS.register(name, critic=needs_critic, group=group, scalar=scalar)``."""
+    return ADV_ESTIMATORS.register(name, critic=needs_critic, group=group, scalar=scalar)
 
 
 def get_adv_estimator(name: str) -> Estimator:
@@ -120,17 +126,17 @@ def _gae(x: AdvantageInputs) -> AdvantageOutputs:
     return AdvantageOutputs(a, r)
 
 
-@ADV_ESTIMATORS.register("grpo", group=True)
+@ADV_ESTIMATORS.register("grpo", group=True, scalar=True)
 def _grpo(x: AdvantageInputs) -> AdvantageOutputs:
     return AdvantageOutputs(adv.compute_grpo(x.scores, x.group_ids, x.action_mask, x.normalize_std))
 
 
-@ADV_ESTIMATORS.register("grpo_no_std", group=True)
+@ADV_ESTIMATORS.register("grpo_no_std", group=True, scalar=True)
 def _grpo_no_std(x: AdvantageInputs) -> AdvantageOutputs:
     return AdvantageOutputs(adv.compute_grpo(x.scores, x.group_ids, x.action_mask, normalize_std=False))
 
 
-@ADV_ESTIMATORS.register("dr_grpo", group=True)
+@ADV_ESTIMATORS.register("dr_grpo", group=True, scalar=True)
 def _dr_grpo(x: AdvantageInputs) -> AdvantageOutputs:
     """Dr. GRPO (Liu et al. 2025, "Understanding R1-Zero-Like Training: A Critical Perspective",
     arXiv:2503.20783): A_i = r_i - mean(group), no division by the group's std (which up-weights
@@ -139,7 +145,7 @@ def _dr_grpo(x: AdvantageInputs) -> AdvantageOutputs:
     return AdvantageOutputs(adv.compute_grpo(x.scores, x.group_ids, x.action_mask, normalize_std=False))
 
 
-@ADV_ESTIMATORS.register("rloo", group=True)
+@ADV_ESTIMATORS.register("rloo", group=True, scalar=True)
 def _rloo(x: AdvantageInputs) -> AdvantageOutputs:
     return AdvantageOutputs(adv.compute_rloo(x.scores, x.group_ids, x.action_mask))
 
@@ -150,6 +156,6 @@ def _reinforce_pp(x: AdvantageInputs) -> AdvantageOutputs:
     return AdvantageOutputs(a, r)
 
 
-@ADV_ESTIMATORS.register("reinforce_pp_baseline", group=True)
+@ADV_ESTIMATORS.register("reinforce_pp_baseline", group=True, scalar=True)
 def _reinforce_pp_baseline(x: AdvantageInputs) -> AdvantageOutputs:
     return AdvantageOutputs(adv.compute_reinforce_pp_baseline(x.scores, x.group_ids, x.action_mask))

@@ -18,7 +18,6 @@ import torch
 from agent_r1.algos import (
     AdvantageInputs,
     aggregate_loss,
-    get_adv_estimator,
     get_policy_loss,
     kl_penalty,
     loss_denominator,
@@ -27,6 +26,7 @@ from agent_r1.algos import (
 )
 from agent_r1.algos.offpolicy import behaviour_weights, offpolicy_advantages
 from agent_r1.algos.rollout_correction import rollout_correction
+from agent_r1.algos.sessions import estimator_over_sessions
 from agent_r1.config import ExperimentConfig
 from agent_r1.evaluation.agent_eval import evaluate_policy
 from agent_r1.models.lora import apply_lora, has_adapters, reference_context
@@ -55,8 +55,8 @@ class NonFiniteLossError(RuntimeError):
 class RLTrainer:
     def __init__(self, cfg: ExperimentConfig, model: Any, tokenizer: Any, make_env: Any,
                  train_samples: list[dict[str, Any]], eval_samples: list[dict[str, Any]] | None = None,
-                 sink: MetricsSink | None = None, reference: Any | None = None, engine: str = ""):
-        """`engine`: the generation engine's name ("" = `rollout.engine`)."""
+                 sink: MetricsSink | None = None, reference: Any | None = None,
+                 engine: str = ""):  # the generation engine's name ("" = rollout.engine)
         check_trainable_sampling(cfg.rollout)
         self.compute = Compute.from_config(cfg)
         if cfg.model.lora.enabled and not has_adapters(model):
@@ -78,7 +78,7 @@ class RLTrainer:
         self.bad_updates = 0  # consecutive non-finite updates (stops the run at the limit)
         self.skipped_updates = 0  # all non-finite updates so far (a metric)
         a = cfg.algo
-        self.estimator = get_adv_estimator(a.adv_estimator)
+        self.estimator = estimator_over_sessions(a.adv_estimator)  # an agent session's steps count once
         self.policy_loss = get_policy_loss(a.policy_loss)
         self.norm_tokens = a.loss_norm_tokens or cfg.rollout.max_total_tokens  # seq-mean-token-sum-norm's length
         # LoRA: the reference is the policy with its adapters off (one copy of the base weights)
@@ -150,7 +150,8 @@ class RLTrainer:
         out = self.estimator(AdvantageInputs(token_rewards=rewards, scores=scores, action_mask=adv_mask,
                                              group_ids=batch["group_ids"], values=values, gamma=a.gamma, lam=a.lam,
                                              turn_index=batch.pop("turn_index"), gigpo=a.gigpo,
-                                             context_keys=batch.pop("context_keys")))  # turns: "gigpo"
+                                             context_keys=batch.pop("context_keys"),  # turns: "gigpo"
+                                             session_ids=batch.pop("session_ids")))
         batch["advantages"], batch["returns"] = out.advantages, out.returns
         if self.cfg.train.max_staleness > 0:  # asynchronous: decoupled PPO (algos/offpolicy.py)
             batch["offpolicy_weight"], batch["offpolicy_metrics"] = behaviour_weights(

@@ -141,7 +141,12 @@ def test_builtin_estimators_declare_what_validation_used_to_hard_code():
     assert set(ENVS) >= {"tool"} and load_config().env.kind == "tool"
     from agent_r1.evaluation.modes import EVAL_MODES
 
-    assert {n for n in EVAL_MODES if EVAL_MODES.traits(n).needs_retriever} == {"agent", "rag"}  # was NEEDS_RETRIEVER
+    from agent_r1.evaluation.modes import needs_retriever
+
+    # rag searches itself; agent rolls out the env, which searches when env.tools has search (not MCP-only)
+    assert {n for n in EVAL_MODES if EVAL_MODES.traits(n).needs_retriever} == {"rag"}
+    assert {n for n in EVAL_MODES if needs_retriever(n, load_config())} == {"agent", "rag"}  # was NEEDS_RETRIEVER
+    assert {n for n in EVAL_MODES if needs_retriever(n, load_config(overrides={"env.tools": ["calculator"]}))} == {"rag"}
     assert {n for n in EVAL_MODES if EVAL_MODES.traits(n).tools} == {"agent"}  # was harness.TOOL_MODES
 
 
