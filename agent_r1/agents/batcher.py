@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import queue
+import random
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -24,6 +25,7 @@ class _Job:
     prompt: list[int]
     budget: int
     stop: tuple[str, ...]
+    seed: int | None = None
     future: Future = field(default_factory=Future)
 
 
@@ -39,9 +41,10 @@ class Batcher:
         self._thread = threading.Thread(target=self._work, name="agent-r1-endpoint-batcher", daemon=True)
         self._thread.start()
 
-    def submit(self, prompt: list[int], budget: int, stop: tuple[str, ...]) -> Future:
-        """A future of the prompt's `GenerationOutput`; an engine error is set on every future of its batch."""
-        job = _Job(list(prompt), budget, stop)
+    def submit(self, prompt: list[int], budget: int, stop: tuple[str, ...], seed: int | None = None) -> Future:
+        """A future of the prompt's `GenerationOutput`; an engine error is set on every future of its batch.
+        `seed`: this call's own (its tokens then do not depend on the calls it is batched with)."""
+        job = _Job(list(prompt), budget, stop, seed)
         self._queue.put(job)
         return job.future
 
@@ -72,6 +75,8 @@ class Batcher:
 
     def _run(self, stop: tuple[str, ...], group: list[_Job]) -> None:
         params = replace(self.params, max_new_tokens=[j.budget for j in group], stop_strings=stop)
+        if any(j.seed is not None for j in group):  # per call; an unseeded call beside them draws its own
+            params = replace(params, seed=[random.getrandbits(63) if j.seed is None else j.seed for j in group])
         self.batch_sizes.append(len(group))
         try:
             with self.context() if self.context is not None else contextlib.nullcontext():

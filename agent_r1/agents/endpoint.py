@@ -14,7 +14,8 @@ What is honoured from a request and what the run decides:
   them), `max_tokens` / `max_completion_tokens` (capped by the run's `max_tokens` and by
   `max_total_tokens` - prompt length), `stop` strings;
 - the run's: temperature, top-p, top-k (the request's are ignored: the trainer recomputes log-probs at
-  the run's temperature, so only tokens sampled at it are trainable); no seed;
+  the run's temperature, so only tokens sampled at it are trainable), and the seed: a session opened
+  with one (`open_session(seed=...)`) seeds its k-th call with (seed, k), whatever it is batched with;
 - refused with a 400: `n` > 1, `stream`, non-text content parts, a prompt longer than the run allows.
 The session is the bearer token, so an unmodified client carries it; an unknown one is a 401.
 
@@ -25,6 +26,7 @@ decode together, as the built-in rollout's trajectories do.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import socket
 import threading
@@ -84,20 +86,33 @@ class Endpoint:
         self.recorder = recorder or Recorder()
         self.stop_ids = tuple(dict.fromkeys(_eos_ids(engine, self.codec)))
         self.batcher: Batcher | None = None
+        self._seeds: dict[str, tuple[int | None, Any]] = {}  # session -> (its seed, its call counter)
+        self._seed_lock = threading.Lock()
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self._sock: socket.socket | None = None
         self.app = self._build_app()
 
     # --- sessions -----------------------------------------------------------------------
-    def open_session(self, key: str | None = None) -> str:
-        """A new session key (the agent's API key); calls under it are recorded until it is closed."""
+    def open_session(self, key: str | None = None, seed: int | None = None) -> str:
+        """A new session key (the agent's API key); calls under it are recorded until it is closed. With
+        `seed`, its k-th call samples with its own seed from (seed, k): an agent that makes its calls one
+        after another gets the same tokens again (calls it makes at once are numbered as they arrive)."""
         key = key or f"sess-{uuid.uuid4().hex}"
         self.recorder.open(key)
+        with self._seed_lock:
+            self._seeds[key] = (seed, itertools.count())
         return key
 
     def close_session(self, key: str) -> list[CallRecord]:
+        with self._seed_lock:
+            self._seeds.pop(key, None)
         return self.recorder.close(key)
+
+    def _call_seed(self, session: str) -> int | None:
+        with self._seed_lock:
+            seed, calls = self._seeds.get(session, (None, None))
+            return None if seed is None else (seed * 1_000_033 + next(calls)) % 2**63
 
     # --- server -------------------------------------------------------------------------
     @property
@@ -156,16 +171,17 @@ class Endpoint:
         """One chat completion, recorded under `session`, for a caller in its own thread (the HTTP route
         does the same steps but awaits the batch instead of holding a thread while it generates).
         Raises RequestError (400) or SessionError (401)."""
-        req, prompt, budget = self._prepare(session, body)
-        return self._answer(session, req, prompt, self._batcher().submit(prompt, budget, req.stop).result())
+        req, prompt, budget, seed = self._prepare(session, body)
+        return self._answer(session, req, prompt, self._batcher().submit(prompt, budget, req.stop, seed).result())
 
     def _batcher(self) -> Batcher:
         if self.batcher is None:
             raise RuntimeError("the endpoint is not started")
         return self.batcher
 
-    def _prepare(self, session: str, body: Any) -> tuple[ChatRequest, list[int], int]:
-        """(request, prompt ids, completion budget); rendering costs milliseconds, so it runs in a thread."""
+    def _prepare(self, session: str, body: Any) -> tuple[ChatRequest, list[int], int, int | None]:
+        """(request, prompt ids, completion budget, the call's seed); rendering costs milliseconds, so it
+        runs in a thread."""
         if not self.recorder.known(session):
             raise SessionError(session)
         req = parse_request(body)
@@ -175,7 +191,7 @@ class Endpoint:
         if room < 1:
             raise RequestError(f"the rendered prompt has {len(prompt)} tokens; the run allows "
                                f"{cfg.max_total_tokens} per call (prompt + completion)", "messages")
-        return req, prompt, min(req.max_tokens or cfg.max_tokens, cfg.max_tokens, room)
+        return req, prompt, min(req.max_tokens or cfg.max_tokens, cfg.max_tokens, room), self._call_seed(session)
 
     def _answer(self, session: str, req: ChatRequest, prompt: list[int], out: GenerationOutput) -> dict[str, Any]:
         """Records the call and writes the OpenAI response."""
@@ -238,10 +254,10 @@ class Endpoint:
                                     status_code=400)
             try:
                 # generation blocks: it runs in a worker thread, so the server keeps answering
-                req, prompt, budget = await run_in_threadpool(self._prepare, session, body)
+                req, prompt, budget, seed = await run_in_threadpool(self._prepare, session, body)
                 # awaited, not waited for in a thread: a hundred agents waiting on one batch hold no
                 # threads (the server's thread pool would otherwise cap the batch at its size)
-                out = await asyncio.wrap_future(self._batcher().submit(prompt, budget, req.stop))
+                out = await asyncio.wrap_future(self._batcher().submit(prompt, budget, req.stop, seed))
                 return JSONResponse(self._answer(session, req, prompt, out))
             except RequestError as exc:
                 return JSONResponse(error_body(str(exc), "invalid_request_error", exc.param), status_code=400)

@@ -136,12 +136,15 @@ class AgentRollout:
 
     def run_rollout(self, engine: Any, codec: Any, samples: list[dict[str, Any]], config: Any, reward: Any,
                     seed: int | None = None, greedy: bool = False) -> list[Trajectory]:
-        """`n_samples` sessions per sample -> their steps, grouped by sample (run_rollout's shape). The
-        endpoint samples without a seed: agent rollouts are not reproducible call for call."""
+        """`n_samples` sessions per sample -> their steps, grouped by sample (run_rollout's shape). With
+        `seed` (the trainer's rollout seed), session j of the rollout samples from (seed, j) and its k-th
+        call from (that, k): an agent that calls one call at a time gets the same tokens again, up to the
+        float rounding of the batches its calls share (an agent's own randomness is its own)."""
         start = time.perf_counter()
         ep = self._endpoint(engine, codec, config, greedy)
         ep.batcher.context = caller_autocast()  # generate at the trainer's precision, as the built-in rollout
-        jobs = [(sample, ep.open_session()) for sample in samples for _ in range(config.n_samples)]
+        jobs = [(sample, ep.open_session(seed=None if seed is None else (seed * 1_000_003 + j) % 2**63))
+                for j, sample in enumerate(s for s in samples for _ in range(config.n_samples))]
         try:
             results = run_sessions(self.agent, ep.base_url, jobs, self.concurrency, self.timeout_s)
         finally:

@@ -31,7 +31,9 @@ class SamplingParams:
     top_p: float = 1.0
     stop_token_ids: tuple[int, ...] = ()
     stop_strings: tuple[str, ...] = ()
-    seed: int | None = None
+    # an int seeds the call; a list seeds each prompt on its own (the same prompt, seed and weights give
+    # the same tokens whichever batch it shares: the endpoint's calls batch by arrival); None: unseeded
+    seed: int | list[int] | None = None
 
 
 @dataclass
@@ -120,7 +122,7 @@ class TransformersEngine:
         when it finishes."""
         import torch
 
-        from agent_r1.rollout.sampling import sample_next
+        from agent_r1.rollout.sampling import row_generators, sample_next
 
         n = len(prompts)
         if n == 0:
@@ -133,7 +135,7 @@ class TransformersEngine:
         tails = [""] * n  # decoded recent text per row, for stop strings
         stop_strings = () if self.ignore_stops else params.stop_strings
         max_stop = max((len(s) for s in stop_strings), default=0)
-        gen = torch.Generator().manual_seed(params.seed) if params.seed is not None else None
+        gen = row_generators(params.seed, n)
         stop_ids = set() if self.ignore_stops else set(params.stop_token_ids)
 
         rows = [i for i in range(n) if budgets[i] > 0]  # live rows, in batch order
@@ -168,7 +170,8 @@ class TransformersEngine:
                     cache = getattr(out, cache_kw)
                     if not buffered:  # after the prompt: one buffer per layer for the rest of the call
                         buffered = use_buffers(cache, width + max(budgets[i] for i in rows))
-                    tokens, logps = sample_next(out.logits[:, -1, :].float().cpu(), params, gen)
+                    tokens, logps = sample_next(out.logits[:, -1, :].float().cpu(), params,
+                                                gen if not isinstance(gen, list) else [gen[r] for r in rows])
                     token_list, logp_list = tokens.tolist(), logps.tolist()
                     finished = []
                     for b, row in enumerate(rows):

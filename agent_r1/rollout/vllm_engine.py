@@ -169,13 +169,15 @@ class VLLMEngine:
         from vllm import SamplingParams as VSamplingParams
 
         budgets = params.max_new_tokens if isinstance(params.max_new_tokens, list) else [params.max_new_tokens] * n
+        seeds = params.seed if isinstance(params.seed, list) else [  # per prompt, or the call's + its index
+            None if params.seed is None else params.seed + i for i in range(n)]
         return [VSamplingParams(
             n=1, max_tokens=max(int(budget), 1), temperature=max(params.temperature, 0.0),
             top_k=params.top_k if params.top_k > 0 else -1, top_p=params.top_p,
             stop_token_ids=list(params.stop_token_ids), stop=list(params.stop_strings) or None,
             include_stop_str_in_output=True,  # the policy's own tokens are kept as sampled
             skip_special_tokens=False, logprobs=0, detokenize=bool(params.stop_strings),
-            seed=None if params.seed is None else params.seed + i,
+            seed=seeds[i],
         ) for i, budget in enumerate(budgets)]
 
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[GenerationOutput]:
