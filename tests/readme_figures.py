@@ -59,6 +59,7 @@ from tests.readme_figures_lib import (
     span,
 )
 from tests.readme_figures_make_run import MAKE_RUN
+from tests.readme_figures_objectives import OBJECTIVES
 from tests.readme_figures_perf import PERF
 
 # the docs/ pages that quote figures (README.md is the default page of an entry)
@@ -379,4 +380,4 @@ VLLM_ROLLOUT: list[Figure] = at(SCALING_MD, [
 ])
 
 REGISTRY: list[Figure] = (LEARNING + PAPER + at(PERFORMANCE_MD, PERF) + MEMORY + RETRIEVAL + SCALE + RELIABILITY + PROFILE + MAKE_RUN
-                          + VLLM_CPU + VLLM_ROLLOUT)
+                          + VLLM_CPU + VLLM_ROLLOUT + OBJECTIVES)
