@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.readme_figures_lib import Figure, at, ci, num
+from tests.readme_figures_lib import Figure, at, ci, num, seq, span
 
 O = "learning_objectives.json"
 ROWS = (("SFT warm start", "warm_start"), ("GRPO", "grpo"), ("GSPO", "gspo"), ("CISPO", "cispo"),
@@ -31,4 +31,14 @@ OBJECTIVES: list[Figure] = at("docs/results.md", [
     Figure(f"objectives table, {v}: minus GRPO, paired", O, f"summary.{v}.minus_grpo_ci95", ci(1, sign=True),
            f"| {label} | ~ | ~ | @@ |", after=AFTER)
     for label, v in ROWS[2:]
+])
+
+# the probe at a quarter of the iterations (--set train.iterations=10): it saturates too
+IT10 = "probes/objectives_it10.json"
+OBJECTIVES += at("docs/results.md", [
+    Figure("objectives, 10 iterations: greedy EM per objective", IT10, "per_seed.0.runs.*.greedy.em", seq(0),
+           "greedy EM @@ in the table's order",
+           lambda doc: [doc["per_seed"]["0"]["runs"][v]["greedy"]["em"] for _, v in ROWS[1:]]),
+    Figure("objectives, 10 iterations: sampled EM span", IT10, "per_seed.0.runs.*.sampled.em (min-max)", span(0),
+           "sampled EM @@),", lambda doc: [r["sampled"]["em"] for r in doc["per_seed"]["0"]["runs"].values()]),
 ])
