@@ -202,34 +202,37 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
     return config
 
 
-# Keys that moved: a params file or a run folder's config.json written before still loads. `ray.engine`
-# chose the Ray workers' engine beside `rollout.engine` (in-process); one key now chooses both.
-RENAMED_KEYS = {"ray.engine": ("rollout.engine", "auto")}  # old key: (new key, old default)
+# `ray.engine` chose the Ray workers' engine beside `rollout.engine` (then in-process only); one key,
+# `rollout.engine`, chooses both now. A params file or a run folder's config.json written before loads.
+OLD_RAY_ENGINE_DEFAULT = "auto"
 
 
 def move_renamed_keys(tree: dict[str, Any]) -> None:
-    """Moves each renamed key's value to its new key; its old default is dropped without a word (every
-    saved config.json holds it), and two different non-default values are refused, not guessed."""
+    """`ray.engine` as it acted: with `ray.enabled` it chose the workers' engine, so its value becomes
+    `rollout.engine` (which then only chose the learner's evaluation engine: a learner evaluates with the
+    transformers engine now); without Ray it did nothing and is dropped. Its old default (in every saved
+    config.json) goes without a word, anything else with a warning that says what happened."""
     import warnings
 
-    for old, (new, old_default) in RENAMED_KEYS.items():
-        (osec, okey), (nsec, nkey) = old.split("."), new.split(".")
-        section = tree.get(osec)
-        if not isinstance(section, dict) or okey not in section:
-            continue
-        value = section.pop(okey)
-        if value == old_default:
-            continue
-        target = tree.setdefault(nsec, {})
-        if not isinstance(target, dict):
-            continue  # the section's own type error is reported by build_section
-        current = target.get(nkey)
-        if current not in (None, old_default, value):
-            raise ValueError(f"{old}={value!r} and {new}={current!r}: {old} was renamed to {new}, which now "
-                             f"chooses for in-process and Ray runs alike; keep only {new}")
-        target[nkey] = value
-        warnings.warn(f"{old} is renamed to {new}; {new}={value!r} is used (write that in the params file)",
-                      UserWarning, stacklevel=3)
+    ray = tree.get("ray")
+    if not isinstance(ray, dict) or "engine" not in ray:
+        return
+    value = ray.pop("engine")
+    if value == OLD_RAY_ENGINE_DEFAULT:
+        return
+    if str(ray.get("enabled", False)).strip().lower() not in ("true", "1", "yes", "on"):
+        warnings.warn(f"ray.engine={value!r} is ignored: it chose the Ray workers' engine and ray.enabled is off; "
+                      "rollout.engine chooses the engine of every run now", UserWarning, stacklevel=3)
+        return
+    rollout = tree.setdefault("rollout", {})
+    if not isinstance(rollout, dict):
+        return  # the section's own type error is reported by build_section
+    before = rollout.get("engine")
+    rollout["engine"] = value
+    replaced = f" (in place of rollout.engine={before!r}, which chose only the learner's evaluation engine)" \
+        if before not in (None, value) else ""
+    warnings.warn(f"ray.engine is renamed to rollout.engine; rollout.engine={value!r} is used{replaced}: write "
+                  "that in the params file", UserWarning, stacklevel=3)
 
 
 _FOLDER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")

@@ -1,5 +1,6 @@
-"""Renamed keys (agent_r1/config.py RENAMED_KEYS): a params file or a run's config.json written before a
-rename still loads, with the value moved to the new key, and a contradiction is refused."""
+"""`ray.engine` renamed to `rollout.engine` (agent_r1/config.py move_renamed_keys): a params file or a run's
+config.json written before loads, and the key acts as it did: with Ray it chose the workers' engine, so its
+value becomes rollout.engine; without Ray it did nothing and is dropped, with a warning."""
 
 from __future__ import annotations
 
@@ -11,32 +12,40 @@ import pytest
 from agent_r1.config import ExperimentConfig, load_config
 
 
-def test_an_old_run_folders_config_with_the_old_default_loads_without_a_word():
+def old_tree(**sections):
     tree = json.loads(json.dumps(ExperimentConfig().to_dict()))
-    tree["ray"]["engine"] = "auto"  # what every config.json before the rename holds
+    tree["rollout"]["engine"] = "transformers"  # rollout.engine's default before the rename
+    tree["ray"]["engine"] = "auto"  # ray.engine's: every config.json before the rename holds both
+    for name, values in sections.items():
+        tree[name].update(values)
+    return tree
+
+
+def test_an_old_run_folders_config_with_the_old_defaults_loads_without_a_word():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        cfg = load_config(tree=tree)
-    assert cfg.rollout.engine == "auto" and not hasattr(cfg.ray, "engine")
+        cfg = load_config(tree=old_tree())
+    assert cfg.rollout.engine == "transformers" and not hasattr(cfg.ray, "engine")
 
 
-def test_a_set_old_key_moves_to_the_new_one_and_says_so():
+def test_an_old_gpu_ray_runs_config_keeps_its_workers_engine():
+    with pytest.warns(UserWarning, match="in place of rollout.engine='transformers'"):
+        cfg = load_config(tree=old_tree(ray={"enabled": True, "engine": "vllm"}))
+    assert cfg.rollout.engine == "vllm" and cfg.ray.enabled is True
+
+
+def test_a_set_old_key_with_ray_moves_to_the_new_one_and_says_so():
     with pytest.warns(UserWarning, match="ray.engine is renamed to rollout.engine"):
-        cfg = load_config(overrides={"ray.engine": "transformers", "ray.enabled": True})
-    assert cfg.rollout.engine == "transformers" and cfg.ray.enabled is True
+        cfg = load_config(overrides={"ray.engine": "transformers", "ray.enabled": "true"})
+    assert cfg.rollout.engine == "transformers"
 
 
-def test_the_same_value_under_both_keys_is_one_choice():
-    with pytest.warns(UserWarning):
-        cfg = load_config(overrides={"ray.engine": "vllm", "rollout.engine": "vllm"})
-    assert cfg.rollout.engine == "vllm"
-
-
-def test_two_different_choices_are_refused_naming_both_keys():
-    with pytest.raises(ValueError, match=r"ray.engine='vllm' and rollout.engine='transformers'.*keep only rollout.engine"):
-        load_config(overrides={"ray.engine": "vllm", "rollout.engine": "transformers"})
+def test_without_ray_the_old_key_is_dropped_as_it_did_nothing():
+    with pytest.warns(UserWarning, match="ray.engine='vllm' is ignored: .* ray.enabled is off"):
+        cfg = load_config(overrides={"ray.engine": "vllm", "rollout.engine": "transformers"})
+    assert cfg.rollout.engine == "transformers"
 
 
 def test_a_bad_value_under_the_old_key_fails_on_the_new_one():
     with pytest.warns(UserWarning), pytest.raises(ValueError, match="rollout.engine"):
-        load_config(overrides={"ray.engine": "tgi"})
+        load_config(overrides={"ray.engine": "tgi", "ray.enabled": True})
