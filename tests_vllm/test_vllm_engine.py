@@ -107,6 +107,26 @@ def test_stop_ids_and_stop_strings_end_a_completion_where_the_transformers_engin
     assert stop in tokenizer.decode(ours.token_ids)
 
 
+def test_ignore_stops_samples_every_budget_as_the_transformers_engine_does(engine, policy):
+    """The benchmarks' equal-work switch: stop ids, stop strings and the end token end nothing."""
+    model, tokenizer = policy
+    eng = engine_with(engine, model)
+    ps = prompts(tokenizer, 2, seed=1)
+    free = eng.generate(ps, SamplingParams(max_new_tokens=16, temperature=0.0))
+    stops = (free[0].token_ids[3], tokenizer.eos_token_id)  # the 4th greedy token would end prompt 0
+    text = tokenizer.decode(free[1].token_ids)
+    params = SamplingParams(max_new_tokens=16, temperature=0.0, stop_token_ids=stops, stop_strings=(text[-4:],))
+    assert eng.generate(ps[:1], params)[0].finish_reason == "stop"  # without the switch it stops
+    theirs = TransformersEngine(model, tokenizer, ignore_stops=True).generate(ps, params)
+    eng.ignore_stops = True
+    try:
+        ours = eng.generate(ps, params)
+    finally:
+        eng.ignore_stops = False
+    assert [len(o.token_ids) for o in ours] == [16, 16] and all(o.finish_reason == "length" for o in ours)
+    assert [o.token_ids for o in ours] == [t.token_ids for t in theirs]
+
+
 def test_sampled_logprobs_equal_the_trainers_at_temperature_07(engine, policy):
     model, tokenizer = policy
     eng = engine_with(engine, model)

@@ -79,6 +79,9 @@ class VLLMEngine:
 
     supports_prefix_reuse = False  # vLLM's own prefix cache reuses a turn's KV by content
     holds_own_weights = True  # the trainer must call sync_weights after each update
+    # benchmarks only, never set by training (as TransformersEngine's): every prompt samples its whole
+    # budget; stop ids, stop strings and the end token are sampled but end nothing
+    ignore_stops = False
 
     def __init__(self, model_path: str | Path, tokenizer: Any, dtype: str = "float32",
                  options: VLLMOptions | None = None, seed: int = 0, max_model_len: int = 0):
@@ -174,9 +177,10 @@ class VLLMEngine:
         return [VSamplingParams(
             n=1, max_tokens=max(int(budget), 1), temperature=max(params.temperature, 0.0),
             top_k=params.top_k if params.top_k > 0 else -1, top_p=params.top_p,
-            stop_token_ids=list(params.stop_token_ids), stop=list(params.stop_strings) or None,
+            stop_token_ids=[] if self.ignore_stops else list(params.stop_token_ids),
+            stop=None if self.ignore_stops else list(params.stop_strings) or None, ignore_eos=self.ignore_stops,
             include_stop_str_in_output=True,  # the policy's own tokens are kept as sampled
-            skip_special_tokens=False, logprobs=0, detokenize=bool(params.stop_strings),
+            skip_special_tokens=False, logprobs=0, detokenize=bool(params.stop_strings) and not self.ignore_stops,
             seed=seeds[i],
         ) for i, budget in enumerate(budgets)]
 
