@@ -77,6 +77,21 @@ def node_id() -> str:
     return ray.get_runtime_context().get_node_id() if ray.is_initialized() else "local"
 
 
+def close_actors(actors: list[Any], timeout_s: float = 30) -> None:
+    """Asks every actor to close (each ends what it started: its process group, MCP servers, vLLM's
+    engine core) for up to `timeout_s`, then kills them all. A close that fails or times out is
+    swallowed: a dead actor cannot answer, and closing must not hide the error that got us here."""
+    import ray
+
+    if actors:
+        try:
+            ray.get([actor.close.remote() for actor in actors], timeout=timeout_s)
+        except Exception:  # noqa: BLE001
+            pass
+    for actor in actors:
+        ray.kill(actor)
+
+
 def _threads(n: int) -> None:
     import torch
 
