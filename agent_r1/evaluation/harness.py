@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agent_r1.closing import close_all
 from agent_r1.evaluation.agent_eval import trajectory_stats
 from agent_r1.evaluation.modes import EVAL_MODES, EvalContext, get_mode, needs_retriever
 from agent_r1.trajectory import Trajectory
@@ -96,7 +97,7 @@ def evaluate_datasets(engine: Any, codec: Any, cfg: Any, datasets: dict[str, lis
                       modes: list[str], retriever: Any = None, greedy: bool = True, seed: int | None = None,
                       batch_size: int = 64, keep_trajectories: bool = False) -> dict[str, Any]:
     """{"results": {mode: {dataset: stats}}, "seconds": {mode: {dataset: s}}} (+ trajectories)."""
-    from agent_r1.envs.factory import close_env_factory, make_env_factory
+    from agent_r1.envs.factory import make_env_factory
 
     for mode in modes:
         if needs_retriever(mode, cfg) and retriever is None:
@@ -107,7 +108,7 @@ def evaluate_datasets(engine: Any, codec: Any, cfg: Any, datasets: dict[str, lis
         return _evaluate(engine, codec, cfg, datasets, modes, retriever, make_env, greedy, seed, batch_size,
                          keep_trajectories)
     finally:
-        close_env_factory(make_env)
+        close_all(make_env)
 
 
 def _evaluate(engine: Any, codec: Any, cfg: Any, datasets: dict[str, list[dict[str, Any]]], modes: list[str],

@@ -37,6 +37,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Protocol
 
+from agent_r1.closing import close_all
 from agent_r1.config import ExperimentConfig
 from agent_r1.trajectory import Trajectory
 
@@ -270,11 +271,7 @@ class RolloutWorker:
     def close(self) -> None:
         """Ends what this worker started before its actor is killed: its env's MCP server connections
         (a stdio server is this process's child), its engine (vLLM's engine-core process), its retriever."""
-        for owner in (self.make_env, self.engine):
-            close = getattr(owner, "close", None)
-            if callable(close):
-                close()
-        self.retriever.close()
+        close_all(self.make_env, self.engine, self.retriever)
 
     def node(self) -> dict[str, Any]:
         """Where this worker runs: {"node_id", "pid"} (a restarted worker may be on another node)."""
