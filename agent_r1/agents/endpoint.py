@@ -40,7 +40,7 @@ from agent_r1.agents.records import CallRecord, Recorder, SessionError
 from agent_r1.rollout.chat import ChatCodec
 from agent_r1.rollout.engine import GenerationEngine, GenerationOutput, SamplingParams
 from agent_r1.rollout.loop import _eos_ids
-from agent_r1.sampling import RolloutConfig, check_trainable_sampling
+from agent_r1.sampling import CALL_SEED_STRIDE, RolloutConfig, check_trainable_sampling, mix_seed
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ class Endpoint:
 
     def _call_seed(self, session: str) -> int | None:
         drawn = self.recorder.next_call(session)  # (seed, k), or None: unseeded
-        return None if drawn is None else (drawn[0] * 1_000_033 + drawn[1]) % 2**63
+        return None if drawn is None else mix_seed(*drawn, CALL_SEED_STRIDE)
 
     # --- server -------------------------------------------------------------------------
     @property
