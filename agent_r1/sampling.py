@@ -1,5 +1,6 @@
 """How trajectories are sampled: the `rollout:` section of the config (turn and token budgets,
-temperature, group size, the engine and its vLLM options).
+temperature, group size, the engine and its vLLM options), and how a seeded rollout derives the seed
+of each thing it samples (`mix_seed`).
 
 It sits below both the config tree (config.py) and the rollout loop (rollout/), so the config tree
 imports no engine (docs/architecture.md) while the loop reads the same typed section.
@@ -68,3 +69,16 @@ def check_trainable_sampling(rollout: RolloutConfig) -> None:
         raise ValueError(f"rollout.top_p={rollout.top_p} / rollout.top_k={rollout.top_k}: training samples from the "
                          "full distribution at rollout.temperature, since the trainer's log-probs cannot reproduce a "
                          "truncated one; set rollout.top_p: 1.0 and rollout.top_k: 0 (evaluation decodes greedily)")
+
+
+# the strides of `mix_seed` at its two call sites (agents/): session j of a seeded agent rollout, and call k
+# of a seeded endpoint session. Two values, as they always were: changing either changes every seeded rollout
+SESSION_SEED_STRIDE = 1_000_003
+CALL_SEED_STRIDE = 1_000_033
+
+
+def mix_seed(seed: int, index: int, stride: int) -> int:
+    """The seed of the `index`-th thing drawn under `seed` (a session of a rollout, a call of a session).
+    With indices below `stride`, different (seed, index) pairs get different seeds (short of the wrap);
+    kept to 63 bits, a seed every engine takes."""
+    return (seed * stride + index) % 2**63

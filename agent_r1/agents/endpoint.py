@@ -26,7 +26,6 @@ decode together, as the built-in rollout's trajectories do.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import socket
 import threading
@@ -41,7 +40,7 @@ from agent_r1.agents.records import CallRecord, Recorder, SessionError
 from agent_r1.rollout.chat import ChatCodec
 from agent_r1.rollout.engine import GenerationEngine, GenerationOutput, SamplingParams
 from agent_r1.rollout.loop import _eos_ids
-from agent_r1.sampling import RolloutConfig, check_trainable_sampling
+from agent_r1.sampling import CALL_SEED_STRIDE, RolloutConfig, check_trainable_sampling, mix_seed
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +85,6 @@ class Endpoint:
         self.recorder = recorder or Recorder()
         self.stop_ids = tuple(dict.fromkeys(_eos_ids(engine, self.codec)))
         self.batcher: Batcher | None = None
-        self._seeds: dict[str, tuple[int | None, Any]] = {}  # session -> (its seed, its call counter)
-        self._seed_lock = threading.Lock()
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self._sock: socket.socket | None = None
@@ -99,20 +96,15 @@ class Endpoint:
         `seed`, its k-th call samples with its own seed from (seed, k): an agent that makes its calls one
         after another gets the same tokens again (calls it makes at once are numbered as they arrive)."""
         key = key or f"sess-{uuid.uuid4().hex}"
-        self.recorder.open(key)
-        with self._seed_lock:
-            self._seeds[key] = (seed, itertools.count())
+        self.recorder.open(key, seed=seed)  # the recorder counts the session's calls with its records
         return key
 
     def close_session(self, key: str) -> list[CallRecord]:
-        with self._seed_lock:
-            self._seeds.pop(key, None)
         return self.recorder.close(key)
 
     def _call_seed(self, session: str) -> int | None:
-        with self._seed_lock:
-            seed, calls = self._seeds.get(session, (None, None))
-            return None if seed is None else (seed * 1_000_033 + next(calls)) % 2**63
+        drawn = self.recorder.next_call(session)  # (seed, k), or None: unseeded
+        return None if drawn is None else mix_seed(*drawn, CALL_SEED_STRIDE)
 
     # --- server -------------------------------------------------------------------------
     @property

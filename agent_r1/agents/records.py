@@ -3,7 +3,9 @@
 A session is one agent run (one sample). Every chat-completion call of that session appends one
 `CallRecord`: the exact prompt ids the policy was conditioned on (the messages rendered with its chat
 template), the ids it sampled and their log-probs. Nothing is decoded and re-tokenised, so the
-trajectories built from the records (assemble.py) train on exactly what was sampled.
+trajectories built from the records (assemble.py) train on exactly what was sampled. A session opened
+with a seed also counts its seeded calls here, so the k-th call's seed (endpoint.py) lives and dies with
+the session's records.
 
 Agents call the endpoint from many threads at once (one server thread per request), so every access
 goes through one lock.
@@ -33,42 +35,63 @@ class SessionError(KeyError):
     """A session key the recorder does not know (never opened, or already closed)."""
 
 
+@dataclass
+class _Session:
+    """One open session: its calls not yet taken; with a seed, how many of its calls have drawn one."""
+
+    calls: list[CallRecord] = field(default_factory=list)
+    seed: int | None = None
+    seeded: int = 0  # the index the next seeded call gets
+
+
 class Recorder:
-    """Per-session lists of `CallRecord`s; thread-safe."""
+    """Per-session lists of `CallRecord`s and call counters; thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._calls: dict[str, list[CallRecord]] = {}
+        self._sessions: dict[str, _Session] = {}
 
-    def open(self, session: str) -> None:
+    def open(self, session: str, seed: int | None = None) -> None:
         with self._lock:
-            if session in self._calls:
+            if session in self._sessions:
                 raise ValueError(f"session {session!r} is already open")
-            self._calls[session] = []
+            self._sessions[session] = _Session(seed=seed)
 
     def close(self, session: str) -> list[CallRecord]:
         """Forgets the session; returns the calls not yet taken."""
         with self._lock:
-            return self._calls.pop(session, [])
+            state = self._sessions.pop(session, None)
+            return state.calls if state is not None else []
 
     def known(self, session: str) -> bool:
         with self._lock:
-            return session in self._calls
+            return session in self._sessions
+
+    def next_call(self, session: str) -> tuple[int, int] | None:
+        """(the session's seed, the index of this call among its seeded calls: 0, 1, ...), counting the
+        call; None for a session opened without a seed, or one not open (closed while it was called)."""
+        with self._lock:
+            state = self._sessions.get(session)
+            if state is None or state.seed is None:
+                return None
+            state.seeded += 1
+            return state.seed, state.seeded - 1
 
     def add(self, session: str, record: CallRecord) -> None:
         with self._lock:
-            if session not in self._calls:  # closed while its call was generating: the call is dropped
+            if session not in self._sessions:  # closed while its call was generating: the call is dropped
                 raise SessionError(session)
-            self._calls[session].append(record)
+            self._sessions[session].calls.append(record)
 
     def take(self, session: str) -> list[CallRecord]:
         """The session's calls so far, in the order they finished; the session keeps going, empty."""
         with self._lock:
-            if session not in self._calls:
+            if session not in self._sessions:
                 raise SessionError(session)
-            calls, self._calls[session] = self._calls[session], []
+            state = self._sessions[session]
+            calls, state.calls = state.calls, []
             return calls
 
     def sessions(self) -> list[str]:
         with self._lock:
-            return list(self._calls)
+            return list(self._sessions)

@@ -38,6 +38,7 @@ from typing import Any
 from agent_r1.agents.assemble import assign_outcome, build_trajectories
 from agent_r1.agents.agent_ref import check_agent_ref, load_agent  # noqa: F401  (re-exported)
 from agent_r1.agents.endpoint import Endpoint, EndpointConfig
+from agent_r1.sampling import SESSION_SEED_STRIDE, mix_seed
 from agent_r1.trajectory import Trajectory
 
 log = logging.getLogger(__name__)
@@ -143,7 +144,7 @@ class AgentRollout:
         start = time.perf_counter()
         ep = self._endpoint(engine, codec, config, greedy)
         ep.batcher.context = caller_autocast()  # generate at the trainer's precision, as the built-in rollout
-        jobs = [(sample, ep.open_session(seed=None if seed is None else (seed * 1_000_003 + j) % 2**63))
+        jobs = [(sample, ep.open_session(seed=None if seed is None else mix_seed(seed, j, SESSION_SEED_STRIDE)))
                 for j, sample in enumerate(s for s in samples for _ in range(config.n_samples))]
         try:
             results = run_sessions(self.agent, ep.base_url, jobs, self.concurrency, self.timeout_s)

@@ -78,20 +78,12 @@ def tool_envs(cfg: Any, retriever: Any) -> Callable[[dict[str, Any]], Any]:
             runners[names] = ToolRunner([pool[n] for n in names], timeout_s=cfg.search.timeout_s)
         return ToolEnv(runners[names], fmt, env_cfg, reward_cfg)
 
-    def close() -> None:
+    def close() -> None:  # closing twice is harmless, so each owner of the factory may close it
         for conn in connections:
             conn.close()
 
     make_env.close = close  # type: ignore[attr-defined]
     return make_env
-
-
-def close_env_factory(make_env: Any) -> None:
-    """Ends what an env factory holds open (its MCP servers' connections); a factory without any, or
-    None, is left alone. Closing twice is harmless, so each owner of a factory may close it."""
-    close = getattr(make_env, "close", None)
-    if callable(close):
-        close()
 
 
 @ENVS.register("openai_agent")

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agent_r1.closing import close_all
 from agent_r1.evaluation.agent_eval import trajectory_stats
 from agent_r1.evaluation.modes import EVAL_MODES, EvalContext, get_mode, needs_retriever
 from agent_r1.trajectory import Trajectory
@@ -96,7 +97,7 @@ def evaluate_datasets(engine: Any, codec: Any, cfg: Any, datasets: dict[str, lis
                       modes: list[str], retriever: Any = None, greedy: bool = True, seed: int | None = None,
                       batch_size: int = 64, keep_trajectories: bool = False) -> dict[str, Any]:
     """{"results": {mode: {dataset: stats}}, "seconds": {mode: {dataset: s}}} (+ trajectories)."""
-    from agent_r1.envs.factory import close_env_factory, make_env_factory
+    from agent_r1.envs.factory import make_env_factory
 
     for mode in modes:
         if needs_retriever(mode, cfg) and retriever is None:
@@ -104,28 +105,21 @@ def evaluate_datasets(engine: Any, codec: Any, cfg: Any, datasets: dict[str, lis
     # the run's env (with its MCP servers' connections) for the modes that roll it out, closed at the end
     make_env = make_env_factory(cfg, retriever) if any(EVAL_MODES.traits(m).tools for m in modes) else None
     try:
-        return _evaluate(engine, codec, cfg, datasets, modes, retriever, make_env, greedy, seed, batch_size,
-                         keep_trajectories)
+        ctx = EvalContext(engine=engine, codec=codec, cfg=cfg, retriever=retriever, make_env=make_env,
+                          greedy=greedy, seed=cfg.seed if seed is None else seed, batch_size=batch_size)
+        report: dict[str, Any] = {"results": {}, "seconds": {}}
+        trajectories: dict[str, dict[str, list[Trajectory]]] = {}
+        for mode in modes:
+            fn = get_mode(mode)
+            for name, samples in datasets.items():
+                start = time.perf_counter()
+                trajs = fn(ctx, samples)
+                report["results"].setdefault(mode, {})[name] = trajectory_stats(trajs)
+                report["seconds"].setdefault(mode, {})[name] = round(time.perf_counter() - start, 3)
+                if keep_trajectories:
+                    trajectories.setdefault(mode, {})[name] = trajs
     finally:
-        close_env_factory(make_env)
-
-
-def _evaluate(engine: Any, codec: Any, cfg: Any, datasets: dict[str, list[dict[str, Any]]], modes: list[str],
-              retriever: Any, make_env: Any, greedy: bool, seed: int | None, batch_size: int,
-              keep_trajectories: bool) -> dict[str, Any]:
-    ctx = EvalContext(engine=engine, codec=codec, cfg=cfg, retriever=retriever, make_env=make_env, greedy=greedy,
-                      seed=cfg.seed if seed is None else seed, batch_size=batch_size)
-    report: dict[str, Any] = {"results": {}, "seconds": {}}
-    trajectories: dict[str, dict[str, list[Trajectory]]] = {}
-    for mode in modes:
-        fn = get_mode(mode)
-        for name, samples in datasets.items():
-            start = time.perf_counter()
-            trajs = fn(ctx, samples)
-            report["results"].setdefault(mode, {})[name] = trajectory_stats(trajs)
-            report["seconds"].setdefault(mode, {})[name] = round(time.perf_counter() - start, 3)
-            if keep_trajectories:
-                trajectories.setdefault(mode, {})[name] = trajs
+        close_all(make_env)
     if keep_trajectories:
         report["trajectories"] = trajectories
     return report

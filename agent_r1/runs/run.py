@@ -215,9 +215,9 @@ class Run:
         return evaluate_run(self, checkpoint, log=log, reuse=reuse)
 
     def close(self) -> None:
-        from agent_r1.envs.factory import close_env_factory
+        from agent_r1.closing import close_all
 
-        close_env_factory(self.__dict__.pop("env_factory", None))  # MCP servers' connections (env.mcp_servers)
+        close_all(self.__dict__.pop("env_factory", None))  # MCP servers' connections (env.mcp_servers)
         if self._retriever is not None:
             self._retriever.close()
             self._retriever = None

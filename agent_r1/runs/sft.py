@@ -10,7 +10,7 @@ from agent_r1.training.metrics_log import JsonlMetrics
 
 def run_sft(cfg: ExperimentConfig) -> Path:
     """`agent-r1 sft`: data -> index -> fresh model -> demos -> SFT -> `cfg.sft.out_dir/model`."""
-    from agent_r1.envs.factory import close_env_factory
+    from agent_r1.closing import close_all
     from agent_r1.models.build import save_model
     from agent_r1.rollout.chat import ChatCodec
     from agent_r1.runs.assembly import (
@@ -35,7 +35,7 @@ def run_sft(cfg: ExperimentConfig) -> Path:
         demos = build_demos(samples, make_env, ChatCodec(tokenizer), cfg.env.format,
                             cfg.sft.guess_fraction, cfg.seed, cfg.rollout.max_observation_tokens)
     finally:
-        close_env_factory(make_env)  # the demos' tool calls are done: end MCP servers before training
+        close_all(make_env)  # the demos' tool calls are done: end MCP servers before training
     out = Path(cfg.sft.out_dir)
     losses = sft_train(model, tokenizer, demos, cfg.sft.steps, cfg.sft.batch_size, cfg.sft.lr, cfg.seed,
                        JsonlMetrics(out / "metrics.jsonl"), cfg.sft.log_every,

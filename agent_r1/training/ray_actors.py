@@ -37,6 +37,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Protocol
 
+from agent_r1.closing import close_all
 from agent_r1.config import ExperimentConfig
 from agent_r1.trajectory import Trajectory
 
@@ -75,6 +76,21 @@ def node_id() -> str:
     import ray
 
     return ray.get_runtime_context().get_node_id() if ray.is_initialized() else "local"
+
+
+def close_actors(actors: list[Any], timeout_s: float = 30) -> None:
+    """Asks every actor to close (each ends what it started: its process group, MCP servers, vLLM's
+    engine core) for up to `timeout_s`, then kills them all. A close that fails or times out is
+    swallowed: a dead actor cannot answer, and closing must not hide the error that got us here."""
+    import ray
+
+    if actors:
+        try:
+            ray.get([actor.close.remote() for actor in actors], timeout=timeout_s)
+        except Exception:  # noqa: BLE001
+            pass
+    for actor in actors:
+        ray.kill(actor)
 
 
 def _threads(n: int) -> None:
@@ -255,11 +271,7 @@ class RolloutWorker:
     def close(self) -> None:
         """Ends what this worker started before its actor is killed: its env's MCP server connections
         (a stdio server is this process's child), its engine (vLLM's engine-core process), its retriever."""
-        for owner in (self.make_env, self.engine):
-            close = getattr(owner, "close", None)
-            if callable(close):
-                close()
-        self.retriever.close()
+        close_all(self.make_env, self.engine, self.retriever)
 
     def node(self) -> dict[str, Any]:
         """Where this worker runs: {"node_id", "pid"} (a restarted worker may be on another node)."""

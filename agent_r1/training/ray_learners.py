@@ -23,6 +23,7 @@ from typing import Any
 
 from agent_r1.config import ExperimentConfig
 from agent_r1.training.distributed import learner_gpus, num_learners
+from agent_r1.training.ray_actors import close_actors
 from agent_r1.trajectory import Trajectory
 
 log = logging.getLogger(__name__)
@@ -119,13 +120,5 @@ class LearnerGroup:
 
     def close(self) -> None:
         """Leaves the process group on every rank, then stops the actors."""
-        import ray
-
-        if self.ranks:
-            try:
-                ray.get([lr.close.remote() for lr in self.ranks], timeout=30)
-            except Exception:  # noqa: BLE001  closing must not hide the error that got us here
-                pass
-        for actor in self.ranks:
-            ray.kill(actor)
+        close_actors(self.ranks)
         self.ranks, self.policy_ref = [], None

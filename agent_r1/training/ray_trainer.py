@@ -58,7 +58,7 @@ from agent_r1.config import ExperimentConfig, RayConfig
 from agent_r1.training.distributed import num_learners
 from agent_r1.training.dynamic_sampling import fill_batch
 from agent_r1.training.metrics_log import JsonlMetrics, MetricsSink
-from agent_r1.training.ray_actors import max_staleness
+from agent_r1.training.ray_actors import close_actors, max_staleness
 from agent_r1.training.ray_learners import LearnerGroup
 from agent_r1.training.trainer import fit_loop, log_finite
 from agent_r1.trajectory import Trajectory
@@ -370,13 +370,7 @@ class RayTrainer:
         Ray itself if this trainer started it."""
         import ray
 
-        if self.workers:
-            try:
-                ray.get([w.close.remote() for w in self.workers], timeout=30)
-            except Exception:  # noqa: BLE001  a dead worker, or closing must not hide the error that got us here
-                pass
-        for actor in self.workers:
-            ray.kill(actor)
+        close_actors(self.workers)
         self.workers = []
         self.learners.close()
         if self._owns_ray:

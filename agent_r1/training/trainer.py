@@ -27,6 +27,7 @@ from agent_r1.algos import (
 from agent_r1.algos.offpolicy import behaviour_weights, offpolicy_advantages
 from agent_r1.algos.rollout_correction import rollout_correction
 from agent_r1.algos.sessions import estimator_over_sessions
+from agent_r1.closing import close_all
 from agent_r1.config import ExperimentConfig
 from agent_r1.evaluation.agent_eval import evaluate_policy
 from agent_r1.models.lora import apply_lora, has_adapters, reference_context
@@ -389,9 +390,4 @@ class RLTrainer:
     def close(self) -> None:
         """Stops the generation engine (vLLM's engine-core process and its weight folder); the
         transformers engine holds nothing to stop. The run calls it when training ends or fails."""
-        close = getattr(self.engine, "close", None)
-        if close is not None:
-            close()
-        close_env = getattr(self.make_env, "close", None)  # MCP servers' connections (idempotent)
-        if callable(close_env):
-            close_env()
+        close_all(self.engine, self.make_env)  # the env factory: its MCP servers' connections

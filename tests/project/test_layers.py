@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[2] / "agent_r1"
 LAYERS: list[set[str]] = [
     # precision: what the device computes natively (torch only); registry: the one Registry class of every
     # name-chosen component (estimators, losses, KL, formats, environments); sampling: the rollout section,
-    # below both the config tree and the loop
-    {"trajectory", "schema", "precision", "registry", "sampling"},
+    # below both the config tree and the loop; closing: the one way owners end what their parts hold open
+    {"trajectory", "schema", "precision", "registry", "sampling", "closing"},
     {"algos", "rewards", "data", "retrieval", "tools", "models", "tracking"},
     # data.loaders reads question rows, whose own `env` settings it checks with the envs' schema
     # agents: the OpenAI-compatible endpoint over an engine and the trajectories built from its records
@@ -45,7 +45,7 @@ NEVER = [
     ("agents", "training", "the endpoint records what was sampled; it knows no optimiser"),
 ] + [(u, "cli", "commands are the face: the library never calls one")
      for layer in [
-         {"trajectory", "schema", "precision", "registry", "sampling"},
+         {"trajectory", "schema", "precision", "registry", "sampling", "closing"},
          {"algos", "rewards", "data", "retrieval", "tools", "models", "tracking"},
          {"envs", "rollout", "data.loaders", "tasks", "agents"}, {"config"}, {"evaluation"}, {"training"}, {"runs"}]
      for u in layer]
