@@ -143,16 +143,24 @@ class Cell:
         self.stop_ids = [tok.eos_token_id] + [ids[0] for ids in (codec.encode(x) for x in fmt.stop_strings)
                                               if len(ids) == 1]
 
-    def agent_r1(self, r: int, skip: bool = False) -> dict[str, Any]:
+    def agent_r1(self, r: int, skip: bool = False, engine: Any = None) -> dict[str, Any]:
+        """One GRPO iteration; `engine`: a shared engine that holds its own weights (perf_vllm.py's
+        vLLM), given this repeat's fresh copy of the weights by the iteration's own sync."""
+        from agent_r1.rollout.engines import EngineWeights
         from agent_r1.training.trainer import RLTrainer
 
         c = replace(self.rcfg, seed=r, algo=replace(self.rcfg.algo, skip_zero_advantage=skip))
         trainer = RLTrainer(c, copy.deepcopy(self.base_model), self.tok, self.make_env, self.samples)
+        if engine is not None:
+            trainer.engine, trainer.engine_weights = engine, EngineWeights(engine, trainer.model)
         trainer.engine.ignore_stops = True
         gen = time_generate(trainer.engine)
         load = _load()
         t0 = time.perf_counter()
-        m = trainer.train_step()
+        try:
+            m = trainer.train_step()
+        finally:
+            del trainer.engine.generate  # time_generate's wrapper: a shared engine is timed afresh next repeat
         total = time.perf_counter() - t0
         seen = sum(len(t.token_ids) for t in trainer.last_trajectories)
         lengths = {len(t.turns[0].action_ids) for t in trainer.last_trajectories}
@@ -160,9 +168,12 @@ class Cell:
             raise RuntimeError(f"agent-r1 did not do the equal work: completion lengths {sorted(lengths)} "
                                f"(want {self.tokens}), {seen} tokens (want {self.batch_tokens})")
         return {"seconds": total, "generate_s": gen[0], "update_s": total - gen[0], "load": load,
-                "reward_mean": m["reward_mean"], "skipped_rows_fraction": m.get("skipped_rows_fraction", 0.0)}
+                "reward_mean": m["reward_mean"], "skipped_rows_fraction": m.get("skipped_rows_fraction", 0.0),
+                "sync_s": trainer.engine_weights.last_sync_s}
 
-    def trl_config(self, r: int) -> Any:
+    def trl_config(self, r: int, **extra: Any) -> Any:
+        """`extra`: more GRPOConfig keys (perf_vllm.py's TRL vLLM mode, whose generation_kwargs are vLLM's)."""
+        generation_kwargs = extra.pop("generation_kwargs", {"min_new_tokens": self.tokens})
         from trl import GRPOConfig
 
         cfg, steps = self.cfg, self.completions // self.micro
@@ -171,17 +182,17 @@ class Cell:
             output_dir=str(perf_work() / "trl_out"), use_cpu=True, bf16=False, gradient_checkpointing=False,
             per_device_train_batch_size=self.micro, gradient_accumulation_steps=steps, steps_per_generation=steps,
             num_generations=self.group, num_iterations=cfg.train.ppo_epochs, max_steps=cfg.train.ppo_epochs,
-            max_completion_length=self.tokens, generation_kwargs={"min_new_tokens": self.tokens},
+            max_completion_length=self.tokens, generation_kwargs=generation_kwargs,
             temperature=cfg.rollout.temperature, top_k=0, beta=0.0, learning_rate=cfg.train.lr,
             weight_decay=cfg.train.weight_decay, max_grad_norm=cfg.train.max_grad_norm, lr_scheduler_type="constant",
             warmup_steps=0, logging_steps=1, report_to="none", save_strategy="no", disable_tqdm=True, seed=r,
-            dataloader_num_workers=0)
+            dataloader_num_workers=0, **extra)
 
-    def trl(self, r: int) -> dict[str, Any]:
+    def trl(self, r: int, **extra: Any) -> dict[str, Any]:
         model = copy.deepcopy(self.base_model)
         model.generation_config.eos_token_id = self.stop_ids
         timed = timed_grpo_class()
-        trainer = timed(model=model, reward_funcs=self.reward_fn, args=self.trl_config(r),
+        trainer = timed(model=model, reward_funcs=self.reward_fn, args=self.trl_config(r, **extra),
                         train_dataset=self.dataset, processing_class=self.tok)
         self.torch.set_num_threads(self.args.threads)  # accelerate may change it
         load = _load()
