@@ -38,6 +38,7 @@ from benchmarks.common import git_commit, loadavg
 from benchmarks.perf_common import add_common_args, alternate, bench_cfg, policy, ratio_summary, sft_steps, write_result
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+SIDES = ("agent_r1", "agent_r1_vllm", "trl", "trl_vllm")
 PAIRS = {  # ratio name -> (numerator side, denominator side), seconds per iteration
     "vllm_over_transformers": ("agent_r1_vllm", "agent_r1"), "vllm_over_trl": ("agent_r1_vllm", "trl"),
     "transformers_over_trl": ("agent_r1", "trl"), "vllm_over_trl_vllm": ("agent_r1_vllm", "trl_vllm")}
@@ -111,6 +112,9 @@ def report(cell: Any, runs: dict[str, list[dict]], start_s: float, errors: dict[
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.device != "cpu":  # as perf_trl.py: `make bench DEVICE=cuda` skips it rather than fail
+        print(f"perf_vllm.py: --device {args.device} skipped; it compares vLLM's CPU build on the CPU")
+        return 0
     import torch
 
     from agent_r1.rewards.qa import exact_match

