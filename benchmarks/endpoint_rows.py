@@ -9,9 +9,9 @@ built-in env in the same chat format, from one warm start per seed.
 - `grpo_hermes`: GRPO in the built-in env; `grpo_endpoint`: GRPO through the endpoint, the agent's searches
   answered by the run's own search tool (agents/search_service.py). Both are evaluated by the built-in env
   (one evaluator for every row); the endpoint row is also evaluated through its agent (`greedy_agent`).
-- Seconds per iteration from the training curve (iteration 1 holds the start-of-run evaluation, so the
-  intervals between iterations 1..N are used); the endpoint's overhead is its seconds minus the built-in
-  env's, paired by seed and iteration.
+- Seconds per iteration from the training curve (iterations 2..N-1: the first and the last also hold the
+  run's held-out evaluations); the endpoint's overhead is its seconds minus the built-in env's, paired by
+  seed and iteration.
 """
 
 from __future__ import annotations
@@ -113,8 +113,9 @@ def compare_episodes(cfg: Any, model_dir: Any, samples: list[dict[str, Any]]) ->
 
 
 def iteration_seconds(curve: list[dict[str, Any]]) -> list[float]:
-    """Wall seconds of each iteration after the first (the first holds the start-of-run evaluation)."""
-    secs = [c["seconds"] for c in curve]
+    """Wall seconds of iterations 2..N-1: the first also holds the start-of-run evaluation, the last the
+    end-of-run one (fit_loop evaluates before it reports the iteration)."""
+    secs = [c["seconds"] for c in curve[:-1]]
     return [round(b - a, 3) for a, b in zip(secs, secs[1:])]
 
 

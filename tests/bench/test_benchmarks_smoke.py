@@ -99,7 +99,7 @@ def test_learning_endpoint_rows_smoke(bench):
     from benchmarks import learning
 
     out = bench / "results" / "learning_endpoint_smoke.json"
-    assert learning.main(["--smoke", "--chat", "--iterations", "2", "--work", str(bench / "learn_endpoint"),
+    assert learning.main(["--smoke", "--chat", "--iterations", "3", "--work", str(bench / "learn_endpoint"),
                           "--variants", "grpo_hermes,grpo_endpoint", "--out", str(out)]) == 0
     doc = json.loads(out.read_text())
     seed = doc["per_seed"]["0"]
