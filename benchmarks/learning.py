@@ -256,6 +256,8 @@ def run_variant(name: str, params: str | None, base: dict, warm: Path, work: Pat
         through_agent = {"greedy_agent": evaluate(run_cfg, final_dir, test, True)} \
             if run_cfg.env.kind == "openai_agent" else {}
     eval_cfg = endpoint_rows.builtin(run_cfg)
+    if through_agent:  # the trained policy searches: the env's and the agent's multi-turn ids, side by side
+        through_agent["episodes_check"] = endpoint_rows.compare_episodes(eval_cfg, final_dir, test[:8])
     return {"greedy": evaluate(eval_cfg, final_dir, test, True),
             "sampled": evaluate(eval_cfg, final_dir, test, False), **through_agent, "rl_seconds": rl_seconds, "iterations": run_cfg.train.iterations, "train_curve": curve,
             "load_after": os.getloadavg()}

@@ -107,6 +107,7 @@ def test_learning_endpoint_rows_smoke(bench):
     assert check["prompts_identical"] == check["questions"] == 4
     endpoint = seed["runs"]["grpo_endpoint"]
     assert endpoint["greedy_agent"]["n"] == 4 and "agent/drift" in endpoint["train_curve"][-1]
+    assert endpoint["episodes_check"]["prompts_identical"] == 4  # the trained policy's, too
     assert "agent/drift" not in seed["runs"]["grpo_hermes"]["train_curve"][-1]
     summary = doc["summary"]["grpo_endpoint"]
     assert summary["minus_grpo_hermes_ci95"]["seeds"] == 1
