@@ -61,7 +61,8 @@ def scripted_actions(sample: dict[str, Any], fmt: str, guess: str | None,
         if isinstance(step, dict):
             actions.append(call(step["name"], step.get("arguments", {})))
         else:
-            actions.append(call(default_tool, {tool_args[default_tool]: step}))
+            # chat: spaced inside the JSON string too, so a copied name has the question's token ids
+            actions.append(call(default_tool, {tool_args[default_tool]: _spaced(step) if turn else step}))
     return actions + [answer]
 
 

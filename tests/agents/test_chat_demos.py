@@ -83,6 +83,8 @@ def test_the_built_in_env_and_the_endpoint_agent_see_the_same_tokens(qwen_tok):
     codec, make_env = ChatCodec(qwen_tok), make_env_factory(cfg, Docs())
     (demo,) = build_demos([SAMPLE], make_env, codec, "hermes", 0.0, 0, 30, "chat")
     assert [t.action_ids[-1] for t in demo.turns] == [qwen_tok.eos_token_id] * 3  # every turn closed
+    # a name in the call is spaced as in the question, so copying it copies token ids (byte-level BPE)
+    assert '{"query": " Karivo"}' in demo.turns[0].action_text
     engine = DemoEngine(qwen_tok, [t.action_text for t in demo.turns])
     rollout = replace(cfg.rollout, n_samples=1)
     (ours,) = run_rollout(engine, codec, make_env, [SAMPLE], rollout, cfg.reward, greedy=True)
