@@ -127,12 +127,19 @@ class TrainConfig:
     fsdp: bool = False  # shard the policy's decoder layers with FSDP2 over the learner ranks (CUDA only)
 
 
+DEMO_STYLES = ("env", "chat")  # sft.demo_style: how the scripted demos write actions (training/demos.py)
+
+
 @dataclass
 class SFTConfig:
     steps: int = 400
     batch_size: int = 32
     lr: float = 2e-3
     guess_fraction: float = 0.6  # demos that answer by a guess instead of searching
+    # env: actions as the env's format writes them, each ending where the built-in rollout stops; chat
+    # (env.format hermes): as the chat template writes an assistant turn, tool calls in its tool_calls
+    # rendering and every turn closed by its end-of-turn token, as an openai_agent's endpoint samples them
+    demo_style: str = "env"
     out_dir: str = ""  # empty = <train.runs_dir>/warm_starts/<hash of what makes it>
     log_every: int = 50
 
@@ -254,6 +261,7 @@ def validate(c: ExperimentConfig) -> None:
     from agent_r1.envs.factory import ENVS
     from agent_r1.envs.formats import FORMATS
     from agent_r1.models.build import ARCHS
+    from agent_r1.models.chat_template import CHAT_TEMPLATES
     from agent_r1.retrieval.base import RETRIEVERS
     from agent_r1.sampling import ENGINE_CHOICES
 
@@ -267,6 +275,8 @@ def validate(c: ExperimentConfig) -> None:
         registry.check(value, key)
     choices = [  # (key, value, fixed choices): a typo fails here, not after a full rollout
         ("algo.loss_agg", c.algo.loss_agg, AGG_MODES), ("model.arch", c.model.arch, ARCHS),
+        ("model.chat_template", c.model.chat_template, CHAT_TEMPLATES),
+        ("sft.demo_style", c.sft.demo_style, DEMO_STYLES),
         ("rollout.engine", c.rollout.engine, ENGINE_CHOICES),
         ("search.dense_index", c.search.dense_index, DENSE_INDEXES), ("search.rrf", c.search.rrf, RRF_MODES),
         ("train.precision", c.train.precision, PRECISIONS),

@@ -15,6 +15,9 @@ Writes benchmarks/results/learning.json. Long: run it as a benchmark, not in CI.
     python benchmarks/learning.py --params params.yaml --seeds 0,1,2 \
         --variants grpo,gspo,cispo,dr_grpo,dapo,gigpo --work benchmarks/.work/objectives \
         --out benchmarks/results/learning_objectives.json   # issue 33's rows, on make run's recipe
+    python benchmarks/learning.py --params params.yaml --chat --seeds 0,1,2 \
+        --variants grpo_hermes,grpo_endpoint --work benchmarks/.work/endpoint \
+        --out benchmarks/results/learning_endpoint.json     # issue 34's rows (benchmarks/endpoint_rows.py)
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from agent_r1.runs.assembly import set_threads
 from agent_r1.runs.run import Run
 from agent_r1.runs.sft import run_sft
 from agent_r1.runs.train import run_train
+from benchmarks import endpoint_rows
 from benchmarks.common import ROOT, machine, micro_overrides, result_path, work_dir, write_json
 
 VARIANTS = {
@@ -66,6 +70,7 @@ VARIANTS = {
     "cispo": {"algo.adv_estimator": "grpo", "algo.policy_loss": "cispo", "algo.clip_high": 4.0},
     # Dr. GRPO (Liu et al. 2025): no std division; token sums over a constant (rollout.max_total_tokens)
     "dr_grpo": {"algo.adv_estimator": "dr_grpo", "algo.loss_agg": "seq-mean-token-sum-norm"},
+    **endpoint_rows.VARIANTS,  # issue 34: built-in env vs the endpoint's openai agent (needs --chat)
 }
 DEFAULT_VARIANTS = ("grpo", "ppo", "grpo_loss_mask_off", "grpo_masks_off", "grpo_shuffled_rewards")
 
@@ -119,6 +124,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--params", default=None,
                     help="run a params file's recipe (e.g. params.yaml: make run's) instead of this benchmark's own; "
                          "only the seed's folders and the evaluation are set over it")
+    ap.add_argument("--chat", action="store_true",
+                    help="the chat recipe every run shares (endpoint_rows.CHAT_RECIPE: "
+                         f"{endpoint_rows.CHAT_RECIPE}); the endpoint rows need it")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="extra config override for every run, e.g. --set model.tokenizer=bpe")
     args = ap.parse_args(argv)
@@ -134,10 +142,11 @@ def base_config(args: argparse.Namespace, work: Path) -> dict:
     # swung by +-10 points between neighbouring iterations at a constant rate (a probe on seed 1:
     # 51 at iteration 60 constant, 69-79 at 25-125 on a cosine over 150); PPO's 80 iterations fit
     # in 10 minutes of RL on 2 idle cores
+    chat = endpoint_rows.CHAT_RECIPE if args.chat else {}
     if args.params:  # the file's recipe; this benchmark sets only where the seed's things live and the eval
         return {"data.dir": str(work / "data"), "search.index_dir": str(work / "index"), "sft.out_dir": str(work / "sft"),
                 "train.eval_every": 0, "train.eval_size": 100, "train.checkpoint_every": 1000,
-                **parse_overrides(args.set)}
+                **chat, **parse_overrides(args.set)}
     small = args.quick or args.smoke
     iterations = args.iterations or (1 if args.smoke else 4 if args.quick else 80)
     sft_steps = args.sft_steps or (2 if args.smoke else 40 if args.quick else 500)
@@ -157,7 +166,7 @@ def base_config(args: argparse.Namespace, work: Path) -> dict:
         "train.checkpoint_every": 1000,
         **micro, **({"train.prompts_per_iter": 2, "rollout.n_samples": 2, "train.eval_size": 4,
                      "sft.batch_size": 4, "train.runs_dir": str(work / "runs")} if args.smoke else {}),
-        **parse_overrides(args.set),
+        **chat, **parse_overrides(args.set),
     }
 
 
@@ -192,6 +201,7 @@ def run_seed(seed: int, work: Path, base: dict, params: str | None, names: list[
     for key in ("data.dir", "search.index_dir", "sft.out_dir"):
         base[key] = str(work / Path(base[key]).name)
     cfg = load_config(params, base)
+    endpoint_rows.check_recipe(names, cfg)
     set_threads(cfg.train.threads)
     warm = work / "sft" / "model"
     timing = work / "sft" / "sft_seconds.txt"
@@ -206,6 +216,9 @@ def run_seed(seed: int, work: Path, base: dict, params: str | None, names: list[
         one["warm_start"] = {"greedy": evaluate(cfg, warm, test, True), "sampled": evaluate(cfg, warm, test, False),
                              "sft_seconds": float(timing.read_text()) if timing.exists() else None}
     print(f"seed {seed} warm start: greedy EM {one['warm_start']['greedy']['em']:.1f}", flush=True)
+    if "grpo_endpoint" in names and "episodes_check" not in one:  # the env's and the agent's ids, side by side
+        one["episodes_check"] = endpoint_rows.compare_episodes(cfg, warm, test[:8])
+        print(f"seed {seed} env vs endpoint agent, greedy: {one['episodes_check']}", flush=True)
     for name in names:
         if name in one["runs"] and not rerun:
             print(f"seed {seed} {name}: kept from the results file (--rerun to run it again)", flush=True)
@@ -229,16 +242,24 @@ def run_variant(name: str, params: str | None, base: dict, warm: Path, work: Pat
         trainer_mod.RLTrainer.__init__ = patched
     curve = []
     start = time.perf_counter()
-    try:
-        run_train(run_cfg, on_iteration=lambda it, m: curve.append(
-            {"iteration": it, "reward_mean": m["reward_mean"], "em": m["em"],
-             "search_first_rate": m["search_first_rate"], "seconds": round(time.perf_counter() - start, 2)}))
-    finally:
-        trainer_mod.RLTrainer.__init__ = original
-    rl_seconds = time.perf_counter() - start
-    final_dir = sorted((work / "runs" / name / "checkpoints").glob("iter_*"))[-1]
-    return {"greedy": evaluate(run_cfg, final_dir, test, True), "sampled": evaluate(run_cfg, final_dir, test, False),
-            "rl_seconds": rl_seconds, "iterations": run_cfg.train.iterations, "train_curve": curve,
+    with endpoint_rows.agent_tools(run_cfg, warm):  # an openai agent's search service (else nothing)
+        try:
+            run_train(run_cfg, on_iteration=lambda it, m: curve.append(
+                {"iteration": it, "reward_mean": m["reward_mean"], "em": m["em"],
+                 "search_first_rate": m["search_first_rate"], "seconds": round(time.perf_counter() - start, 2),
+                 **{k: m[k] for k in endpoint_rows.CURVE_KEYS if k in m}}))
+        finally:
+            trainer_mod.RLTrainer.__init__ = original
+        rl_seconds = time.perf_counter() - start
+        final_dir = sorted((work / "runs" / name / "checkpoints").glob("iter_*"))[-1]
+        # every row by the built-in env (the same evaluator); an agent's row through its agent too
+        through_agent = {"greedy_agent": evaluate(run_cfg, final_dir, test, True)} \
+            if run_cfg.env.kind == "openai_agent" else {}
+    eval_cfg = endpoint_rows.builtin(run_cfg)
+    if through_agent:  # the trained policy searches: the env's and the agent's multi-turn ids, side by side
+        through_agent["episodes_check"] = endpoint_rows.compare_episodes(eval_cfg, final_dir, test[:8])
+    return {"greedy": evaluate(eval_cfg, final_dir, test, True),
+            "sampled": evaluate(eval_cfg, final_dir, test, False), **through_agent, "rl_seconds": rl_seconds, "iterations": run_cfg.train.iterations, "train_curve": curve,
             "load_after": os.getloadavg()}
 
 
@@ -262,13 +283,15 @@ def summarise(results: dict) -> None:
                                                     for p in per]).to_dict()}
         if name != "warm_start":
             summary[name]["rl_seconds_mean"] = sum(p["rl_seconds"] for p in per) / len(per)
-    for name in summary:  # paired against GRPO over the seeds both have: same worlds, warm starts, questions
-        both = [(rows[name][i], rows["grpo"][i]) for i in range(len(seeds))
-                if name not in ("grpo", "warm_start") and rows[name][i] and rows["grpo"][i]]
+    for name in summary:  # paired against GRPO (or its PAIRED_WITH row) over the seeds both have: same worlds,
+        base = endpoint_rows.PAIRED_WITH.get(name, "grpo")  # warm starts and questions
+        both = [(rows[name][i], rows[base][i]) for i in range(len(seeds))
+                if name not in (base, "warm_start") and rows[name][i] and rows[base][i]]
         if both:
             diff = paired_difference_ci([[100.0 * x for x in a["greedy"]["em_per_question"]] for a, _ in both],
                                         [[100.0 * x for x in g["greedy"]["em_per_question"]] for _, g in both])
-            summary[name]["minus_grpo_ci95"] = {**diff.to_dict(), "seeds": len(both)}
+            summary[name][f"minus_{base}_ci95"] = {**diff.to_dict(), "seeds": len(both)}
+    endpoint_rows.summarise_seconds(summary, rows)
     results["summary"] = summary
     if seeds:
         first = results["per_seed"][seeds[0]]

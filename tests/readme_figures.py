@@ -58,6 +58,7 @@ from tests.readme_figures_lib import (
     seq,
     span,
 )
+from tests.readme_figures_endpoint import ENDPOINT
 from tests.readme_figures_make_run import MAKE_RUN
 from tests.readme_figures_objectives import OBJECTIVES
 from tests.readme_figures_perf import PERF
@@ -381,4 +382,4 @@ VLLM_ROLLOUT: list[Figure] = at(SCALING_MD, [
 ])
 
 REGISTRY: list[Figure] = (LEARNING + PAPER + at(PERFORMANCE_MD, PERF) + MEMORY + RETRIEVAL + SCALE + RELIABILITY + PROFILE + MAKE_RUN
-                          + VLLM_CPU + VLLM_ROLLOUT + OBJECTIVES + VLLM_PERF)
+                          + VLLM_CPU + VLLM_ROLLOUT + OBJECTIVES + VLLM_PERF + ENDPOINT)

@@ -21,6 +21,9 @@ class ModelConfig:
     max_position_embeddings: int = 1024
     vocab_size: int = 1000  # tokenizer vocabulary to train when building locally
     tokenizer: str = "bpe"  # pre-tokenizer of a locally trained tokenizer: bpe | syllable (models/tokenizer.py)
+    # chat template of a locally built model (models/chat_template.py CHAT_TEMPLATES): chatml, or qwen2.5,
+    # which renders an assistant message's tool_calls, so an openai_agent's re-sent history is what it sampled
+    chat_template: str = "chatml"
     tie_word_embeddings: bool = True
     dtype: str = "float32"
     lora: LoraConfig = field(default_factory=LoraConfig)  # r = 0: full fine-tuning (models/lora.py)
@@ -91,13 +94,17 @@ def save_model(model: Any, tokenizer: Any, out_dir: str | Path) -> Path:
 
 def build_local_model(texts: list[str], config: ModelConfig, seed: int = 0):
     """Trains a tokenizer on `texts` (plus the chat and tool-format glue) and builds a model."""
+    from agent_r1.models.chat_template import CHAT_TEMPLATES, template_texts
     from agent_r1.models.tokenizer import train_tokenizer
 
+    if config.chat_template not in CHAT_TEMPLATES:
+        raise ValueError(f"model.chat_template={config.chat_template!r}; choose one of {sorted(CHAT_TEMPLATES)}")
     glue = [
         "<|im_start|>system\n<|im_end|>\n<|im_start|>user\n<|im_end|>\n<|im_start|>assistant\n",
         "Answer the question. To search, write <search>query</search> and read the <information> "
         "that follows. Give the final answer as <answer>answer</answer>. Doc 1 (Title): No results. Error:",
         '<tool_call>{"name": "search", "arguments": {"query": "q"}}</tool_call><tool_response>\n</tool_response>',
-    ]
+    ] + template_texts(config.chat_template)  # the template's own prose, so its prompts stay short
     tokenizer = train_tokenizer(list(texts) + glue * 20, vocab_size=config.vocab_size, split=config.tokenizer)
+    tokenizer.chat_template = CHAT_TEMPLATES[config.chat_template]
     return build_model(config, tokenizer, seed=seed), tokenizer

@@ -19,3 +19,22 @@ CHATML_TEMPLATE = (
     "{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+
+
+def _qwen25() -> str:
+    from agent_r1.models.qwen_template import QWEN25_TEMPLATE
+
+    return QWEN25_TEMPLATE
+
+
+#: model.chat_template -> the template a locally built tokenizer gets
+CHAT_TEMPLATES = {"chatml": CHATML_TEMPLATE, "qwen2.5": _qwen25()}
+
+
+def template_texts(name: str) -> list[str]:
+    """Text a template writes around messages (beyond the ChatML glue), for the tokenizer's training texts."""
+    if name != "qwen2.5":
+        return []
+    from agent_r1.models.qwen_template import QWEN_DEFAULT_SYSTEM, QWEN_TOOLS_FOOTER, QWEN_TOOLS_HEADER
+
+    return [QWEN_DEFAULT_SYSTEM + QWEN_TOOLS_HEADER + QWEN_TOOLS_FOOTER]

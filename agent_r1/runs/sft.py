@@ -33,7 +33,8 @@ def run_sft(cfg: ExperimentConfig) -> Path:
     make_env = make_env_factory(cfg, retriever)
     try:
         demos = build_demos(samples, make_env, ChatCodec(tokenizer), cfg.env.format,
-                            cfg.sft.guess_fraction, cfg.seed, cfg.rollout.max_observation_tokens)
+                            cfg.sft.guess_fraction, cfg.seed, cfg.rollout.max_observation_tokens,
+                            cfg.sft.demo_style)
     finally:
         close_all(make_env)  # the demos' tool calls are done: end MCP servers before training
     out = Path(cfg.sft.out_dir)

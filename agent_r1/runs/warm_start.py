@@ -28,6 +28,9 @@ from agent_r1.tracking.filelock import FileLock
 CARD = "warm_start.json"
 LEGACY = (CARD,)  # a warm start made before the marker (agent_r1/data/owned.py) has its card
 FORMAT = 1  # bump when the demonstrations or the SFT loop change what a key produces
+# keys added after warm starts were keyed: at these values they are left out of the key, so the warm
+# starts made before them keep theirs
+LATER_KEYS = {("model", "chat_template"): "chatml", ("sft", "demo_style"): "env"}
 
 
 @dataclass
@@ -48,6 +51,9 @@ def digest_cache(cfg: ExperimentConfig) -> DigestCache:
 
 def ingredients(cfg: ExperimentConfig, data_dir: Path, index_dir: Path, cache: DigestCache | None = None) -> dict[str, Any]:
     tree = cfg.to_dict()
+    for (section, key), default in LATER_KEYS.items():
+        if tree[section].get(key) == default:
+            del tree[section][key]
     model = {k: v for k, v in tree["model"].items() if k not in ("lora", "gradient_checkpointing")}  # RL-only
     return {"format": FORMAT, "seed": cfg.seed,
             "data": data_hash(data_dir, (cfg.data.train_file,), cache),

@@ -14,8 +14,10 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
+from agent_r1.config import DEMO_STYLES
 from agent_r1.rollout.chat import ChatCodec
 from agent_r1.trajectory import Trajectory, Turn
 
@@ -36,25 +38,51 @@ def tool_action(fmt: str, name: str, arguments: dict[str, Any]) -> str:
 
 
 def scripted_actions(sample: dict[str, Any], fmt: str, guess: str | None,
-                     tool_args: dict[str, str] | None = None) -> list[str]:
+                     tool_args: dict[str, str] | None = None, turn: Callable[..., str] | None = None) -> list[str]:
     """The scripted agent's actions: each `plan` step as a tool call, then the answer.
 
     A plan step is a call (`{"name": ..., "arguments": {...}}`) or a plain string, the input of
     the sample's first tool; `tool_args` maps tool names to the argument a string fills
-    (default: search -> query).
+    (default: search -> query). With `turn` (`chat_turn` over a tokenizer) each action is a whole
+    assistant turn as the chat template writes it (demo_style chat).
     """
     answer = f"<answer>{_spaced(guess if guess is not None else sample['answers'][0])}</answer>"
+    answer = turn(content=answer) if turn else answer
     if guess is not None:
         return [answer]
     tool_args = tool_args or {"search": "query"}
     default_tool = ((sample.get("env") or {}).get("tools") or list(tool_args) or ["search"])[0]
+
+    def call(name: str, arguments: dict[str, Any]) -> str:
+        return turn(calls=[{"name": name, "arguments": arguments}]) if turn else tool_action(fmt, name, arguments)
+
     actions = []
     for step in sample.get("plan") or []:
         if isinstance(step, dict):
-            actions.append(tool_action(fmt, step["name"], step.get("arguments", {})))
+            actions.append(call(step["name"], step.get("arguments", {})))
         else:
-            actions.append(tool_action(fmt, default_tool, {tool_args[default_tool]: step}))
+            # chat: spaced inside the JSON string too, so a copied name has the question's token ids
+            actions.append(call(default_tool, {tool_args[default_tool]: _spaced(step) if turn else step}))
     return actions + [answer]
+
+
+def chat_turn(tokenizer: Any, calls: list[dict[str, Any]] | None = None, content: str = "") -> str:
+    """An assistant turn as `tokenizer`'s chat template writes it, from after the generation prompt
+    through the end-of-turn token: what a policy answering an OpenAI-style client samples, which the
+    client's re-sent history then renders back token for token. `calls`: [{"name", "arguments"}]."""
+    base = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = [{"type": "function", "function": c} for c in calls]
+    prefix = tokenizer.apply_chat_template(base, tokenize=False, add_generation_prompt=True)
+    full = tokenizer.apply_chat_template(base + [message], tokenize=False)
+    eos = tokenizer.eos_token
+    turn = full[len(prefix):] if full.startswith(prefix) else ""
+    if eos not in turn or any(json.dumps(c["name"]) not in turn for c in calls or ()):
+        raise ValueError("sft.demo_style=chat needs a chat template that renders an assistant message's "
+                         "tool_calls after the generation prompt (model.chat_template: qwen2.5); this one "
+                         f"wrote {turn[:120]!r}")
+    return turn[:turn.index(eos) + len(eos)]
 
 
 def demo_trajectory(env: Any, codec: ChatCodec, sample: dict[str, Any], actions: list[str],
@@ -64,7 +92,7 @@ def demo_trajectory(env: Any, codec: ChatCodec, sample: dict[str, Any], actions:
     prompt = codec.prompt_ids(messages, tools=None if env.fmt.inline_observations else env.tool_schemas)
     traj = Trajectory(sample_id=str(sample["id"]), prompt_ids=prompt, sample=sample)
     for text in actions:
-        ids = codec.encode(text)  # rollouts stop at the closing tag too, so no end-of-turn token
+        ids = codec.encode(text)  # env style: rollouts stop at the closing tag, so no end-of-turn token
         step = env.step(text)
         turn = Turn(action_ids=ids, action_logprobs=[0.0] * len(ids), action_text=text)
         traj.turns.append(turn)
@@ -77,9 +105,15 @@ def demo_trajectory(env: Any, codec: ChatCodec, sample: dict[str, Any], actions:
 
 
 def build_demos(samples: list[dict[str, Any]], make_env: Callable[[dict[str, Any]], Any], codec: ChatCodec,
-                fmt: str, guess_fraction: float, seed: int, max_observation_tokens: int) -> list[Trajectory]:
+                fmt: str, guess_fraction: float, seed: int, max_observation_tokens: int,
+                style: str = "env") -> list[Trajectory]:
     """One demo per sample; `guess_fraction` of them answer by a guess drawn from the answers
-    of other samples of the same question type (often wrong, sometimes right)."""
+    of other samples of the same question type (often wrong, sometimes right). `style`: DEMO_STYLES
+    (sft.demo_style)."""
+    if style not in DEMO_STYLES or (style == "chat" and fmt != "hermes"):
+        raise ValueError(f"sft.demo_style={style!r} with env.format={fmt!r}: choose one of {list(DEMO_STYLES)}; "
+                         "chat writes tool calls as the chat template does, so it needs env.format=hermes")
+    turn = partial(chat_turn, codec.tokenizer) if style == "chat" else None
     rng = random.Random(seed)
     pools: dict[str, list[str]] = {}
     for s in samples:
@@ -88,7 +122,7 @@ def build_demos(samples: list[dict[str, Any]], make_env: Callable[[dict[str, Any
     for s in samples:
         guess = rng.choice(pools[s.get("type", "")]) if rng.random() < guess_fraction else None
         env = make_env(s)
-        actions = scripted_actions(s, fmt, guess, _string_arguments(env))
+        actions = scripted_actions(s, fmt, guess, _string_arguments(env), turn)
         demos.append(demo_trajectory(env, codec, s, actions, max_observation_tokens))
     return demos
 

@@ -33,19 +33,23 @@ OPTIONAL = {"perf_trl_equal": "trl", "perf_trl_tool": "trl", "vllm_cpu": "vllm (
 
 
 def modules() -> dict[str, ast.Module]:
-    return {p.stem: ast.parse(p.read_text(), str(p)) for p in sorted(BENCH.glob("*.py")) if p.stem != "__init__"}
+    """name -> tree of every module, a subpackage's as `package.module` (benchmarks/agents/)."""
+    return {".".join(p.relative_to(BENCH).with_suffix("").parts): ast.parse(p.read_text(), str(p))
+            for p in sorted(BENCH.rglob("*.py")) if p.stem != "__init__" and ".work" not in p.parts}
 
 
 def benchmark_imports(tree: ast.AST) -> set[str]:
-    """The benchmarks modules a file imports (`from benchmarks import x`, `from benchmarks.x import`)."""
+    """The benchmarks modules a file imports (`from benchmarks import x`, `from benchmarks.x import`,
+    `from benchmarks.pkg import x` -> `pkg.x`); names that are no module are harmless extras."""
     out = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module == "benchmarks":
             out |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("benchmarks."):
-            out.add(node.module.split(".")[1])
+            rest = node.module.split(".", 1)[1]
+            out |= {rest} | {f"{rest}.{a.name}" for a in node.names}
         elif isinstance(node, ast.Import):
-            out |= {a.name.split(".")[1] for a in node.names if a.name.startswith("benchmarks.")}
+            out |= {a.name.split(".", 1)[1] for a in node.names if a.name.startswith("benchmarks.")}
     return out
 
 
@@ -83,7 +87,7 @@ def test_every_benchmark_is_run_by_a_test():
     # what a run benchmark imports runs too (common, perf_common, paper_render, noida, fuzz, ...)
     frontier = set(run)
     while frontier:
-        frontier = {m for name in frontier for m in benchmark_imports(trees[name])} - run
+        frontier = {m for name in frontier if name in trees for m in benchmark_imports(trees[name])} - run
         run |= frontier
     missing = sorted(set(trees) - run - set(OPTIONAL))
     assert not missing, f"benchmarks no test runs: {missing} (add each to tests/bench/test_benchmarks_smoke.py)"

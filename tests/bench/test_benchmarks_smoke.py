@@ -93,6 +93,31 @@ def test_learning_smoke(bench):
     assert doc["summary"]["dapo"]["minus_grpo_ci95"]["seeds"] == 1  # paired with GRPO on the same seed
 
 
+def test_learning_endpoint_rows_smoke(bench):
+    """Issue 34's rows on the micro world: the chat recipe's warm start, GRPO in the built-in hermes env and
+    through the endpoint's openai agent, paired, with seconds per iteration and the endpoint's overhead."""
+    from benchmarks import learning
+
+    out = bench / "results" / "learning_endpoint_smoke.json"
+    assert learning.main(["--smoke", "--chat", "--iterations", "3", "--work", str(bench / "learn_endpoint"),
+                          "--variants", "grpo_hermes,grpo_endpoint", "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    seed = doc["per_seed"]["0"]
+    check = seed["episodes_check"]  # a 2-step warm start writes no valid call, but the prompts are the env's
+    assert check["prompts_identical"] == check["questions"] == 4
+    endpoint = seed["runs"]["grpo_endpoint"]
+    assert endpoint["greedy_agent"]["n"] == 4 and "agent/drift" in endpoint["train_curve"][-1]
+    assert endpoint["episodes_check"]["prompts_identical"] == 4  # the trained policy's, too
+    assert "agent/drift" not in seed["runs"]["grpo_hermes"]["train_curve"][-1]
+    summary = doc["summary"]["grpo_endpoint"]
+    assert summary["minus_grpo_hermes_ci95"]["seeds"] == 1
+    assert summary["overhead_s_per_iteration_over_grpo_hermes"]["seeds"] == 1
+    assert doc["summary"]["grpo_hermes"]["seconds_per_iteration"]["mean"] > 0
+    with pytest.raises(SystemExit, match="need --chat"):
+        learning.main(["--smoke", "--work", str(bench / "learn_endpoint_tag"), "--variants", "grpo_endpoint",
+                       "--out", str(bench / "results" / "unused.json")])
+
+
 def test_perf_rollout_update_and_profile_smoke(bench):
     from benchmarks import perf_rollout, perf_update, profile_iteration
 

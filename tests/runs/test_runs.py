@@ -73,8 +73,13 @@ def test_warm_start_key_follows_what_makes_it(tmp_path):
                   "model.lora.r": 4, "train.run_name": "x"}) == base
     # whatever changes the demonstrations or the SFT itself makes a new one
     for changed in ({"sft.steps": 6}, {"sft.lr": 1e-3}, {"model.hidden_size": 64}, {"seed": 1},
-                    {"env.format": "hermes"}, {"rollout.max_observation_tokens": 16}, {"search.k": 1}):
+                    {"env.format": "hermes"}, {"rollout.max_observation_tokens": 16}, {"search.k": 1},
+                    {"model.chat_template": "qwen2.5"}, {"env.format": "hermes", "sft.demo_style": "chat"}):
         assert key(**changed) != base, changed
+    # keys added later leave the key of a warm start made before them as it was while at their defaults
+    cfg = load_config(None, _overrides(tmp_path))
+    made_of = ingredients(cfg, Run(cfg).data_dir, Run(cfg).index_dir)
+    assert "chat_template" not in made_of["model"] and "demo_style" not in made_of["sft"]
 
 
 def test_warm_start_reused_from_the_store_into_a_pinned_folder(tmp_path):
