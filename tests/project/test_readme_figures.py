@@ -48,7 +48,7 @@ def test_the_pages_quoting_figures_are_the_ones_expected() -> None:
     # figures moved out of README into docs/ pages keep their checks there; a page that drops out of
     # this set lost its checks, one that joins it must be a page README links to (tests/project/test_docs_links.py)
     assert {f.doc for f in REGISTRY} == {"README.md", "docs/results.md", "docs/performance.md",
-                                         "docs/scaling.md", "docs/real-models.md"}
+                                         "docs/scaling.md", "docs/real-models.md", "docs/agents.md"}
 
 
 def test_a_figure_changed_in_readme_is_caught() -> None:
