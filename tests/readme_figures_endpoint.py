@@ -4,7 +4,7 @@ OpenAI endpoint against the built-in env, from learning_endpoint.json (`python b
 
 from __future__ import annotations
 
-from tests.readme_figures_lib import Figure, at, ci, num, seq
+from tests.readme_figures_lib import Figure, at, ci, learning_seeds, num, seq
 
 E = "learning_endpoint.json"
 AFTER = "| row | held-out greedy EM, seeds 0, 1 |"
@@ -15,25 +15,12 @@ END = "summary.grpo_endpoint"
 OVERHEAD = f"{END}.overhead_s_per_iteration_over_grpo_hermes"
 
 
-def _run(variant: str) -> str:
-    return f"{S0}.warm_start" if variant == "warm_start" else f"{S0}.runs.{variant}"
-
-
-def per_seed(variant: str, key: str):
-    """A value of every seed's run (or warm start), in seed order."""
-    def get(doc):
-        seeds = sorted(doc["per_seed"], key=int)
-        return [(doc["per_seed"][s]["warm_start"] if variant == "warm_start"
-                 else doc["per_seed"][s]["runs"][variant])[key]["em"] for s in seeds]
-    return get
-
-
 ENDPOINT: list[Figure] = at("docs/results.md", [
     f for label, v in ROWS for f in (
         Figure(f"endpoint table, {v}: greedy EM per seed", E, f"per_seed.*.{v}.greedy.em", seq(0),
-               f"| {label} | @@ |", per_seed(v, "greedy"), AFTER),
+               f"| {label} | @@ |", learning_seeds(v, "greedy.em"), AFTER),
         Figure(f"endpoint table, {v}: sampled EM per seed", E, f"per_seed.*.{v}.sampled.em", seq(0),
-               f"| {label} | ~ | @@ |", per_seed(v, "sampled"), AFTER))
+               f"| {label} | ~ | @@ |", learning_seeds(v, "sampled.em"), AFTER))
 ] + [
     Figure(f"endpoint table, {v}: seconds per iteration", E, f"summary.{v}.seconds_per_iteration", ci(2),
            f"| {label} | ~ | ~ | @@ |", after=AFTER) for label, v in ROWS[1:]
@@ -41,7 +28,7 @@ ENDPOINT: list[Figure] = at("docs/results.md", [
     Figure("endpoint: minus built-in, paired", E, f"{END}.minus_grpo_hermes_ci95", ci(1, sign=True),
            "paired over seeds and the 100 questions: @@ greedy EM points"),
     Figure("endpoint: greedy EM through its agent", E, "per_seed.*.grpo_endpoint.greedy_agent.em", seq(0),
-           "through its own agent the endpoint row scores @@", per_seed("grpo_endpoint", "greedy_agent")),
+           "through its own agent the endpoint row scores @@", learning_seeds("grpo_endpoint", "greedy_agent.em")),
     Figure("endpoint: warm start sampled search-first", E, f"{S0}.warm_start.sampled.search_first_rate", num(0),
            "sampled, searched first in @@% of episodes"),
     Figure("endpoint: warm start sampled EM", E, f"{S0}.warm_start.sampled.em", num(0), "and answered @@% right"),
@@ -54,9 +41,9 @@ ENDPOINT: list[Figure] = at("docs/results.md", [
            lambda doc: sum(c["agent/drift"] == 0 for c in doc["per_seed"]["0"]["runs"]["grpo_endpoint"]["train_curve"])),
 ]) + at("docs/agents.md", [
     Figure("agents page: endpoint greedy EM", E, "per_seed.*.grpo_endpoint.greedy.em", seq(0),
-           "held-out greedy EM @@ against", per_seed("grpo_endpoint", "greedy")),
+           "held-out greedy EM @@ against", learning_seeds("grpo_endpoint", "greedy.em")),
     Figure("agents page: built-in greedy EM", E, "per_seed.*.grpo_hermes.greedy.em", seq(0),
-           "against @@ in the built-in env", per_seed("grpo_hermes", "greedy")),
+           "against @@ in the built-in env", learning_seeds("grpo_hermes", "greedy.em")),
     Figure("agents page: paired difference", E, f"{END}.minus_grpo_hermes_ci95", ci(1, sign=True),
            "(paired @@)"),
     Figure("agents page: overhead", E, OVERHEAD, ci(2, sign=True), "at @@ s per iteration"),

@@ -154,8 +154,10 @@ def _learning_run(doc: Any, seed: str, variant: str) -> Any:
 
 
 def learning_seeds(variant: str, key: str) -> Getter:
-    """One value per seed of learning.json, e.g. ("grpo", "greedy.em")."""
-    return lambda doc: [dig(_learning_run(doc, str(s), variant), key) for s in doc["seeds"]]
+    """One value per seed of a learning.py result file that has run, in seed order, e.g. ("grpo",
+    "greedy.em"); "warm_start" for the warm start. A file whose later seeds were stopped holds fewer."""
+    return lambda doc: [dig(_learning_run(doc, str(s), variant), key) for s in doc["seeds"]
+                        if str(s) in doc["per_seed"]]
 
 
 def learning_diff(a: str, b: str) -> Getter:

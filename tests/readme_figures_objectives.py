@@ -4,9 +4,7 @@ tests/readme_figures.py for how an entry reads."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from tests.readme_figures_lib import Figure, at, ci, num, seq, span
+from tests.readme_figures_lib import Figure, at, ci, learning_seeds, num, seq, span
 
 O = "learning_objectives.json"
 ROWS = (("SFT warm start", "warm_start"), ("GRPO", "grpo"), ("GSPO", "gspo"), ("CISPO", "cispo"),
@@ -14,19 +12,12 @@ ROWS = (("SFT warm start", "warm_start"), ("GRPO", "grpo"), ("GSPO", "gspo"), ("
 AFTER = "| objective | held-out greedy EM, seed 0 |"
 
 
-def seed0(variant: str, key: str) -> Any:
-    """A value of seed 0's run (or warm start): the file holds the seeds that have run so far."""
-    def get(doc: Any) -> Any:
-        one = doc["per_seed"]["0"]
-        return (one["warm_start"] if variant == "warm_start" else one["runs"][variant])[key]["em"]
-    return get
-
 OBJECTIVES: list[Figure] = at("docs/results.md", [
     f for label, v in ROWS for f in (
         Figure(f"objectives table, {v}: greedy EM", O, f"per_seed.0.{v}.greedy.em", num(0),
-               f"| {label} | @@ |", seed0(v, "greedy"), AFTER),
+               f"| {label} | @@ |", lambda doc, v=v: learning_seeds(v, "greedy.em")(doc)[0], AFTER),
         Figure(f"objectives table, {v}: sampled EM", O, f"per_seed.0.{v}.sampled.em", num(0),
-               f"| {label} | ~ | @@ |", seed0(v, "sampled"), AFTER))
+               f"| {label} | ~ | @@ |", lambda doc, v=v: learning_seeds(v, "sampled.em")(doc)[0], AFTER))
 ] + [
     Figure(f"objectives table, {v}: minus GRPO, paired", O, f"summary.{v}.minus_grpo_ci95", ci(1, sign=True),
            f"| {label} | ~ | ~ | @@ |", after=AFTER)
