@@ -39,7 +39,7 @@ from agent_r1.runs.assembly import set_threads
 from agent_r1.runs.run import Run
 from agent_r1.runs.sft import run_sft
 from agent_r1.runs.train import run_train
-from benchmarks import endpoint_rows
+from benchmarks import endpoint_rows, objective_rows
 from benchmarks.common import ROOT, machine, micro_overrides, result_path, work_dir, write_json
 
 VARIANTS = {
@@ -55,21 +55,8 @@ VARIANTS = {
     # (issue 18: held-out EM within 3 points of synchronous GRPO at equal iterations)
     "grpo_async1": {"algo.adv_estimator": "grpo", "ray.enabled": True, "ray.num_workers": 1,
                     "train.max_staleness": 1},
-    # issue 33: the objectives the field trains with now, each with its reference's settings over GRPO's
-    # budget (the same iterations, prompts and samples per prompt; DAPO's dynamic sampling rolls out
-    # more prompts per iteration to fill its batch: it does more rollout work, reported in its rows)
-    "gigpo": {"algo.adv_estimator": "gigpo"},  # step-level groups over GRPO (Feng et al. 2025)
-    # DAPO (Yu et al. 2025): clip-higher, dynamic sampling (up to 3 extra rounds of 16 prompts), the
-    # soft overlong penalty over the last 20% of rollout.max_total_tokens (768: 153 tokens)
-    "dapo": {"algo.adv_estimator": "grpo", "algo.clip_high": 0.28, "algo.dynamic_sampling.enabled": True,
-             "algo.dynamic_sampling.max_extra_rounds": 3, "reward.overlong_buffer": 153},
-    # GSPO (Zheng et al. 2025): one length-normalised ratio per trajectory, clipped in its paper's range
-    "gspo": {"algo.adv_estimator": "grpo", "algo.policy_loss": "gspo", "algo.clip_low": 3e-4, "algo.clip_high": 4e-4,
-             "algo.loss_agg": "seq-mean-token-mean"},
-    # CISPO (MiniMax-M1): detached importance weights capped at 5 (TRL's cap), every token keeps a gradient
-    "cispo": {"algo.adv_estimator": "grpo", "algo.policy_loss": "cispo", "algo.clip_high": 4.0},
-    # Dr. GRPO (Liu et al. 2025): no std division; token sums over a constant (rollout.max_total_tokens)
-    "dr_grpo": {"algo.adv_estimator": "dr_grpo", "algo.loss_agg": "seq-mean-token-sum-norm"},
+    # issue 33: the objectives the field trains with now (benchmarks/objective_rows.py)
+    **{name: over for name, (_, over) in objective_rows.OBJECTIVES.items()},
     **endpoint_rows.VARIANTS,  # issue 34: built-in env vs the endpoint's openai agent (needs --chat)
 }
 DEFAULT_VARIANTS = ("grpo", "ppo", "grpo_loss_mask_off", "grpo_masks_off", "grpo_shuffled_rewards")

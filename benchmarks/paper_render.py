@@ -11,18 +11,21 @@ from typing import Any
 
 from agent_r1.evaluation.harness import format_table
 from agent_r1.evaluation.stats import mean_ci, paired_difference_ci
+from benchmarks.objective_rows import OBJECTIVES
 
 ALGORITHMS = ("ppo", "grpo", "reinforce_pp", "reinforce_pp_baseline", "rloo")
 # (ablation, the full method it removes something from), as in the paper's Table 4
 ABLATIONS = (("ppo_adv_mask_off", "ppo"), ("ppo_masks_off", "ppo"), ("ppo_loss_mask_off", "ppo"),
              ("grpo_loss_mask_off", "grpo"), ("ppo_process_on", "ppo"), ("ppo_process_off", "ppo_process_on"))
+BEYOND = tuple(OBJECTIVES)  # rows beyond the paper, each compared with GRPO (the recipe they modify)
 
 
-def per_seed_em(res: dict[str, Any], kind: str, name: str, ds: str) -> list[list[float]] | None:
-    """EM (0/100) per question, one row per seed that has run it (a table saved mid-run has fewer);
-    None when none has."""
+def per_seed_em(res: dict[str, Any], kind: str, name: str, ds: str, seeds: list[int] | None = None
+                ) -> list[list[float]] | None:
+    """EM (0/100) per question, one row per seed (of `seeds`, default all) that has run it (a table
+    saved mid-run has fewer); None when none has."""
     rows = []
-    for seed in res["seeds"]:
+    for seed in res["seeds"] if seeds is None else seeds:
         row = res["per_seed"].get(str(seed), {}).get(kind, {}).get(name)
         if row is not None and ds in row.get("em_per_question", {}):
             rows.append([100.0 * x for x in row["em_per_question"][ds]])
@@ -33,7 +36,7 @@ def rows_of(res: dict[str, Any]) -> list[tuple[str, str, str]]:
     """(kind, name, label) for every baseline and method, in table order: the paper's order of
     algorithms and ablations, whatever order a resumed run added them to the file in."""
     first = res["per_seed"][str(res["seeds"][0])]
-    order = {name: i for i, name in enumerate(ALGORITHMS + tuple(x for x, _ in ABLATIONS))}
+    order = {name: i for i, name in enumerate(ALGORITHMS + tuple(x for x, _ in ABLATIONS) + BEYOND)}
     methods = sorted(first["methods"].items(), key=lambda item: order.get(item[0], len(order)))
     return ([("baselines", n, r["label"]) for n, r in first["baselines"].items()]
             + [("methods", n, r["label"]) for n, r in methods])
@@ -47,13 +50,20 @@ def ci_cell(res: dict[str, Any], kind: str, name: str, ds: str) -> str:
     return str(mean_ci(rows)) + partial
 
 
+def ran(res: dict[str, Any], kind: str, name: str) -> set[int]:
+    return {s for s in res["seeds"] if name in res["per_seed"].get(str(s), {}).get(kind, {})}
+
+
 def diff_line(res: dict[str, Any], ds: str, a: tuple[str, str], b: tuple[str, str], labels: dict[str, str]) -> str | None:
-    ra, rb = per_seed_em(res, *a, ds), per_seed_em(res, *b, ds)
+    """The paired difference a - b over the seeds both have run (named when fewer than all)."""
+    seeds = sorted(ran(res, *a) & ran(res, *b))
+    ra, rb = per_seed_em(res, *a, ds, seeds), per_seed_em(res, *b, ds, seeds)
     if ra is None or rb is None or len(ra) != len(rb):
         return None
     d = paired_difference_ci(ra, rb)
     verdict = ("yes: " + (labels[a[1]] if d.mean > 0 else labels[b[1]]) + " higher") if d.excludes_zero() else "no"
-    return f"| {labels[a[1]]} - {labels[b[1]]} | {d} | {verdict} |"
+    partial = f" (seed {', '.join(map(str, seeds))} only)" if len(seeds) < len(res["seeds"]) else ""
+    return f"| {labels[a[1]]} - {labels[b[1]]}{partial} | {d} | {verdict} |"
 
 
 def comparisons(res: dict[str, Any]) -> list[tuple[tuple[str, str], tuple[str, str]]]:
@@ -62,6 +72,7 @@ def comparisons(res: dict[str, Any]) -> list[tuple[tuple[str, str], tuple[str, s
     pairs = [(("methods", m), ("baselines", "agent")) for m in algos]
     pairs += [(("methods", a), ("methods", b)) for i, a in enumerate(algos) for b in algos[i + 1:]]
     pairs += [(("methods", x), ("methods", full)) for x, full in ABLATIONS if x in methods and full in methods]
+    pairs += [(("methods", x), ("methods", "grpo")) for x in BEYOND if x in methods and "grpo" in methods]
     return pairs
 
 
@@ -98,13 +109,19 @@ def render_markdown(res: dict[str, Any]) -> str:
               "|---|" + "---|" * len(ds_names)]
     ablations = {x for x, _ in ABLATIONS}
     for kind, name, label in rows_of(res):
-        if name not in ablations:
+        if name not in ablations and name not in BEYOND:
             lines.append(f"| {label} | " + " | ".join(ci_cell(res, kind, name, d) for d in ds_names) + " |")
     abl_rows = [(k, n, lab) for k, n, lab in rows_of(res) if n in ablations or n in ("ppo", "grpo")]
     if any(n in ablations for _, n, _ in abl_rows):
         lines += ["", "## Table 4: ablations", "", "| method | " + " | ".join(f"EM {d}" for d in ds_names) + " |",
                   "|---|" + "---|" * len(ds_names)]
         lines += [f"| {lab} | " + " | ".join(ci_cell(res, k, n, d) for d in ds_names) + " |" for k, n, lab in abl_rows]
+    new_rows = [(k, n, lab) for k, n, lab in rows_of(res) if n in BEYOND or n == "grpo"]
+    if any(n in BEYOND for _, n, _ in new_rows):
+        lines += ["", "## Beyond the paper: the objectives the field trains with now", "",
+                  "Each over GRPO's budget with its reference's settings (benchmarks/objective_rows.py).", "",
+                  "| method | " + " | ".join(f"EM {d}" for d in ds_names) + " |", "|---|" + "---|" * len(ds_names)]
+        lines += [f"| {lab} | " + " | ".join(ci_cell(res, k, n, d) for d in ds_names) + " |" for k, n, lab in new_rows]
     diffs = [line for a, b in comparisons(res) if (line := diff_line(res, ds_names[0], a, b, labels))]
     if diffs:
         lines += ["", f"## Which differences the intervals support ({ds_names[0]}, paired bootstrap)", "",

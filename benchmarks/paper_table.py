@@ -7,7 +7,8 @@ warm start on the synthetic multi-hop world (tantivy search, a small Llama built
 2. RL from the warm start with PPO (gae + critic), GRPO, REINFORCE++, REINFORCE++-baseline and RLOO,
    all with the same budget (iterations x prompts x samples); then the paper's ablations (PPO with
    the advantage mask off, then both masks off; GRPO with the loss mask off) and ours (PPO loss mask
-   off, process reward on (retrieval hit 0.2) vs off).
+   off, process reward on (retrieval hit 0.2) vs off); beyond the paper, the objectives the field
+   trains with now (GSPO, CISPO, Dr. GRPO, DAPO, GiGPO: benchmarks/objective_rows.py).
 3. Greedy evaluation of every model, agent mode, in-domain (synthetic test split: one-hop and bridge
    questions about people never seen in training) and out-of-domain (comparison questions, a type
    never trained on, over the same unseen people; same corpus and index).
@@ -25,7 +26,8 @@ config hash); `--render-only` rewrites the markdown from the JSON.
         --warm-start 'benchmarks/.work/learn_np12k/seed{seed}/sft/model' \
         --methods ppo,grpo,reinforce_pp,reinforce_pp_baseline,rloo,ppo_adv_mask_off,ppo_masks_off,grpo_loss_mask_off \
         --results-dir benchmarks/results/paper_table_np12k   # the README's table: 62 min on 2 idle cores;
-        # call it again after an interruption (what is in the results file for the same setup is kept)
+        # call it again after an interruption (what is in the results file for the same setup is kept);
+        # add gspo,cispo,dr_grpo,dapo,gigpo to --methods for the rows beyond the paper
     python benchmarks/paper_table.py                      # full (hours on 2 CPU cores)
     python benchmarks/paper_table.py --iterations 12 --eval-n 100 --real-n 100   # reduced
     python benchmarks/paper_table.py --micro --work /tmp/pt   # CI smoke: tiny model, 2 RL methods
@@ -57,6 +59,7 @@ from agent_r1.runs.assembly import (
 from agent_r1.runs.run import Run
 from agent_r1.runs.sft import run_sft
 from agent_r1.runs.train import run_train
+from benchmarks import objective_rows
 from benchmarks.common import ROOT, machine, micro_overrides, results_dir, shown, work_dir, write_json
 from benchmarks.paper_plot import plot_paper_table
 from benchmarks.paper_render import render_markdown
@@ -88,6 +91,8 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "ppo_process_off": ("PPO, process reward off (switch)",
                         {"algo.adv_estimator": "gae", "algo.lam": 0.95, "reward.retrieval_hit_reward": 0.2,
                          "reward.process_reward": False}),
+    # beyond the paper: the objectives the field trains with now (issue 33), over GRPO's budget
+    **objective_rows.OBJECTIVES,
 }
 BASELINES = {"direct": "Direct answer (no retrieval)", "rag": "Naive RAG (top-k in prompt, one turn)",
              "agent": "Agent, SFT warm start (no RL)"}

@@ -75,6 +75,27 @@ def test_paper_table_render_only_rewrites_table_and_plot(tmp_path):
     assert "| GRPO" in (tmp_path / "paper_table.md").read_text() and (tmp_path / "paper_table.png").stat().st_size
 
 
+def test_paper_table_rows_beyond_the_paper_pair_with_grpo_over_the_seeds_they_ran():
+    """A row beyond the paper that seed 0 alone has run (a table filled in over sessions) gets its own
+    section and a difference against GRPO over seed 0 only; here GSPO's row is seed 0's GRPO row with one
+    question flipped to wrong, so the difference is exactly -1 point and the interval holds it."""
+    from benchmarks.paper_render import render_markdown
+
+    doc = json.loads((RESULTS / "paper_table_np12k" / "paper_table.json").read_text())
+    grpo = doc["per_seed"]["0"]["methods"]["grpo"]
+    per_q = {ds: list(em) for ds, em in grpo["em_per_question"].items()}
+    first_right = per_q["synthetic_test"].index(1.0)
+    per_q["synthetic_test"][first_right] = 0.0
+    doc["per_seed"]["0"]["methods"]["gspo"] = {**grpo, "label": "GSPO (sequence-level ratio)", "em_per_question": per_q}
+    md = render_markdown(doc)
+    section = md.split("## Beyond the paper")[1].split("##")[0]
+    assert "| GRPO |" in section and "| GSPO (sequence-level ratio) |" in section and "(1 of 3 seeds)" in section
+    line = next(x for x in md.splitlines() if x.startswith("| GSPO (sequence-level ratio) - GRPO"))
+    assert "(seed 0 only)" in line and line.split("|")[2].strip().startswith("-1.0 [")
+    table3 = md.split("## Table 3")[1].split("##")[0]
+    assert "GSPO" not in table3  # not among the paper's algorithms
+
+
 # ----------------------------------------------------------------------------- training and rollout
 def test_diagnose_failures_on_a_micro_run(bench, micro_run):
     from benchmarks import diagnose_failures
