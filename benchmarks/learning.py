@@ -60,6 +60,9 @@ VARIANTS = {
     **endpoint_rows.VARIANTS,  # issue 34: built-in env vs the endpoint's openai agent (needs --chat)
 }
 DEFAULT_VARIANTS = ("grpo", "ppo", "grpo_loss_mask_off", "grpo_masks_off", "grpo_shuffled_rewards")
+# per iteration, beside reward and EM: the endpoint's costs, and how many prompts DAPO's dynamic sampling rolled
+# out to fill its batch (its extra rollout work; other rows roll out train.prompts_per_iter)
+CURVE_KEYS = (*endpoint_rows.CURVE_KEYS, "dynamic/prompts_sampled", "dynamic/rounds")
 
 
 def evaluate(cfg, model_dir: Path, samples, greedy: bool) -> dict:
@@ -234,7 +237,7 @@ def run_variant(name: str, params: str | None, base: dict, warm: Path, work: Pat
             run_train(run_cfg, on_iteration=lambda it, m: curve.append(
                 {"iteration": it, "reward_mean": m["reward_mean"], "em": m["em"],
                  "search_first_rate": m["search_first_rate"], "seconds": round(time.perf_counter() - start, 2),
-                 **{k: m[k] for k in endpoint_rows.CURVE_KEYS if k in m}}))
+                 **{k: m[k] for k in CURVE_KEYS if k in m}}))
         finally:
             trainer_mod.RLTrainer.__init__ = original
         rl_seconds = time.perf_counter() - start

@@ -112,6 +112,10 @@ def test_learning_smoke(bench):
     doc = written(bench, "learning_smoke")
     assert doc["per_seed"]["0"]["runs"]["grpo"]["iterations"] == 1 and "warm_start" in doc["summary"]
     assert doc["summary"]["dapo"]["minus_grpo_ci95"]["seeds"] == 1  # paired with GRPO on the same seed
+    # DAPO's curve records the prompts its dynamic sampling rolled out (at least the smoke's 2 per iteration)
+    (dapo_it,) = doc["per_seed"]["0"]["runs"]["dapo"]["train_curve"]
+    assert dapo_it["dynamic/prompts_sampled"] >= 2 and dapo_it["dynamic/rounds"] >= 1
+    assert "dynamic/prompts_sampled" not in doc["per_seed"]["0"]["runs"]["grpo"]["train_curve"][0]
 
 
 def test_learning_endpoint_rows_smoke(bench):
