@@ -251,7 +251,11 @@ def results_header(args: argparse.Namespace, argv: list[str] | None, work: Path,
     # what a kept result must share with this run (seeds, methods and real data may differ: they are
     # kept per seed and per method), so a table of many hours can be filled in over several sessions
     res["resume_key"] = config_hash({"base": res["base_config"], "eval_n": args.eval_n, "warm_start": args.warm_start})
-    kept = {} if args.rerun else previous_seeds(results / "paper_table.json", res["resume_key"])
+    earlier = {} if args.rerun else previous_doc(results / "paper_table.json", res["resume_key"])
+    kept = earlier.get("per_seed", {})
+    # the wall time of every call that filled this table, this one last (a file from before had one total); the
+    # header's wall time is their sum
+    res["wall_seconds_before"] = earlier.get("wall_seconds_per_call", [earlier["wall_seconds"]] if earlier else [])
     for seed in sorted(map(int, kept)):  # in the file from the start: a run killed early loses none of them
         res["per_seed"][str(seed)] = kept[str(seed)]
     res["seeds"] = sorted(set(args.seeds) | set(map(int, kept)))
@@ -277,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     kept = dict(res["per_seed"])
 
     def save() -> None:
-        res["wall_seconds"] = round(time.perf_counter() - t_start, 1)
+        res["wall_seconds_per_call"] = [*res["wall_seconds_before"], round(time.perf_counter() - t_start, 1)]
+        res["wall_seconds"] = round(sum(res["wall_seconds_per_call"]), 1)
         res["load"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
         write_json(results / "paper_table.json", res)
         (results / "paper_table.md").write_text(render_markdown(res))
@@ -293,12 +298,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def previous_seeds(path: Path, resume_key: str) -> dict[str, Any]:
-    """Per seed, the baselines and methods an earlier run of the same setup already wrote to `path`."""
+def previous_doc(path: Path, resume_key: str) -> dict[str, Any]:
+    """What an earlier run of the same setup wrote to `path` (per seed, its baselines and methods), or {}."""
     if not path.exists():
         return {}
     old = json.loads(path.read_text())
-    return old.get("per_seed", {}) if old.get("resume_key") == resume_key else {}
+    return old if old.get("resume_key") == resume_key else {}
 
 
 def run_seed(seed: int, work: Path, args: argparse.Namespace, methods: list[str], res: dict[str, Any],

@@ -179,8 +179,9 @@ PAPER: list[Figure] = at(RESULTS_MD, [
     Figure("paper: naive RAG supporting-fact recall", P, "per_seed.*.baselines.rag.metrics...support_recall",
            span(0), "hold the supporting facts for @@% of the questions",
            paper_seeds("baselines", "rag", "support_recall")),
-    Figure("paper: wall time, minutes", P, "wall_seconds", num(0, scale=1 / 60),
-           "same questions). @@ min on 2 idle cores"),
+    Figure("paper: wall time of the paper's rows, minutes", P, "wall_seconds_per_call.0 (the call that ran them)",
+           num(0, scale=1 / 60), "same questions). @@ min on 2 idle cores",
+           lambda doc: doc.get("wall_seconds_per_call", [doc["wall_seconds"]])[0]),
     Figure("results: model parameters", P, "model_params", num(2, scale=1e-6), "the @@M-parameter model scores 0"),
 ]) + [
     # README's "Two commands" summary of the paper table

@@ -238,8 +238,13 @@ def test_micro_paper_table_from_real_runs(tmp_path):
     logs = {m: (Path(run["checkpoint"]).parents[1] / "metrics.jsonl").stat().st_mtime_ns for m, run in one["methods"].items()}
     assert paper_table.main(["--micro", "--work", str(tmp_path), "--threads", "1", "--real-n", "0",
                              "--methods", "grpo,rloo"]) == 0
-    again = json.loads((tmp_path / "results" / "paper_table.json").read_text())["per_seed"]["0"]
+    again_doc = json.loads((tmp_path / "results" / "paper_table.json").read_text())
+    again = again_doc["per_seed"]["0"]
     assert set(again["methods"]) == {"ppo", "grpo", "rloo"}
+    # its wall time adds to the first call's: the header's total covers every call that filled the table
+    first_s, second_s = again_doc["wall_seconds_per_call"]
+    assert first_s == res["wall_seconds"] and second_s > 0
+    assert again_doc["wall_seconds"] == pytest.approx(first_s + second_s, abs=0.11)
     assert {m: again["methods"][m]["em_per_question"] for m in logs} == {m: one["methods"][m]["em_per_question"] for m in logs}
     assert {m: (Path(again["methods"][m]["checkpoint"]).parents[1] / "metrics.jsonl").stat().st_mtime_ns
             for m in logs} == logs
