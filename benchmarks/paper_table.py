@@ -27,7 +27,8 @@ config hash); `--render-only` rewrites the markdown from the JSON.
         --methods ppo,grpo,reinforce_pp,reinforce_pp_baseline,rloo,ppo_adv_mask_off,ppo_masks_off,grpo_loss_mask_off \
         --results-dir benchmarks/results/paper_table_np12k   # the README's table: 62 min on 2 idle cores;
         # call it again after an interruption (what is in the results file for the same setup is kept);
-        # add gspo,cispo,dr_grpo,dapo,gigpo to --methods for the rows beyond the paper
+        # the rows beyond the paper, beside a GRPO run by the same code: --seeds 0,1,2,3,4 --real-n 0
+        # --methods grpo,gspo,cispo,dr_grpo,dapo,gigpo --results-dir benchmarks/results/paper_table_objectives
     python benchmarks/paper_table.py                      # full (hours on 2 CPU cores)
     python benchmarks/paper_table.py --iterations 12 --eval-n 100 --real-n 100   # reduced
     python benchmarks/paper_table.py --micro --work /tmp/pt   # CI smoke: tiny model, 2 RL methods

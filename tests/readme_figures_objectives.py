@@ -4,7 +4,19 @@ tests/readme_figures.py for how an entry reads."""
 
 from __future__ import annotations
 
-from tests.readme_figures_lib import Figure, at, ci, learning_seeds, num, seq, span
+from tests.readme_figures_lib import (
+    Figure,
+    at,
+    ci,
+    learning_seeds,
+    load,
+    num,
+    paper_cell,
+    paper_diff,
+    paper_seeds,
+    seq,
+    span,
+)
 
 O = "learning_objectives.json"
 ROWS = (("SFT warm start", "warm_start"), ("GRPO", "grpo"), ("GSPO", "gspo"), ("CISPO", "cispo"),
@@ -58,3 +70,90 @@ OBJECTIVES += at("docs/results.md", [
     Figure("objectives, 10 iterations: sampled EM span", IT10, "per_seed.0.runs.*.sampled.em (min-max)", span(0),
            "sampled EM @@). The", lambda doc: [r["sampled"]["em"] for r in doc["per_seed"]["0"]["runs"].values()]),
 ])
+
+# the same objectives on the paper table's recipe (4 samples per prompt, the 500-step warm starts), today's code,
+# GRPO rerun beside them: benchmarks/results/paper_table_objectives (paper_table.py --methods grpo,gspo,...)
+PO = "paper_table_objectives/paper_table.json"
+AFTER_PO = "| on the paper table's recipe (held-out EM, %) |"
+OBJECTIVES += at("docs/results.md", [
+    f for label, v in ROWS[1:] for f in (
+        Figure(f"paper-recipe objectives, {v}: EM mean [CI]", PO, f"per_seed.*.methods.{v}.em_per_question", ci(1),
+               f"| {label} | @@ |", paper_cell("methods", v), AFTER_PO),
+        Figure(f"paper-recipe objectives, {v}: EM per seed", PO, f"per_seed.*.methods.{v}.metrics...em", seq(0),
+               f"| {label} | ~ | @@ |", paper_seeds("methods", v), AFTER_PO))
+] + [
+    Figure(f"paper-recipe objectives, {v}: minus GRPO", PO, "paired bootstrap", ci(1, sign=True),
+           f"| {label} | ~ | ~ | @@ |", paper_diff(v, "grpo"), AFTER_PO)
+    for label, v in ROWS[2:]
+] + [
+    Figure("paper-recipe objectives: warm start (agent) per seed", PO, "per_seed.*.baselines.agent...em", seq(0),
+           "| SFT warm start (agent, no RL) | ~ | @@ |", paper_seeds("baselines", "agent"), AFTER_PO),
+    Figure("paper-recipe objectives: warm start (agent) mean [CI]", PO, "per_seed.*.baselines.agent", ci(1),
+           "| SFT warm start (agent, no RL) | @@ |", paper_cell("baselines", "agent"), AFTER_PO),
+])
+
+
+def _grpo(doc, seed: str, key: str = "em") -> float:
+    run = doc["per_seed"][seed]["methods"]["grpo"]
+    return run["metrics"]["synthetic_test"]["em"] if key == "em" else run["train_curve"][0]["reward_mean"] * 64
+
+
+def _same_baselines(doc) -> int:
+    """How many of seed 0's baselines score every question as the recorded paper table's do."""
+    old = load("paper_table_np12k/paper_table.json")["per_seed"]["0"]["baselines"]
+    new = doc["per_seed"]["0"]["baselines"]
+    return sum(new[b]["em_per_question"] == old[b]["em_per_question"] for b in old)
+
+
+OLD = "paper_table_np12k/paper_table.json"
+OBJECTIVES += at("docs/results.md", [
+    Figure("paper table vs today's code: seed 0 baselines equal", PO, "seed 0 baselines' em_per_question", num(0),
+           "question for question (all @@ on seed 0)", _same_baselines),
+    Figure("paper table vs today's code: GRPO seed 0 today", PO, "per_seed.0.methods.grpo EM", num(0),
+           "GRPO reached @@ on seed 0 instead", lambda doc: _grpo(doc, "0")),
+    Figure("paper table vs today's code: GRPO seed 0 recorded", OLD, "per_seed.0.methods.grpo EM", num(0),
+           "on seed 0 instead of @@ (its first", lambda doc: _grpo(doc, "0")),
+    Figure("paper table vs today's code: right answers in the first rollout, today", PO,
+           "per_seed.0.methods.grpo.train_curve.0.reward_mean x 64", num(0), "first rollout had @@ of 64 answers",
+           lambda doc: _grpo(doc, "0", "first")),
+    Figure("paper table vs today's code: right answers in the first rollout, recorded", OLD,
+           "per_seed.0.methods.grpo.train_curve.0.reward_mean x 64", num(0), "the recorded run's @@) and",
+           lambda doc: _grpo(doc, "0", "first")),
+    Figure("paper table vs today's code: GRPO seed 2 today", PO, "per_seed.2.methods.grpo EM", num(0),
+           "and @@ on seed 2 instead", lambda doc: _grpo(doc, "2")),
+    Figure("paper-recipe objectives: seed 1's new warm start, agent EM", PO, "per_seed.1.baselines.agent EM", num(0),
+           "its agent scores @@ greedy", lambda doc: doc["per_seed"]["1"]["baselines"]["agent"]["metrics"]["synthetic_test"]["em"]),
+    Figure("paper table: seed 1's warm start, agent EM", OLD, "per_seed.1.baselines.agent EM", num(0),
+           "greedy against @@):", lambda doc: doc["per_seed"]["1"]["baselines"]["agent"]["metrics"]["synthetic_test"]["em"]),
+    Figure("paper table vs today's code: GRPO seed 2 recorded", OLD, "per_seed.2.methods.grpo EM", num(0),
+           "on seed 2 instead of @@. So", lambda doc: _grpo(doc, "2")),
+])
+
+
+def _ems(doc, seeds: tuple[str, ...]) -> list[float]:
+    return [doc["per_seed"][s]["methods"][v]["metrics"]["synthetic_test"]["em"] for s in seeds for _, v in ROWS[1:]]
+
+
+OBJECTIVES += at("docs/results.md", [
+    Figure("paper-recipe objectives: warm start mean", PO, "per_seed.*.baselines.agent (mean)", num(1),
+           "GRPO lifts held-out EM from @@ to", lambda doc: paper_cell("baselines", "agent")(doc)["mean"]),
+    Figure("paper-recipe objectives: GRPO mean", PO, "per_seed.*.methods.grpo (mean)", num(1),
+           "held-out EM from ~ to @@ and", lambda doc: paper_cell("methods", "grpo")(doc)["mean"]),
+    Figure("paper-recipe objectives: seed 0 span", PO, "per_seed.0.methods.* EM (min-max)", span(0),
+           "takes off (@@: the warm", lambda doc: _ems(doc, ("0",))),
+    Figure("paper-recipe objectives: seed 1 span", PO, "per_seed.1.methods.* EM (min-max)", span(0),
+           "all stop at @@, on seeds", lambda doc: _ems(doc, ("1",))),
+    Figure("paper-recipe objectives: seeds 2-4 span", PO, "per_seed.{2,3,4}.methods.* EM (min-max)", span(0),
+           "all reach @@. A look", lambda doc: _ems(doc, ("2", "3", "4"))),
+    Figure("paper-recipe objectives: wall minutes", PO, "wall_seconds", num(0, scale=1 / 60),
+           "its wall time, @@ min on 2 cores"),
+    Figure("paper-recipe objectives: calls", PO, "len(wall_seconds_per_call)", num(0),
+           "on 2 cores over @@ calls", lambda doc: len(doc["wall_seconds_per_call"])),
+])
+
+OBJECTIVES += [  # README's sentence
+    Figure("README: paper-recipe GRPO mean", PO, "per_seed.*.methods.grpo (mean)", num(1),
+           "where GRPO reaches @@ over 5 seeds", lambda doc: paper_cell("methods", "grpo")(doc)["mean"]),
+    Figure("README: paper-recipe seeds", PO, "len(seeds)", num(0), "reaches ~ over @@ seeds: every",
+           lambda doc: len(doc["seeds"])),
+]
