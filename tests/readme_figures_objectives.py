@@ -125,6 +125,10 @@ OBJECTIVES += at("docs/results.md", [
            "its agent scores @@ greedy", lambda doc: doc["per_seed"]["1"]["baselines"]["agent"]["metrics"]["synthetic_test"]["em"]),
     Figure("paper table: seed 1's warm start, agent EM", OLD, "per_seed.1.baselines.agent EM", num(0),
            "greedy against @@):", lambda doc: doc["per_seed"]["1"]["baselines"]["agent"]["metrics"]["synthetic_test"]["em"]),
+    Figure("paper-recipe objectives: seed 2's naive RAG", PO, "per_seed.2.baselines.rag EM", num(0),
+           "naive RAG: @@ against", lambda doc: doc["per_seed"]["2"]["baselines"]["rag"]["metrics"]["synthetic_test"]["em"]),
+    Figure("paper table: seed 2's naive RAG", OLD, "per_seed.2.baselines.rag EM", num(0),
+           "RAG: ~ against @@), seed 1's", lambda doc: doc["per_seed"]["2"]["baselines"]["rag"]["metrics"]["synthetic_test"]["em"]),
     Figure("paper table vs today's code: GRPO seed 2 recorded", OLD, "per_seed.2.methods.grpo EM", num(0),
            "on seed 2 instead of @@. So", lambda doc: _grpo(doc, "2")),
 ])
