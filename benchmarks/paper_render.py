@@ -20,12 +20,11 @@ ABLATIONS = (("ppo_adv_mask_off", "ppo"), ("ppo_masks_off", "ppo"), ("ppo_loss_m
 BEYOND = tuple(OBJECTIVES)  # rows beyond the paper, each compared with GRPO (the recipe they modify)
 
 
-def per_seed_em(res: dict[str, Any], kind: str, name: str, ds: str, seeds: list[int] | None = None
-                ) -> list[list[float]] | None:
-    """EM (0/100) per question, one row per seed (of `seeds`, default all) that has run it (a table
-    saved mid-run has fewer); None when none has."""
+def per_seed_em(res: dict[str, Any], kind: str, name: str, ds: str) -> list[list[float]] | None:
+    """EM (0/100) per question, one row per seed that has run it (a table saved mid-run has fewer);
+    None when none has."""
     rows = []
-    for seed in res["seeds"] if seeds is None else seeds:
+    for seed in res["seeds"]:
         row = res["per_seed"].get(str(seed), {}).get(kind, {}).get(name)
         if row is not None and ds in row.get("em_per_question", {}):
             rows.append([100.0 * x for x in row["em_per_question"][ds]])
@@ -50,20 +49,13 @@ def ci_cell(res: dict[str, Any], kind: str, name: str, ds: str) -> str:
     return str(mean_ci(rows)) + partial
 
 
-def ran(res: dict[str, Any], kind: str, name: str) -> set[int]:
-    return {s for s in res["seeds"] if name in res["per_seed"].get(str(s), {}).get(kind, {})}
-
-
 def diff_line(res: dict[str, Any], ds: str, a: tuple[str, str], b: tuple[str, str], labels: dict[str, str]) -> str | None:
-    """The paired difference a - b over the seeds both have run (named when fewer than all)."""
-    seeds = sorted(ran(res, *a) & ran(res, *b))
-    ra, rb = per_seed_em(res, *a, ds, seeds), per_seed_em(res, *b, ds, seeds)
+    ra, rb = per_seed_em(res, *a, ds), per_seed_em(res, *b, ds)
     if ra is None or rb is None or len(ra) != len(rb):
         return None
     d = paired_difference_ci(ra, rb)
     verdict = ("yes: " + (labels[a[1]] if d.mean > 0 else labels[b[1]]) + " higher") if d.excludes_zero() else "no"
-    partial = f" (seed {', '.join(map(str, seeds))} only)" if len(seeds) < len(res["seeds"]) else ""
-    return f"| {labels[a[1]]} - {labels[b[1]]}{partial} | {d} | {verdict} |"
+    return f"| {labels[a[1]]} - {labels[b[1]]} | {d} | {verdict} |"
 
 
 def comparisons(res: dict[str, Any]) -> list[tuple[tuple[str, str], tuple[str, str]]]:
