@@ -92,28 +92,28 @@ def header(res: dict[str, Any]) -> list[str]:
     ]
 
 
+def em_table(res: dict[str, Any], rows: list[tuple[str, str, str]]) -> list[str]:
+    """A markdown table of these (kind, name, label) rows: EM mean [95% interval] per dataset."""
+    ds_names = list(res["datasets"])
+    return (["| method | " + " | ".join(f"EM {d}" for d in ds_names) + " |", "|---|" + "---|" * len(ds_names)]
+            + [f"| {label} | " + " | ".join(ci_cell(res, kind, name, d) for d in ds_names) + " |"
+               for kind, name, label in rows])
+
+
 def render_markdown(res: dict[str, Any]) -> str:
     ds_names = list(res["datasets"])
-    labels = {name: label for _, name, label in rows_of(res)}
-    lines = header(res)
-    lines += ["## Table 3: baselines and algorithms", "",
-              "| method | " + " | ".join(f"EM {d}" for d in ds_names) + " |",
-              "|---|" + "---|" * len(ds_names)]
+    rows = rows_of(res)
+    labels = {name: label for _, name, label in rows}
     ablations = {x for x, _ in ABLATIONS}
-    for kind, name, label in rows_of(res):
-        if name not in ablations and name not in BEYOND:
-            lines.append(f"| {label} | " + " | ".join(ci_cell(res, kind, name, d) for d in ds_names) + " |")
-    abl_rows = [(k, n, lab) for k, n, lab in rows_of(res) if n in ablations or n in ("ppo", "grpo")]
-    if any(n in ablations for _, n, _ in abl_rows):
-        lines += ["", "## Table 4: ablations", "", "| method | " + " | ".join(f"EM {d}" for d in ds_names) + " |",
-                  "|---|" + "---|" * len(ds_names)]
-        lines += [f"| {lab} | " + " | ".join(ci_cell(res, k, n, d) for d in ds_names) + " |" for k, n, lab in abl_rows]
-    new_rows = [(k, n, lab) for k, n, lab in rows_of(res) if n in BEYOND or n == "grpo"]
-    if any(n in BEYOND for _, n, _ in new_rows):
+    lines = header(res) + ["## Table 3: baselines and algorithms", ""]
+    lines += em_table(res, [r for r in rows if r[1] not in ablations and r[1] not in BEYOND])
+    if any(n in ablations for _, n, _ in rows):
+        lines += ["", "## Table 4: ablations", ""]
+        lines += em_table(res, [r for r in rows if r[1] in ablations or r[1] in ("ppo", "grpo")])
+    if any(n in BEYOND for _, n, _ in rows):
         lines += ["", "## Beyond the paper: the objectives the field trains with now", "",
-                  "Each over GRPO's budget with its reference's settings (benchmarks/objective_rows.py).", "",
-                  "| method | " + " | ".join(f"EM {d}" for d in ds_names) + " |", "|---|" + "---|" * len(ds_names)]
-        lines += [f"| {lab} | " + " | ".join(ci_cell(res, k, n, d) for d in ds_names) + " |" for k, n, lab in new_rows]
+                  "Each over GRPO's budget with its reference's settings (benchmarks/objective_rows.py).", ""]
+        lines += em_table(res, [r for r in rows if r[1] in BEYOND or r[1] == "grpo"])
     diffs = [line for a, b in comparisons(res) if (line := diff_line(res, ds_names[0], a, b, labels))]
     if diffs:
         lines += ["", f"## Which differences the intervals support ({ds_names[0]}, paired bootstrap)", "",

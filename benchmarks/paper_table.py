@@ -254,9 +254,9 @@ def results_header(args: argparse.Namespace, argv: list[str] | None, work: Path,
     res["resume_key"] = config_hash({"base": res["base_config"], "eval_n": args.eval_n, "warm_start": args.warm_start})
     earlier = {} if args.rerun else previous_doc(results / "paper_table.json", res["resume_key"])
     kept = earlier.get("per_seed", {})
-    # the wall time of every call that filled this table, this one last (a file from before had one total); the
-    # header's wall time is their sum
-    res["wall_seconds_before"] = earlier.get("wall_seconds_per_call", [earlier["wall_seconds"]] if earlier else [])
+    # the wall time of every call that filled this table, this one last (save() appends it; a file from before
+    # had one total); the header's wall time is their sum
+    res["wall_seconds_per_call"] = earlier.get("wall_seconds_per_call", [earlier["wall_seconds"]] if earlier else [])
     for seed in sorted(map(int, kept)):  # in the file from the start: a run killed early loses none of them
         res["per_seed"][str(seed)] = kept[str(seed)]
     res["seeds"] = sorted(set(args.seeds) | set(map(int, kept)))
@@ -279,10 +279,10 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.perf_counter()
     set_threads(args.threads)
     res = results_header(args, argv, work, results)
-    kept = dict(res["per_seed"])
+    kept, before = dict(res["per_seed"]), list(res["wall_seconds_per_call"])
 
     def save() -> None:
-        res["wall_seconds_per_call"] = [*res["wall_seconds_before"], round(time.perf_counter() - t_start, 1)]
+        res["wall_seconds_per_call"] = [*before, round(time.perf_counter() - t_start, 1)]
         res["wall_seconds"] = round(sum(res["wall_seconds_per_call"]), 1)
         res["load"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
         write_json(results / "paper_table.json", res)

@@ -5,7 +5,9 @@ tests/readme_figures.py for how an entry reads."""
 from __future__ import annotations
 
 from tests.readme_figures_lib import (
+    PAPER_DS,
     Figure,
+    Getter,
     at,
     ci,
     learning_seeds,
@@ -93,49 +95,60 @@ OBJECTIVES += at("docs/results.md", [
 ])
 
 
-def _grpo(doc, seed: str, key: str = "em") -> float:
-    run = doc["per_seed"][seed]["methods"]["grpo"]
-    return run["metrics"]["synthetic_test"]["em"] if key == "em" else run["train_curve"][0]["reward_mean"] * 64
+OLD = "paper_table_np12k/paper_table.json"  # the recorded paper table, by the code of commit b018462
+
+
+def _em(seed: str, kind: str, name: str) -> Getter:
+    """One seed's in-domain held-out EM of a row (a baseline or a method) in a paper_table.py file."""
+    return lambda doc: doc["per_seed"][seed][kind][name]["metrics"][PAPER_DS]["em"]
+
+
+def _first_right(seed: str) -> Getter:
+    """How many answers of GRPO's first rollout were right (its mean reward x prompts x samples)."""
+    return lambda doc: (doc["per_seed"][seed]["methods"]["grpo"]["train_curve"][0]["reward_mean"]
+                        * doc["budget"]["prompts_per_iter"] * doc["budget"]["n_samples"])
 
 
 def _same_baselines(doc) -> int:
     """How many of seed 0's baselines score every question as the recorded paper table's do."""
-    old = load("paper_table_np12k/paper_table.json")["per_seed"]["0"]["baselines"]
+    old = load(OLD)["per_seed"]["0"]["baselines"]
     new = doc["per_seed"]["0"]["baselines"]
     return sum(new[b]["em_per_question"] == old[b]["em_per_question"] for b in old)
 
 
-OLD = "paper_table_np12k/paper_table.json"
 OBJECTIVES += at("docs/results.md", [
     Figure("paper table vs today's code: seed 0 baselines equal", PO, "seed 0 baselines' em_per_question", num(0),
            "question for question (all @@ on seed 0)", _same_baselines),
     Figure("paper table vs today's code: GRPO seed 0 today", PO, "per_seed.0.methods.grpo EM", num(0),
-           "GRPO reached @@ on seed 0 instead", lambda doc: _grpo(doc, "0")),
+           "GRPO reached @@ on seed 0 instead", _em("0", "methods", "grpo")),
     Figure("paper table vs today's code: GRPO seed 0 recorded", OLD, "per_seed.0.methods.grpo EM", num(0),
-           "on seed 0 instead of @@ (its first", lambda doc: _grpo(doc, "0")),
+           "on seed 0 instead of @@ (its first", _em("0", "methods", "grpo")),
     Figure("paper table vs today's code: right answers in the first rollout, today", PO,
            "per_seed.0.methods.grpo.train_curve.0.reward_mean x 64", num(0), "first rollout had @@ of 64 answers",
-           lambda doc: _grpo(doc, "0", "first")),
+           _first_right("0")),
     Figure("paper table vs today's code: right answers in the first rollout, recorded", OLD,
            "per_seed.0.methods.grpo.train_curve.0.reward_mean x 64", num(0), "the recorded run's @@) and",
-           lambda doc: _grpo(doc, "0", "first")),
+           _first_right("0")),
+    Figure("paper table vs today's code: rollouts per iteration", PO, "budget prompts_per_iter x n_samples", num(0),
+           "had ~ of @@ answers right", lambda doc: doc["budget"]["prompts_per_iter"] * doc["budget"]["n_samples"]),
     Figure("paper table vs today's code: GRPO seed 2 today", PO, "per_seed.2.methods.grpo EM", num(0),
-           "and @@ on seed 2 instead", lambda doc: _grpo(doc, "2")),
+           "and @@ on seed 2 instead", _em("2", "methods", "grpo")),
     Figure("paper-recipe objectives: seed 1's new warm start, agent EM", PO, "per_seed.1.baselines.agent EM", num(0),
-           "its agent scores @@ greedy", lambda doc: doc["per_seed"]["1"]["baselines"]["agent"]["metrics"]["synthetic_test"]["em"]),
+           "its agent scores @@ greedy", _em("1", "baselines", "agent")),
     Figure("paper table: seed 1's warm start, agent EM", OLD, "per_seed.1.baselines.agent EM", num(0),
-           "greedy against @@):", lambda doc: doc["per_seed"]["1"]["baselines"]["agent"]["metrics"]["synthetic_test"]["em"]),
+           "greedy against @@):", _em("1", "baselines", "agent")),
     Figure("paper-recipe objectives: seed 2's naive RAG", PO, "per_seed.2.baselines.rag EM", num(0),
-           "naive RAG: @@ against", lambda doc: doc["per_seed"]["2"]["baselines"]["rag"]["metrics"]["synthetic_test"]["em"]),
+           "naive RAG: @@ against", _em("2", "baselines", "rag")),
     Figure("paper table: seed 2's naive RAG", OLD, "per_seed.2.baselines.rag EM", num(0),
-           "RAG: ~ against @@), seed 1's", lambda doc: doc["per_seed"]["2"]["baselines"]["rag"]["metrics"]["synthetic_test"]["em"]),
+           "RAG: ~ against @@), seed 1's", _em("2", "baselines", "rag")),
     Figure("paper table vs today's code: GRPO seed 2 recorded", OLD, "per_seed.2.methods.grpo EM", num(0),
-           "on seed 2 instead of @@. So", lambda doc: _grpo(doc, "2")),
+           "on seed 2 instead of @@. So", _em("2", "methods", "grpo")),
 ])
 
 
 def _ems(doc, seeds: tuple[str, ...]) -> list[float]:
-    return [doc["per_seed"][s]["methods"][v]["metrics"]["synthetic_test"]["em"] for s in seeds for _, v in ROWS[1:]]
+    """Every objective's EM (GRPO included) on these seeds of the paper-recipe file."""
+    return [_em(s, "methods", v)(doc) for s in seeds for _, v in ROWS[1:]]
 
 
 OBJECTIVES += at("docs/results.md", [
