@@ -3,8 +3,10 @@ endpoint by an agent written with the `openai` package (benchmarks/agents/qa_sea
 built-in env in the same chat format, from one warm start per seed.
 
 - `CHAT_RECIPE` (learning.py `--chat`): the built-in env in the hermes format, a local model with Qwen2.5's
-  chat template (it renders an assistant message's tool_calls, so the agent's re-sent history renders back
-  the tokens the policy sampled), SFT demos written as that template writes assistant turns. One warm
+  turns and tool calls (its template renders an assistant message's tool_calls, so the agent's re-sent history
+  renders back the tokens the policy sampled) but a tools block of names only (`qwen2.5-brief`: behind Qwen's
+  ~290-token tools block the 4-layer model had not learnt to copy a name into its search after 1,000 SFT
+  steps), SFT demos written as that template writes assistant turns. One warm
   start serves both variants: the env and the agent render the same prompts (checked: `compare_episodes`).
 - `grpo_hermes`: GRPO in the built-in env; `grpo_endpoint`: GRPO through the endpoint, the agent's searches
   answered by the run's own search tool (agents/search_service.py). Both are evaluated by the built-in env
@@ -24,7 +26,7 @@ from agent_r1.evaluation.stats import mean_ci, paired_difference_ci
 from benchmarks.agents import qa_search_agent
 
 AGENT = f"{qa_search_agent.__name__}:{qa_search_agent.agent.__name__}"  # env.agent of the endpoint row
-CHAT_RECIPE = {"env.format": "hermes", "model.chat_template": "qwen2.5", "sft.demo_style": "chat"}
+CHAT_RECIPE = {"env.format": "hermes", "model.chat_template": "qwen2.5-brief", "sft.demo_style": "chat"}
 VARIANTS = {
     "grpo_hermes": {"algo.adv_estimator": "grpo"},
     # every session of an iteration at once (16 prompts x 8), as the built-in rollout batches them all

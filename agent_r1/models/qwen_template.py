@@ -30,17 +30,20 @@ def _jinja_str(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n") + "'"
 
 
-QWEN25_TEMPLATE = (
-    """
+def qwen_style_template(default_system: str, tools_header: str, tool_line: str, tools_footer: str) -> str:
+    """Qwen2.5-Instruct's turns and tool-call syntax around a system turn's tools block of
+    `tools_header`, one `tool_line` (a Jinja expression over `tool`) per tool, `tools_footer`."""
+    return (
+        """
 {%- set first_is_system = messages and messages[0]['role'] == 'system' %}
-{%- set system = messages[0]['content'] if first_is_system else """ + _jinja_str(QWEN_DEFAULT_SYSTEM) + """ %}
+{%- set system = messages[0]['content'] if first_is_system else """ + _jinja_str(default_system) + """ %}
 {{- '<|im_start|>system\\n' + system }}
 {%- if tools %}
-    {{- """ + _jinja_str(QWEN_TOOLS_HEADER) + """ }}
+    {{- """ + _jinja_str(tools_header) + """ }}
     {%- for tool in tools %}
-        {{- '\\n' + (tool | tojson) }}
+        {{- '\\n' + """ + tool_line + """ }}
     {%- endfor %}
-    {{- """ + _jinja_str(QWEN_TOOLS_FOOTER) + """ }}
+    {{- """ + _jinja_str(tools_footer) + """ }}
 {%- endif %}
 {{- '<|im_end|>\\n' }}
 {%- for message in messages %}
@@ -73,4 +76,7 @@ QWEN25_TEMPLATE = (
     {{- '<|im_start|>assistant\\n' }}
 {%- endif %}
 """
-).strip()
+    ).strip()
+
+
+QWEN25_TEMPLATE = qwen_style_template(QWEN_DEFAULT_SYSTEM, QWEN_TOOLS_HEADER, "(tool | tojson)", QWEN_TOOLS_FOOTER)

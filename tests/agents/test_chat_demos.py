@@ -15,7 +15,7 @@ import pytest
 from agent_r1.agents.rollout import AgentRollout, load_agent
 from agent_r1.config import load_config
 from agent_r1.envs.factory import make_env_factory
-from agent_r1.models.qwen_template import QWEN25_TEMPLATE
+from agent_r1.models.chat_template import CHAT_TEMPLATES
 from agent_r1.retrieval.base import Hit
 from agent_r1.rollout.chat import ChatCodec
 from agent_r1.rollout.engine import GenerationOutput
@@ -58,10 +58,11 @@ class DemoEngine:
         return outs
 
 
-@pytest.fixture
-def qwen_tok(tiny_model):
+@pytest.fixture(params=["qwen2.5", "qwen2.5-brief"])
+def qwen_tok(tiny_model, request):
+    """Qwen2.5's template, and the one the learning rows use (Qwen2.5's turns, a tools block of names)."""
     tok = copy.deepcopy(tiny_model[1])
-    tok.chat_template = QWEN25_TEMPLATE
+    tok.chat_template = CHAT_TEMPLATES[request.param]
     return tok
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import shutil
 
 import pytest
@@ -86,6 +87,21 @@ def test_template_renders_tools_calls_and_responses_as_qwen25(loaded):
     plain = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
     assert plain == ("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant."
                      "<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_brief_template_is_qwen25_but_for_a_tools_block_of_names(loaded):
+    """`model.chat_template: qwen2.5-brief` (issue 34's learning rows): every turn, call and tool response
+    as Qwen2.5 writes it, and in the system turn only the tools' names: no default system message either."""
+    from agent_r1.models.chat_template import CHAT_TEMPLATES
+
+    _, tok = loaded
+    brief = copy.deepcopy(tok)
+    brief.chat_template = CHAT_TEMPLATES["qwen2.5-brief"]
+    text = brief.apply_chat_template(CONVERSATION, tools=TOOLS, tokenize=False, add_generation_prompt=True)
+    system_end = EXPECTED.index("<|im_end|>")
+    assert text == "<|im_start|>system\nAnswer the question.\n<tools>\nsearch\n</tools>" + EXPECTED[system_end:]
+    plain = brief.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
+    assert plain == "<|im_start|>system\n<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
 
 
 def test_rollout_glue_matches_the_rendered_conversation(loaded):
