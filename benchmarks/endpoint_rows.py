@@ -27,6 +27,7 @@ from benchmarks.agents import qa_search_agent
 
 AGENT = f"{qa_search_agent.__name__}:{qa_search_agent.agent.__name__}"  # env.agent of the endpoint row
 CHAT_RECIPE = {"env.format": "hermes", "model.chat_template": "qwen2.5-brief", "sft.demo_style": "chat"}
+TOOL_CALL_TEMPLATES = ("qwen2.5-brief", "qwen2.5")  # model.chat_template values whose chat demos the agent speaks
 VARIANTS = {
     "grpo_hermes": {"algo.adv_estimator": "grpo"},
     # every session of an iteration at once (16 prompts x 8), as the built-in rollout batches them all
@@ -40,12 +41,14 @@ CURVE_KEYS = ("rollout_s", "update_s", "response_length", "agent/drift", "agent/
 
 def check_recipe(names: list[str], cfg: Any) -> None:
     """The endpoint rows need the chat recipe's warm start; a clear error instead of an agent that cannot
-    speak the warm start's format."""
+    speak the warm start's format. `--set model.chat_template=qwen2.5` (Qwen's whole tools block) is the
+    other template that renders tool calls: the recorded rows it could not learn from ran with it."""
     if not set(names) & set(VARIANTS):
         return
     have = {"env.format": cfg.env.format, "model.chat_template": cfg.model.chat_template,
             "sft.demo_style": cfg.sft.demo_style}
-    if have != CHAT_RECIPE:
+    if {**have, "model.chat_template": CHAT_RECIPE["model.chat_template"]} != CHAT_RECIPE \
+            or have["model.chat_template"] not in TOOL_CALL_TEMPLATES:
         raise SystemExit(f"variants {sorted(set(names) & set(VARIANTS))} need --chat ({CHAT_RECIPE}); "
                          f"this run has {have}")
 

@@ -26,6 +26,13 @@ URL_ENV = "QA_SEARCH_URL"
 TURNS_ENV = "QA_AGENT_MAX_TURNS"
 
 
+class _Server(ThreadingHTTPServer):
+    # every agent session of an iteration (up to env.agent_concurrency, 256 in the endpoint row) connects at
+    # once; with socketserver's listen queue of 5, 40 of 256 sessions timed out here and 2 of 128 in a run
+    # failed on connection resets (tests/agents/test_search_service.py)
+    request_queue_size = 1024
+
+
 class SearchService:
     """`with SearchService(env, codec, max_tokens, max_turns):` serves `env`'s tools and sets the agent's
     environment variables (put back on exit)."""
@@ -33,7 +40,7 @@ class SearchService:
     def __init__(self, env: Any, codec: Any, max_tokens: int, max_turns: int):
         self.env, self.codec, self.max_tokens, self.max_turns = env, codec, max_tokens, max_turns
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
+        self._server: _Server | None = None
         self._saved: dict[str, str | None] = {}
 
     def call(self, name: str, arguments: Any) -> str:
@@ -64,7 +71,7 @@ class SearchService:
             def log_message(self, *args: Any) -> None:  # quiet: thousands of calls per iteration
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _Server(("127.0.0.1", 0), Handler)
         threading.Thread(target=self._server.serve_forever, name="search-service", daemon=True).start()
         host, port = self._server.server_address[:2]
         for key, value in ((URL_ENV, f"http://{host}:{port}"), (TURNS_ENV, str(self.max_turns))):
