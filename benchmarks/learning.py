@@ -142,7 +142,8 @@ def base_config(args: argparse.Namespace, work: Path) -> dict:
     sft_steps = args.sft_steps or (2 if args.smoke else 40 if args.quick else 500)
     micro = {k: v for k, v in micro_overrides(work).items()
              if k.startswith(("data.n_", "model.", "rollout.max"))} if args.smoke else {}
-    return {
+    return {  # the chat recipe first: this benchmark's own SFT steps (2 in --smoke) win over its 2,000
+        **chat,
         "data.dir": str(work / "data"), "search.index_dir": str(work / "index"), "model.tokenizer": "syllable",
         "data.question_types": ["one_hop", "bridge"], "data.n_people": 12000, "sft.out_dir": str(work / "sft"),
         "search.k": args.k,
@@ -156,7 +157,7 @@ def base_config(args: argparse.Namespace, work: Path) -> dict:
         "train.checkpoint_every": 1000,
         **micro, **({"train.prompts_per_iter": 2, "rollout.n_samples": 2, "train.eval_size": 4,
                      "sft.batch_size": 4, "train.runs_dir": str(work / "runs")} if args.smoke else {}),
-        **chat, **parse_overrides(args.set),
+        **parse_overrides(args.set),
     }
 
 

@@ -1,18 +1,40 @@
 """docs/results.md's "Issue 34" section (and its sentence in docs/agents.md): the QA task through the
 OpenAI endpoint against the built-in env, from learning_endpoint.json (`python benchmarks/learning.py
---params params.yaml --chat ...`; seeds 0 and 1 so far). See tests/readme_figures.py for how an entry reads."""
+--params params.yaml --chat ...`; seed 0 so far), and the warm starts that could not learn, one file per
+recipe tried. See tests/readme_figures.py for how an entry reads."""
 
 from __future__ import annotations
 
 from tests.readme_figures_lib import Figure, at, ci, learning_seeds, num, seq
 
 E = "learning_endpoint.json"
-AFTER = "| row | held-out greedy EM, seeds 0, 1 |"
+AFTER = "| row | held-out greedy EM, seed 0 |"
 ROWS = (("SFT warm start (chat demos)", "warm_start"), ("GRPO, built-in env (hermes)", "grpo_hermes"),
         ("GRPO through the endpoint (`openai` agent)", "grpo_endpoint"))
-S0 = "per_seed.0"
 END = "summary.grpo_endpoint"
 OVERHEAD = f"{END}.overhead_s_per_iteration_over_grpo_hermes"
+CURVE = "per_seed.0.runs.grpo_endpoint.train_curve"
+# the warm starts table: (label, SFT steps as written, result file), seed 0
+TRIED = (("Qwen2.5's template | 500", "learning_endpoint_qwen_tools.json"),
+         ("Qwen2.5's template | 1,000", "learning_endpoint_qwen_tools_sft1000.json"),
+         ("`qwen2.5-brief` | 1,000", "learning_endpoint_brief_sft1000.json"),
+         ("`qwen2.5-brief` | 2,000", E))
+TRIED_AFTER = "| warm start, seed 0 | SFT steps |"
+SAMPLED = (("search_first_rate", "searched first"), ("support_recall", "support recall"), ("em", "EM"))
+
+
+def _tried(label: str, file: str) -> list[Figure]:
+    cells = [Figure(f"warm starts tried, {label}: sampled {name}", file, f"per_seed.0.warm_start.sampled.{key}",
+                    num(0), f"| {label} | {'~ | ' * i}@@ |", after=TRIED_AFTER)
+             for i, (key, name) in enumerate(SAMPLED)]
+    return cells + [Figure(f"warm starts tried, {label}: GRPO greedy EM", file,
+                           "per_seed.0.runs.grpo_hermes.greedy.em", num(0), f"| {label} | ~ | ~ | ~ | @@ |",
+                           after=TRIED_AFTER)]
+
+
+def _steps(doc) -> int:
+    """The run's SFT steps: set over the params file's (learning.py --set / --chat), or the file's own."""
+    return doc["config"].get("sft.steps", doc["recipe"]["sft"]["steps"])
 
 
 ENDPOINT: list[Figure] = at("docs/results.md", [
@@ -26,24 +48,30 @@ ENDPOINT: list[Figure] = at("docs/results.md", [
            f"| {label} | ~ | ~ | @@ |", after=AFTER) for label, v in ROWS[1:]
 ] + [
     Figure("endpoint: minus built-in, paired", E, f"{END}.minus_grpo_hermes_ci95", ci(1, sign=True),
-           "paired over seeds and the 100 questions: @@ greedy EM points"),
+           "paired over the 100 questions, @@ greedy EM"),
     Figure("endpoint: greedy EM through its agent", E, "per_seed.*.grpo_endpoint.greedy_agent.em", seq(0),
-           "through its own agent the endpoint row scores @@", learning_seeds("grpo_endpoint", "greedy_agent.em")),
-    Figure("endpoint: warm start sampled search-first", E, f"{S0}.warm_start.sampled.search_first_rate", num(0),
-           "sampled, searched first in @@% of episodes"),
-    Figure("endpoint: warm start sampled EM", E, f"{S0}.warm_start.sampled.em", num(0), "and answered @@% right"),
+           "through its own agent the endpoint row scores @@.", learning_seeds("grpo_endpoint", "greedy_agent.em")),
     Figure("endpoint: overhead per iteration", E, OVERHEAD, ci(2, sign=True),
            "The endpoint's overhead is @@ s per iteration"),
-    Figure("endpoint: SFT seconds", E, f"{S0}.warm_start.sft_seconds", num(0, comma=True),
-           "seed 0's 500 steps took @@ s"),
-    Figure("endpoint: drift-free iterations", E, f"{S0}.runs.grpo_endpoint.train_curve.*.agent/drift", str,
-           "`agent/drift` was 0 in @@ of 40 iterations on seed 0",
+    Figure("endpoint: drift-free iterations", E, f"{CURVE}.*.agent/drift", str,
+           "`agent/drift` was 0 in @@ of 40 iterations",
            lambda doc: sum(c["agent/drift"] == 0 for c in doc["per_seed"]["0"]["runs"]["grpo_endpoint"]["train_curve"])),
+    Figure("endpoint: most split sessions", E, f"{CURVE}.*.agent/drift", num(0),
+           "at most @@ split sessions of 128",
+           lambda doc: max(c["agent/drift"] for c in doc["per_seed"]["0"]["runs"]["grpo_endpoint"]["train_curve"])),
+    Figure("endpoint: no agent errors", E, f"{CURVE}.*.agent/errors", num(0), "`agent/errors` was @@.",
+           lambda doc: sum(c["agent/errors"] for c in doc["per_seed"]["0"]["runs"]["grpo_endpoint"]["train_curve"])),
+] + [f for label, file in TRIED for f in _tried(label, file)] + [
+    Figure(f"warm starts tried, {file}: SFT steps", file, "config.sft.steps", num(0, comma=True),
+           f"| {label.split(' | ')[0]} | @@ |", _steps, TRIED_AFTER)
+    for label, file in TRIED
 ]) + at("docs/agents.md", [
     Figure("agents page: endpoint greedy EM", E, "per_seed.*.grpo_endpoint.greedy.em", seq(0),
            "held-out greedy EM @@ against", learning_seeds("grpo_endpoint", "greedy.em")),
     Figure("agents page: built-in greedy EM", E, "per_seed.*.grpo_hermes.greedy.em", seq(0),
            "against @@ in the built-in env", learning_seeds("grpo_hermes", "greedy.em")),
+    Figure("agents page: warm start greedy EM", E, "per_seed.*.warm_start.greedy.em", seq(0),
+           "from a warm start at @@", learning_seeds("warm_start", "greedy.em")),
     Figure("agents page: paired difference", E, f"{END}.minus_grpo_hermes_ci95", ci(1, sign=True),
            "(paired @@)"),
     Figure("agents page: overhead", E, OVERHEAD, ci(2, sign=True), "at @@ s per iteration"),

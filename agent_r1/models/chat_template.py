@@ -30,9 +30,9 @@ def _qwen25() -> str:
 def _qwen25_brief() -> str:
     """Qwen2.5's turns, tool calls and tool responses, token for token, but a tools block of the tools'
     names only (no default system message, no prose, no schemas). For a small model trained from
-    scratch: behind Qwen's ~290-token tools block, 1,000 SFT steps did not teach a 4-layer model to
-    copy the question's name into its search (the chance of the right name stayed at chance), with
-    a 28-token prompt the skill was forming by step 600 (docs/results.md, "Issue 34")."""
+    scratch, where Qwen's tools block is most of every prompt: behind it, 1,000 SFT steps did not teach
+    the 4-layer chat recipe to copy the question's name into its search; with this block, 2,000 did
+    (docs/results.md, "Issue 34")."""
     from agent_r1.models.qwen_template import qwen_style_template
 
     name = "(tool['function']['name'] if tool['function'] is defined else tool['name'])"
