@@ -16,7 +16,7 @@ Writes benchmarks/results/learning.json. Long: run it as a benchmark, not in CI.
         --variants grpo,gspo,cispo,dr_grpo,dapo,gigpo --work benchmarks/.work/objectives \
         --out benchmarks/results/learning_objectives.json   # issue 33's rows, on make run's recipe
     python benchmarks/learning.py --params params.yaml --chat --seeds 0,1,2 \
-        --variants grpo_hermes,grpo_endpoint --work benchmarks/.work/endpoint_brief \
+        --variants grpo_hermes,grpo_endpoint --work benchmarks/.work/endpoint_sft2000 \
         --out benchmarks/results/learning_endpoint.json     # issue 34's rows (benchmarks/endpoint_rows.py)
 """
 

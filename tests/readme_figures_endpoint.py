@@ -14,7 +14,7 @@ ROWS = (("SFT warm start (chat demos)", "warm_start"), ("GRPO, built-in env (her
 END = "summary.grpo_endpoint"
 OVERHEAD = f"{END}.overhead_s_per_iteration_over_grpo_hermes"
 CURVE = "per_seed.0.runs.grpo_endpoint.train_curve"
-# the warm starts table: (label, SFT steps as written, result file), seed 0
+# the warm starts table, seed 0: (the row's first two cells as written, its result file)
 TRIED = (("Qwen2.5's template | 500", "learning_endpoint_qwen_tools.json"),
          ("Qwen2.5's template | 1,000", "learning_endpoint_qwen_tools_sft1000.json"),
          ("`qwen2.5-brief` | 1,000", "learning_endpoint_brief_sft1000.json"),

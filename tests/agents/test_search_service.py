@@ -1,7 +1,7 @@
 """The benchmark's search service (benchmarks/agents/search_service.py) under an iteration's load: every
 agent session of an iteration (16 prompts x 8 in the endpoint row, `env.agent_concurrency` 256) asks for
-the tools at the same moment. Its listen queue was http.server's default of 5: in the first 3-seed run
-2 of 128 sessions failed on `ConnectionResetError` and were scored 0."""
+the tools at the same moment. Its listen queue was socketserver's default of 5: in a seed-0 run of the row
+2-3 of 128 sessions of some iterations failed on `ConnectionResetError` and were scored 0."""
 
 from __future__ import annotations
 
