@@ -5,7 +5,7 @@ recipe tried. See tests/readme_figures.py for how an entry reads."""
 
 from __future__ import annotations
 
-from tests.readme_figures_lib import Figure, at, ci, learning_seeds, num, seq
+from tests.readme_figures_lib import Figure, at, ci, dig, learning_seeds, num, seq
 
 E = "learning_endpoint.json"
 AFTER = "| row | held-out greedy EM, seed 0 |"
@@ -14,22 +14,25 @@ ROWS = (("SFT warm start (chat demos)", "warm_start"), ("GRPO, built-in env (her
 END = "summary.grpo_endpoint"
 OVERHEAD = f"{END}.overhead_s_per_iteration_over_grpo_hermes"
 CURVE = "per_seed.0.runs.grpo_endpoint.train_curve"
-# the warm starts table, seed 0: (the row's first two cells as written, its result file)
-TRIED = (("Qwen2.5's template | 500", "learning_endpoint_qwen_tools.json"),
-         ("Qwen2.5's template | 1,000", "learning_endpoint_qwen_tools_sft1000.json"),
-         ("`qwen2.5-brief` | 1,000", "learning_endpoint_brief_sft1000.json"),
-         ("`qwen2.5-brief` | 2,000", E))
+# the warm starts table, seed 0: (its first cell, its SFT steps as written, its result file)
+TRIED = (("Qwen2.5's template", "500", "learning_endpoint_qwen_tools.json"),
+         ("Qwen2.5's template", "1,000", "learning_endpoint_qwen_tools_sft1000.json"),
+         ("`qwen2.5-brief`", "1,000", "learning_endpoint_brief_sft1000.json"),
+         ("`qwen2.5-brief`", "2,000", E))
 TRIED_AFTER = "| warm start, seed 0 | SFT steps |"
 SAMPLED = (("search_first_rate", "searched first"), ("support_recall", "support recall"), ("em", "EM"))
 
 
-def _tried(label: str, file: str) -> list[Figure]:
+def _tried(template: str, steps: str, file: str) -> list[Figure]:
+    label = f"{template} | {steps}"
     cells = [Figure(f"warm starts tried, {label}: sampled {name}", file, f"per_seed.0.warm_start.sampled.{key}",
                     num(0), f"| {label} | {'~ | ' * i}@@ |", after=TRIED_AFTER)
              for i, (key, name) in enumerate(SAMPLED)]
     return cells + [Figure(f"warm starts tried, {label}: GRPO greedy EM", file,
                            "per_seed.0.runs.grpo_hermes.greedy.em", num(0), f"| {label} | ~ | ~ | ~ | @@ |",
-                           after=TRIED_AFTER)]
+                           after=TRIED_AFTER),
+                    Figure(f"warm starts tried, {file}: SFT steps", file, "config.sft.steps", num(0, comma=True),
+                           f"| {template} | @@ |", _steps, TRIED_AFTER)]
 
 
 def _steps(doc) -> int:
@@ -55,17 +58,13 @@ ENDPOINT: list[Figure] = at("docs/results.md", [
            "The endpoint's overhead is @@ s per iteration"),
     Figure("endpoint: drift-free iterations", E, f"{CURVE}.*.agent/drift", str,
            "`agent/drift` was 0 in @@ of 40 iterations",
-           lambda doc: sum(c["agent/drift"] == 0 for c in doc["per_seed"]["0"]["runs"]["grpo_endpoint"]["train_curve"])),
+           lambda doc: sum(c["agent/drift"] == 0 for c in dig(doc, CURVE))),
     Figure("endpoint: most split sessions", E, f"{CURVE}.*.agent/drift", num(0),
            "at most @@ split sessions of 128",
-           lambda doc: max(c["agent/drift"] for c in doc["per_seed"]["0"]["runs"]["grpo_endpoint"]["train_curve"])),
+           lambda doc: max(c["agent/drift"] for c in dig(doc, CURVE))),
     Figure("endpoint: no agent errors", E, f"{CURVE}.*.agent/errors", num(0), "`agent/errors` was @@.",
-           lambda doc: sum(c["agent/errors"] for c in doc["per_seed"]["0"]["runs"]["grpo_endpoint"]["train_curve"])),
-] + [f for label, file in TRIED for f in _tried(label, file)] + [
-    Figure(f"warm starts tried, {file}: SFT steps", file, "config.sft.steps", num(0, comma=True),
-           f"| {label.split(' | ')[0]} | @@ |", _steps, TRIED_AFTER)
-    for label, file in TRIED
-]) + at("docs/agents.md", [
+           lambda doc: sum(c["agent/errors"] for c in dig(doc, CURVE))),
+] + [f for row in TRIED for f in _tried(*row)]) + at("docs/agents.md", [
     Figure("agents page: endpoint greedy EM", E, "per_seed.*.grpo_endpoint.greedy.em", seq(0),
            "held-out greedy EM @@ against", learning_seeds("grpo_endpoint", "greedy.em")),
     Figure("agents page: built-in greedy EM", E, "per_seed.*.grpo_hermes.greedy.em", seq(0),
