@@ -10,9 +10,9 @@
 # tests/integration/test_ddp.py::test_fsdp_shards_equal_one_learner_over_gloo.
 # With 3 GPUs or more it then checks FSDP on Ray learner actors (ray.num_learners 2, NCCL, a GPU
 # rollout worker): an iteration, a checkpoint, a resumed iteration and an evaluation against one
-# unsharded learner, as tests/integration/test_ddp.py::test_fsdp_learner_actors_equal_one_through_a_resume does
+# unsharded learner, as tests/integration/test_ddp_ray.py::test_fsdp_learner_actors_equal_one_through_a_resume does
 # over gloo on CPU. Fewer GPUs: that part says it was skipped.
-# Both are tests/integration/test_ddp.py's FSDP tests, run by pytest with AGENT_R1_TEST_DEVICE=cuda.
+# Both are the suite's FSDP tests (test_ddp.py, test_ddp_ray.py), run by pytest with AGENT_R1_TEST_DEVICE=cuda.
 # Then issue 30's checks (benchmarks/gpu_correctness.py): learner ranks with uneven shares (3 vs 2
 # micro-batches, skipped rows, no loss tokens, a non-finite loss on one rank) over NCCL under a
 # deadline and equal to one learner, a bf16 full fine-tune resume equal to the uninterrupted run,
@@ -23,7 +23,7 @@ PY=${PYTHON:-.venv/bin/python}
 STATUS=0
 "$PY" benchmarks/gpu_correctness.py || STATUS=1
 if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
-  echo "fsdp_check: no CUDA device visible to torch; run this on a GPU host (on CPU: pytest tests/integration/test_ddp.py -k fsdp)" >&2
+  echo "fsdp_check: no CUDA device visible to torch; run this on a GPU host (on CPU: pytest tests/integration/test_ddp.py tests/integration/test_ddp_ray.py -k fsdp)" >&2
   exit 1
 fi
 GPUS=$("$PY" -c "import torch; print(torch.cuda.device_count())")
@@ -33,7 +33,7 @@ export AGENT_R1_TEST_DEVICE=cuda
 # FSDP on Ray learner actors: 2 learners + 1 rollout worker, a GPU each
 if [ "$GPUS" -ge 3 ]; then
   "$PY" -m pytest -q -p no:cacheprovider -rA \
-    "tests/integration/test_ddp.py::test_fsdp_learner_actors_equal_one_through_a_resume" || STATUS=1
+    "tests/integration/test_ddp_ray.py::test_fsdp_learner_actors_equal_one_through_a_resume" || STATUS=1
 else
   echo "fsdp_check ray: skipped, $GPUS GPU(s); it needs 3 (2 learners, 1 rollout worker)"
 fi

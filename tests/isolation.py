@@ -37,15 +37,17 @@ _MADE = "AGENT_R1_TESTS_PREFECT_HOME"  # the PREFECT_HOME a test session made (n
 
 
 # Test files that run as one unit (one worker, one after the other), and why: see the docstring.
-GROUPS = {"ray": ("test_ray_trainer.py", "test_async.py", "test_ddp.py", "test_ray_cluster.py",
+GROUPS = {"ray": ("test_ray_trainer.py", "test_async.py", "test_ddp_ray.py", "test_ray_cluster.py",
                   "test_benchmarks_ray_smoke.py", "test_dynamic_sampling_ray.py")}
-# Rough seconds per unit on 2 idle cores (`pytest --durations=0`), heaviest first: units are handed
-# out in this order, so that no long unit starts last and leaves one worker running it alone. Only
-# the order depends on these numbers, never what runs; a unit not listed goes after them.
-COST_HINTS = {"ray": 425, "test_benchmarks_smoke.py": 70, "test_dense.py": 60, "test_flow.py": 55,
-              "test_deployment.py": 55, "test_dvc.py": 55, "test_traces.py": 50, "test_concurrent_starts.py": 45,
-              "test_kill_resume.py": 40, "test_determinism.py": 35, "test_tracking.py": 30, "test_tracking_buffer.py": 30,
-              "test_ddp_uneven.py": 25}
+# Rough seconds per unit under `make test` (benchmarks/suite_time.py's per-module figures), heaviest
+# first: units are handed out in this order, so that no long unit starts last and leaves one worker
+# running it alone. Only the order depends on these numbers, never what runs; a unit not listed goes
+# after them.
+COST_HINTS = {"ray": 425, "test_benchmarks_smoke.py": 185, "test_dense.py": 60, "test_ddp.py": 60, "test_flow.py": 58,
+              "test_deployment.py": 54, "test_dvc.py": 36, "test_qwen_pipeline.py": 29, "test_mcp.py": 27,
+              "test_tracking.py": 24, "test_kill_resume.py": 23, "test_traces.py": 21, "test_trainer.py": 21,
+              "test_determinism.py": 20, "test_concurrent_starts.py": 20, "test_security.py": 17,
+              "test_retriever_faults.py": 17, "test_runs.py": 15, "test_tracking_buffer.py": 13}
 
 
 def worker_count() -> int:

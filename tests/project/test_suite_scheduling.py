@@ -9,8 +9,8 @@ from types import SimpleNamespace
 from tests.isolation import pytest_xdist_make_scheduler
 
 COLLECTION = ["tests/test_a.py::t1", "tests/test_a.py::t2", "tests/test_a.py::t3",  # most tests, cheap
-              "tests/integration/test_ray_trainer.py::r1", "tests/test_b.py::b1", "tests/integration/test_ddp.py::d1",
-              "tests/integration/test_ddp.py::d2", "tests/integration/test_deployment.py::p1", "tests/reliability/test_kill_resume.py::k1"]
+              "tests/integration/test_ray_trainer.py::r1", "tests/test_b.py::b1", "tests/integration/test_ddp_ray.py::d1",
+              "tests/integration/test_ddp_ray.py::d2", "tests/integration/test_deployment.py::p1", "tests/reliability/test_kill_resume.py::k1"]
 
 
 class _Config:
@@ -59,7 +59,7 @@ def test_ray_modules_are_one_unit_and_long_units_go_first():
         sched._assign_work_unit(nodes[len(HANDED) % 2])
     # the Ray group (hinted 300 s) whole to one node, the next longest to the other node
     (n0, ray), (n1, deployment) = HANDED[:2]
-    assert sorted(ray) == ["tests/integration/test_ddp.py::d1", "tests/integration/test_ddp.py::d2", "tests/integration/test_ray_trainer.py::r1"]
+    assert sorted(ray) == ["tests/integration/test_ddp_ray.py::d1", "tests/integration/test_ddp_ray.py::d2", "tests/integration/test_ray_trainer.py::r1"]
     assert deployment == ["tests/integration/test_deployment.py::p1"] and n0 != n1
     files = [unit[0].split("::")[0] for _, unit in HANDED]
     # every hinted unit before the unhinted ones, and those in collection order
