@@ -53,9 +53,12 @@ rollout: $(STAMP)
 	$(AR1) rollout --params $(PARAMS) -n 4
 
 # pytest exits 5 when it collects no test: that is a failure here, never a silent pass.
-# Two xdist workers (pytest-xdist, dev extra): the suite took 11-14 min serial on 2 cores. loadfile
+# xdist workers (pytest-xdist, dev extra): the suite took 11-14 min serial on 2 cores. Three on two
+# cores: much of a test's wall time is waiting (servers starting, subprocesses, Ray actors), which a
+# third worker fills (benchmarks/suite_time.py measures it; TEST_WORKERS=2 to compare). loadfile
 # keeps a module on one worker (its module-scoped servers and worlds are built once), and the Ray
 # modules are one unit (tests/isolation.py). `pytest tests/test_x.py` alone stays serial.
+TEST_WORKERS ?= 3
 # The vLLM tests (tests_vllm/, in .venv-vllm: one engine for the module) run beside the main suite,
 # not after it: the main suite leaves the cores partly idle (servers starting, processes waiting on
 # each other), so both finished in 7.6 min where one after the other took about 10 (benchmarks/
@@ -64,7 +67,7 @@ VLLM_LOG := $(VLLM_VENV)/last-test.log
 test: $(STAMP) $(VLLM_STAMP)
 	@$(VLLM_PY) -m pytest -p no:cacheprovider tests_vllm > $(VLLM_LOG) 2>&1 & vllm=$$!; \
 	trap 'kill $$vllm 2>/dev/null' INT TERM; \
-	$(PY) -m pytest -p no:cacheprovider -n 2 --dist loadfile; main=$$?; \
+	$(PY) -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile; main=$$?; \
 	wait $$vllm; rc=$$?; echo "---- tests_vllm (.venv-vllm) ----"; cat $(VLLM_LOG); \
 	test $$main -eq 0 && test $$rc -eq 0
 

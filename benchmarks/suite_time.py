@@ -49,25 +49,34 @@ def parse(output: str) -> dict:
     return {"sessions": sessions, "modules": {m: round(t, 2) for m, t in sorted(units.items(), key=lambda kv: -kv[1])}}
 
 
+def makefile_workers(clone: Path) -> int | None:
+    """The Makefile's `TEST_WORKERS ?= N` (the xdist workers `make test` starts), None without one."""
+    m = re.search(r"^TEST_WORKERS\s*\?=\s*(\d+)", (clone / "Makefile").read_text(), re.M)
+    return int(m[1]) if m else None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--clone", type=Path, required=True, help="a fresh clone that `make install` has installed")
     ap.add_argument("--out", type=Path, default=result_path("suite_time"))
+    ap.add_argument("--workers", type=int, help="TEST_WORKERS for make (default: the Makefile's)")
     args = ap.parse_args(argv)
     clone = args.clone.resolve()
     if not (clone / ".venv" / ".installed").exists():
         sys.exit(f"{clone} is not installed: run `make -C {clone} install` first")
     load_before = os.getloadavg()
     env = {**os.environ, "PYTEST_ADDOPTS": "--durations=0 --durations-min=0.05"}
+    command = ["make", "test", *([f"TEST_WORKERS={args.workers}"] if args.workers else [])]
     started = time.perf_counter()
-    proc = subprocess.run(["make", "test"], cwd=clone, env=env, capture_output=True, text=True, check=False)
+    proc = subprocess.run(command, cwd=clone, env=env, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - started
     output = proc.stdout + proc.stderr
     (args.out.parent / "logs").mkdir(parents=True, exist_ok=True)
     (args.out.parent / "logs" / "suite_time.log").write_text(output)
     parsed = parse(output)
     # wall_s is the figure: make test runs its two pytest sessions at once, so their times overlap
-    result = {"command": "make test", "rc": proc.returncode, "wall_s": round(wall, 1), **parsed,
+    result = {"command": " ".join(command), "workers": args.workers or makefile_workers(clone),
+              "rc": proc.returncode, "wall_s": round(wall, 1), **parsed,
               "commit": git_commit(clone), "load_before": [round(x, 2) for x in load_before],
               "load_after": loadavg(), "machine": machine()}
     write_json(args.out, result)

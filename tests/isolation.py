@@ -1,10 +1,11 @@
 """Per-process isolation for the test session, serial or under pytest-xdist (`make test` runs
-`-n 2`): hooks that tests/conftest.py re-exports, so they run in every worker before collection.
+`-n $(TEST_WORKERS)`): hooks that tests/conftest.py re-exports, so they run in every worker before
+collection.
 
 - PREFECT_HOME: a folder of this process's own. `flows/train_agent.py` otherwise points Prefect at
   the project's `.prefect/` on import (where `make run` keeps its state), and the task results a
-  test caches would land beside a user's run and be shared by both workers.
-- torch threads: each of N workers gets cores // N intra-op threads. Two workers with two threads
+  test caches would land beside a user's run and be shared by the workers.
+- torch threads: each of N workers gets cores // N intra-op threads (at least one). Two workers with two threads
   each on two cores spin against each other: the small-tensor tests then ran 3-5x slower.
 - scheduling (`--dist loadfile`): a module's tests run on one worker, so a module-scoped fixture
   (a server, a Ray session, a built world) is set up once, not once per worker; the Ray modules

@@ -250,11 +250,17 @@ def _fake_clone(tmp_path: Path, recipe: str) -> Path:
 def test_suite_time_on_a_stand_in_clone(bench, tmp_path):
     from benchmarks import suite_time
 
-    clone = _fake_clone(tmp_path, "test:\n\t@echo '0.50s call     tests/test_a.py::test_x'\n"
-                                  "\t@echo '1 passed in 0.60s'\n")
-    assert suite_time.main(["--clone", str(clone), "--out", str(bench / "results" / "suite_time.json")]) == 0
+    clone = _fake_clone(tmp_path, "TEST_WORKERS ?= 3\ntest:\n\t@echo '0.50s call     tests/test_a.py::test_x'\n"
+                                  "\t@echo '1 passed in 0.60s'\n\t@echo 'workers $(TEST_WORKERS)' >&2\n")
+    out = ["--out", str(bench / "results" / "suite_time.json")]
+    assert suite_time.main(["--clone", str(clone), *out]) == 0
     doc = written(bench, "suite_time")
     assert doc["modules"] == {"tests/test_a.py": 0.5} and doc["sessions"] == [{"seconds": 0.6, "passed": 1}]
+    assert doc["workers"] == 3 and doc["command"] == "make test"  # the Makefile's default, read from it
+    assert suite_time.main(["--clone", str(clone), "--workers", "2", *out]) == 0
+    doc = written(bench, "suite_time")
+    assert doc["workers"] == 2 and doc["command"] == "make test TEST_WORKERS=2"
+    assert "workers 2" in (bench / "results" / "logs" / "suite_time.log").read_text()  # make got it
 
 
 def test_make_run_wall_on_a_stand_in_clone(bench, tmp_path):
