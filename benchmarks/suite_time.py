@@ -75,7 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     (args.out.parent / "logs" / "suite_time.log").write_text(output)
     parsed = parse(output)
     # wall_s is the figure: make test runs its two pytest sessions at once, so their times overlap
-    result = {"command": " ".join(command), "workers": args.workers or makefile_workers(clone),
+    # make's own order: a command-line variable, then the environment's, then the Makefile's default
+    workers = args.workers or int(os.environ.get("TEST_WORKERS") or 0) or makefile_workers(clone)
+    result = {"command": " ".join(command), "workers": workers,
               "rc": proc.returncode, "wall_s": round(wall, 1), **parsed,
               "commit": git_commit(clone), "load_before": [round(x, 2) for x in load_before],
               "load_after": loadavg(), "machine": machine()}
