@@ -5,6 +5,8 @@
 Writes, for each result file present (a missing one is skipped and said so):
 - bench-learning.png   learning.json: training reward per iteration (each variant), held-out greedy EM
                        of the warm start and after RL (measured at the start and the end only).
+- bench-learning-endpoint.png  learning_endpoint.json (issue 34): the same, built-in env against the
+                       OpenAI endpoint.
 - bench-memory.png     memory.json: peak RSS against batch rows, update memory against micro-batch
                        size, activation memory against rows (with and without gradient checkpointing).
 - bench-scaling.png    ray.json (in-process vs Ray workers) and scale.json (every section with an
@@ -14,8 +16,7 @@ Writes, for each result file present (a missing one is skipped and said so):
                        (retrieval_scale.json, issue 19 item 4), else a note that it is missing.
 - bench-retrieval-scale.png  retrieval_scale.json: tantivy queries/s against corpus size (1 and 4 processes,
                        entity and question queries, the 2,000 q/s target), index build time and size.
-                       Written by benchmarks/retrieval_scale.py itself; not in PLOTS yet (tests/bench/test_plots.py
-                       pins the four names above).
+                       Also written by benchmarks/retrieval_scale.py itself.
 Each figure's titles name the command that produced the data.
 """
 
@@ -38,6 +39,8 @@ from benchmarks.common import ROOT
 
 # the command that writes each file, for files that do not record their own `command`
 COMMANDS = {"learning": "python benchmarks/learning.py --seeds 0,1,2", "memory": "python benchmarks/memory.py",
+            "learning_endpoint": "python benchmarks/learning.py --params params.yaml --chat --seeds 0,1,2 "
+                                 "--variants grpo_hermes,grpo_endpoint",
             "ray": "python benchmarks/ray_overhead.py", "scale": "python benchmarks/async_speed.py",
             "retrieval": "python benchmarks/retrieval.py", "retriever_load": "python benchmarks/retriever_load.py",
             "retrieval_scale": "python benchmarks/retrieval_scale.py"}
@@ -74,10 +77,19 @@ def seed_runs(doc: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 
 
 def plot_learning(results: Path, out: Path) -> Path | None:
-    """Left: training reward per iteration, mean over seeds (band: min to max over seeds). Right:
-    held-out greedy EM per variant, mean over seeds with its 95% interval (the file's summary) and
-    each seed as a dot."""
     name = "learning" if (results / "learning.json").is_file() else "learning_quick"
+    return learning_figure(results, name, out / "bench-learning.png")
+
+
+def plot_learning_endpoint(results: Path, out: Path) -> Path | None:
+    """Issue 34's row: GRPO in the built-in env and through the OpenAI endpoint, one warm start per seed."""
+    return learning_figure(results, "learning_endpoint", out / "bench-learning-endpoint.png")
+
+
+def learning_figure(results: Path, name: str, path: Path) -> Path | None:
+    """A learning.py result file. Left: training reward per iteration, mean over seeds (band: min to
+    max over seeds). Right: held-out greedy EM per variant, mean over seeds with its 95% interval (the
+    file's summary) and each seed as a dot."""
     doc = load(results, name)
     if not doc or not doc.get("runs"):
         return None
@@ -121,8 +133,8 @@ def plot_learning(results: Path, out: Path) -> Path | None:
              title="Held-out greedy EM after RL: mean of seeds, 95% CI\n(seeds and questions), dots: each seed")
     ax_e.grid(alpha=0.3, axis="y")
     seeds = len(doc.get("per_seed") or {"0": 1})
-    fig.suptitle(f"Learning ({seeds} seeds): `{command(doc, 'learning')}` -> {name}.json")
-    return save(fig, out / "bench-learning.png")
+    fig.suptitle(f"Learning ({seeds} seeds): `{command(doc, name)}` -> {name}.json", fontsize=10)
+    return save(fig, path)
 
 
 def plot_memory(results: Path, out: Path) -> Path | None:
@@ -340,7 +352,7 @@ def save(fig: Any, path: Path) -> Path:
 
 
 PLOTS: dict[str, Callable[[Path, Path], Path | None]] = {
-    "learning": plot_learning, "memory": plot_memory, "scaling": plot_scaling, "retrieval": plot_retrieval,
+    "learning": plot_learning, "learning_endpoint": plot_learning_endpoint, "memory": plot_memory, "scaling": plot_scaling, "retrieval": plot_retrieval,
     "retrieval_scale": plot_retrieval_scale}
 
 

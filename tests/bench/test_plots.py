@@ -19,7 +19,7 @@ def _plots():
 
 def test_plots_write_png_files_from_the_real_results(tmp_path):
     assert _plots().main(["--results", str(RESULTS), "--out", str(tmp_path)]) == 0
-    names = {"bench-learning.png", "bench-memory.png", "bench-scaling.png", "bench-retrieval.png",
+    names = {"bench-learning.png", "bench-learning-endpoint.png", "bench-memory.png", "bench-scaling.png", "bench-retrieval.png",
              "bench-retrieval-scale.png"}
     assert {p.name for p in tmp_path.iterdir()} == names
     for name in names:
@@ -36,7 +36,7 @@ def test_a_missing_result_file_is_skipped(tmp_path, capsys):
     assert _plots().main(["--results", str(results), "--out", str(out)]) == 0
     assert [p.name for p in out.iterdir()] == ["bench-memory.png"]
     printed = capsys.readouterr().out
-    assert "learning: skipped" in printed and "scaling: skipped" in printed and "retrieval: skipped" in printed
+    assert "learning: skipped" in printed and "learning_endpoint: skipped" in printed and "scaling: skipped" in printed and "retrieval: skipped" in printed
 
 
 def test_corpus_sweep_reads_sizes_and_rates_at_any_depth():
