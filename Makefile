@@ -53,12 +53,13 @@ rollout: $(STAMP)
 	$(AR1) rollout --params $(PARAMS) -n 4
 
 # pytest exits 5 when it collects no test: that is a failure here, never a silent pass.
-# xdist workers (pytest-xdist, dev extra): the suite took 11-14 min serial on 2 cores. Three on two
-# cores: much of a test's wall time is waiting (servers starting, subprocesses, Ray actors), which a
-# third worker fills (benchmarks/suite_time.py measures it; TEST_WORKERS=2 to compare). loadfile
-# keeps a module on one worker (its module-scoped servers and worlds are built once), and the Ray
-# modules are one unit (tests/isolation.py). `pytest tests/test_x.py` alone stays serial.
-TEST_WORKERS ?= 3
+# Two xdist workers (pytest-xdist, dev extra): the suite took 11-14 min serial on 2 cores. A third
+# did not help there: 690 s against 675 (benchmarks/suite_time.py --workers 3 ->
+# results/suite_time_workers3.json; every module ran slower, the vLLM tests beside took 466 s instead
+# of 316): the cores are busy, not waiting. More cores: TEST_WORKERS=N. loadfile keeps a module on one
+# worker (its module-scoped servers and worlds are built once), and the Ray modules are one unit
+# (tests/isolation.py). `pytest tests/test_x.py` alone stays serial.
+TEST_WORKERS ?= 2
 # The vLLM tests (tests_vllm/, in .venv-vllm: one engine for the module) run beside the main suite,
 # not after it: the main suite leaves the cores partly idle (servers starting, processes waiting on
 # each other), so both finished in 7.6 min where one after the other took about 10 (benchmarks/
