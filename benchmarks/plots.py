@@ -352,8 +352,8 @@ def save(fig: Any, path: Path) -> Path:
 
 
 PLOTS: dict[str, Callable[[Path, Path], Path | None]] = {
-    "learning": plot_learning, "learning_endpoint": plot_learning_endpoint, "memory": plot_memory, "scaling": plot_scaling, "retrieval": plot_retrieval,
-    "retrieval_scale": plot_retrieval_scale}
+    "learning": plot_learning, "learning_endpoint": plot_learning_endpoint, "memory": plot_memory,
+    "scaling": plot_scaling, "retrieval": plot_retrieval, "retrieval_scale": plot_retrieval_scale}
 
 
 def main(argv: list[str] | None = None) -> int:

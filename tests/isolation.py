@@ -5,8 +5,8 @@ collection.
 - PREFECT_HOME: a folder of this process's own. `flows/train_agent.py` otherwise points Prefect at
   the project's `.prefect/` on import (where `make run` keeps its state), and the task results a
   test caches would land beside a user's run and be shared by the workers.
-- torch threads: each of N workers gets cores // N intra-op threads (at least one). Two workers with two threads
-  each on two cores spin against each other: the small-tensor tests then ran 3-5x slower.
+- torch threads: each of N workers gets cores // N intra-op threads (at least one). Two workers with
+  two threads each on two cores spin against each other: the small-tensor tests then ran 3-5x slower.
 - scheduling (`--dist loadfile`): a module's tests run on one worker, so a module-scoped fixture
   (a server, a Ray session, a built world) is set up once, not once per worker; the Ray modules
   are one unit, so that no two local Ray clusters (each asking for 3 CPUs) and no two workers'

@@ -138,4 +138,6 @@ MAKE_RUN += [
     Figure("make test: wall time on a fresh clone", T, "wall_s", minutes_seconds, "`make test` took @@ ("),
     Figure("make test: main suite tests passed", T, "sessions.0.passed", num(0, comma=True), "(@@ tests in the main suite"),
     Figure("make test: vLLM tests passed", T, "sessions.1.passed", num(0), "and the @@ vLLM tests beside them"),
+    Figure("make test: wall time with a third worker", "suite_time_workers3.json", "wall_s", minutes_seconds,
+           "a third xdist worker took @@, `--workers 3`"),
 ]
