@@ -5,7 +5,7 @@ recipe. See tests/readme_figures.py for how an entry reads."""
 
 from __future__ import annotations
 
-from tests.readme_figures_lib import Figure, at, ci, dig, learning_seeds, num, seq
+from tests.readme_figures_lib import Figure, at, ci, learning_seeds, num, seq
 
 E = "learning_endpoint.json"
 AFTER = "| row | held-out greedy EM, seeds 0, 1, 2 |"
@@ -37,7 +37,7 @@ def _tried(template: str, steps: str, file: str) -> list[Figure]:
 
 def _iterations(doc) -> list[dict]:
     """The endpoint row's training curve, every seed's iterations one after the other."""
-    return [c for s in doc["seeds"] for c in dig(doc, f"per_seed.{s}.runs.grpo_endpoint.train_curve")]
+    return [c for curve in learning_seeds("grpo_endpoint", "train_curve")(doc) for c in curve]
 
 
 def _steps(doc) -> int:
@@ -62,10 +62,11 @@ ENDPOINT: list[Figure] = at("docs/results.md", [
     Figure("endpoint: mean over seeds", E, f"{END}.greedy_em_mean", num(1), "(mean over seeds @@ against"),
     Figure("built-in: mean over seeds", E, "summary.grpo_hermes.greedy_em_mean", num(1),
            "(mean over seeds ~ against @@)"),
-    Figure("endpoint: SFT seconds per seed", E, "per_seed.*.warm_start.sft_seconds", num(0, comma=True),
-           "took @@ s on seed 0", lambda doc: doc["per_seed"]["0"]["warm_start"]["sft_seconds"]),
-    Figure("endpoint: SFT seconds, seeds 1 and 2", E, "per_seed.*.warm_start.sft_seconds", seq(0, sep=" and ", comma=True),
-           "other jobs: @@ s)", lambda doc: [doc["per_seed"][s]["warm_start"]["sft_seconds"] for s in ("1", "2")]),
+    Figure("endpoint: SFT seconds, seed 0", E, "per_seed.0.warm_start.sft_seconds", num(0, comma=True),
+           "took @@ s on seed 0"),
+    Figure("endpoint: SFT seconds, seeds 1 and 2", E, "per_seed.*.warm_start.sft_seconds",
+           seq(0, sep=" and ", comma=True), "other jobs: @@ s)",
+           lambda doc: learning_seeds("warm_start", "sft_seconds")(doc)[1:]),
     Figure("endpoint: greedy EM through its agent", E, "per_seed.*.grpo_endpoint.greedy_agent.em", seq(0),
            "through its own agent the endpoint row scores @@.", learning_seeds("grpo_endpoint", "greedy_agent.em")),
     Figure("endpoint: overhead per iteration", E, OVERHEAD, ci(2, sign=True),
