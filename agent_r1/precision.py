@@ -9,12 +9,18 @@ by an engine built outside training (evaluation) on its own device (rollout/engi
   and did not finish in 900 s in bf16.
 - `bf16` on a device that only emulates it is honoured, with a warning naming the key.
 - `fp32`: float32 throughout.
+
+`AGENT_R1_CPU_BF16` overrides what the CPU is taken to have: `native` resolves `auto` as on a CPU
+with bf16 instructions, `emulated` as on one without, unset (or `detect`) reads /proc/cpuinfo. The
+test suite pins it, so that its outcome does not depend on the CPU it runs on; a user can name the
+answer where /proc/cpuinfo hides the flags (some containers and VMs).
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import os
 import platform
 from pathlib import Path
 
@@ -23,6 +29,8 @@ import torch
 log = logging.getLogger(__name__)
 
 CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # x86 /proc/cpuinfo flags; Arm reports "bf16" in Features
+CPU_BF16_ENV = "AGENT_R1_CPU_BF16"
+CPU_BF16_MODES = {"native": True, "emulated": False, "detect": None}
 
 
 def cpuinfo_has_bf16(cpuinfo: str, machine: str) -> bool:
@@ -37,11 +45,27 @@ def cpuinfo_has_bf16(cpuinfo: str, machine: str) -> bool:
     return any(flag in words for flag in CPU_BF16_FLAGS)
 
 
+def cpu_bf16_override() -> bool | None:
+    """What `AGENT_R1_CPU_BF16` says the CPU has (None: unset or `detect`, so read the CPU)."""
+    value = os.environ.get(CPU_BF16_ENV, "").strip().lower()
+    if value not in CPU_BF16_MODES and value != "":
+        raise ValueError(f"{CPU_BF16_ENV}={os.environ[CPU_BF16_ENV]!r}; choose one of {sorted(CPU_BF16_MODES)} "
+                         "(or leave it unset to read the CPU's flags)")
+    return CPU_BF16_MODES.get(value)
+
+
 @functools.cache
-def cpu_has_native_bf16() -> bool:
-    """Whether this CPU has bf16 arithmetic instructions (Linux: /proc/cpuinfo; elsewhere: unknown, so no)."""
+def _cpuinfo_native_bf16() -> bool:
     info = Path("/proc/cpuinfo")
     return info.is_file() and cpuinfo_has_bf16(info.read_text(errors="replace"), platform.machine())
+
+
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU computes bf16 natively: `AGENT_R1_CPU_BF16` where set, else its instruction
+    flags (Linux: /proc/cpuinfo; elsewhere: unknown, so no). Read on every call, not cached: a
+    process's environment can change between runs (a test session flips it)."""
+    override = cpu_bf16_override()
+    return _cpuinfo_native_bf16() if override is None else override
 
 
 def native_bf16(device: torch.device) -> bool:

@@ -9,14 +9,27 @@ import pytest
 
 # per-process PREFECT_HOME and torch threads, xdist's units (a module, the Ray modules), and a check
 # for runs/, data/ or mlruns/ the session creates in the repository (see tests/isolation.py)
+from tests import isolation, precision_modes
 from tests.isolation import (  # noqa: F401
-    pytest_configure,
     pytest_runtest_teardown,
     pytest_sessionfinish,
     pytest_sessionstart,
     pytest_unconfigure,
     pytest_xdist_make_scheduler,
 )
+
+# the session's CPU precision mode and the per-mode fixture (see tests/precision_modes.py)
+from tests.precision_modes import cpu_bf16  # noqa: F401,E402
+
+
+def pytest_configure(config) -> None:
+    precision_modes.configure(config)
+    isolation.pytest_configure(config)
+
+
+def pytest_collection_modifyitems(items) -> None:
+    precision_modes.mark_mode_tests(items)
+
 
 REPO = Path(__file__).resolve().parents[1]
 # Public dataset samples the tests read, kept in the repository (see samples/README.md): a clone

@@ -8,6 +8,7 @@ from agent_r1.rewards.scoring import RewardConfig
 from agent_r1.rollout.engine import TransformersEngine
 from agent_r1.tools.base import ToolResult
 from agent_r1.tools.runner import ToolRunner
+from tests.precision_modes import FP32
 
 
 class EchoSearch:
@@ -58,5 +59,5 @@ def trainer_config(tmp_path, **over):
     base = {"train.out_dir": str(tmp_path / "run"), "train.prompts_per_iter": 4, "rollout.n_samples": 3,
             "rollout.max_turns": 3, "rollout.max_tokens_per_turn": 12, "train.ppo_epochs": 1,
             "train.minibatch_size": 12, "train.lr": 1e-3, "train.eval_every": 0, "train.threads": 1,
-            "train.device": "cpu"}
+            "train.device": "cpu", **FP32}  # its callers compare numbers: fp32 on every CPU
     return load_config(None, {**base, **over})

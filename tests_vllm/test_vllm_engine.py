@@ -16,6 +16,7 @@ import torch
 
 from agent_r1.rollout.engine import SamplingParams, TransformersEngine
 from agent_r1.training.compute import token_logprobs
+from tests.precision_modes import both_cpu_modes
 
 TOL = 1e-4  # engine vs trainer log-probs in fp32 (measured: about 1e-6)
 
@@ -198,6 +199,7 @@ def test_lora_policy_is_served_merged_and_the_reference_stays_the_base(engine, p
     assert max_gap(model, ps, outs, 0.7) > 100 * TOL
 
 
+@both_cpu_modes  # train.precision pinned to fp32: the engine's dtype and TOL are fp32's
 @pytest.mark.parametrize("lora_r", [0, 8], ids=["full", "lora"])
 def test_in_process_grpo_with_vllm_chosen_by_config_keeps_engine_and_trainer_in_step(engine, qwen128, tmp_path,
                                                                                    monkeypatch, lora_r):
@@ -233,7 +235,7 @@ def test_in_process_grpo_with_vllm_chosen_by_config_keeps_engine_and_trainer_in_
                  # a random policy earns no reward, so every advantage is 0: the entropy bonus is what
                  # moves the weights (and so what a stale engine would miss)
                  "--set", "algo.entropy_coef=0.01", "--set", "algo.skip_zero_advantage=false",
-                 "--set", f"model.lora.r={lora_r}"]) == 0
+                 "--set", f"model.lora.r={lora_r}", "--set", "train.precision=fp32"]) == 0
     assert built == [engine]
     metrics = [json.loads(line) for line in (tmp_path / "runs" / "default" / "metrics.jsonl").read_text().splitlines()]
     trained = [m for m in metrics if m.get("step", 0) > 0]
@@ -263,7 +265,8 @@ def test_ray_rollout_workers_on_vllm_sample_with_the_learners_weights(qwen128, t
                  "--set", "rollout.temperature=0.7",
                  "--set", "rollout.vllm.kv_cache_gib=1", "--set", "train.device=cpu", "--set", "train.eval_every=0",
                  "--set", "train.eval_size=2", "--set", "train.prompts_per_iter=2", "--set", "train.lr=1e-2",
-                 "--set", "algo.entropy_coef=0.01", "--set", "algo.skip_zero_advantage=false"]) == 0
+                 "--set", "algo.entropy_coef=0.01", "--set", "algo.skip_zero_advantage=false",
+                 "--set", "train.precision=fp32"]) == 0  # TOL is fp32's, on every CPU
     metrics = [json.loads(line) for line in (tmp_path / "runs" / "default" / "metrics.jsonl").read_text().splitlines()]
     trained = [m for m in metrics if m.get("step", 0) > 0]
     assert len(trained) == 2 and trained[0]["grad_norm"] > 0  # iteration 1 changed the weights

@@ -18,6 +18,7 @@ import torch
 from agent_r1.algos.losses import ppo_policy_loss
 from agent_r1.algos.offpolicy import behaviour_weights, offpolicy_advantages
 from agent_r1.config import load_config
+from tests.precision_modes import both_cpu_modes
 from tests.integration.test_ray_trainer import ray_session  # noqa: F401  (the same local Ray, 3 CPUs)
 
 ITERATIONS = 3
@@ -81,6 +82,7 @@ def test_weighted_advantages_equal_the_weighted_clipped_objective():
 
 
 # --- the in-process trainer ---------------------------------------------------------------------
+@both_cpu_modes  # trainer_config pins fp32
 def test_trainer_weights_the_policy_loss_by_the_behaviour_ratio(tiny_model, tmp_path):
     from agent_r1.training.trainer import RLTrainer
     from tests.rollout_helpers import QA_SAMPLES, make_env_factory, trainer_config

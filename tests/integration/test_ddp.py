@@ -23,6 +23,7 @@ from agent_r1.config import load_config
 from agent_r1.training.distributed import free_address, join, leave
 from agent_r1.training.fsdp import check_fsdp
 from agent_r1.training.trainer import RLTrainer
+from tests.precision_modes import FP32, both_cpu_modes
 from tests.rollout_helpers import make_env_factory
 from tests.training.test_trainer import SAMPLES, _warm_model
 
@@ -37,7 +38,8 @@ def _over(tmp_path, estimator: str) -> dict:
     return {"train.out_dir": str(tmp_path / "run"), "train.prompts_per_iter": 4, "rollout.n_samples": 4,
             "rollout.max_turns": 2, "rollout.max_tokens_per_turn": 8, "train.ppo_epochs": 2,
             "train.minibatch_size": 6, "train.micro_batch_size": 2, "train.lr": 1e-3, "train.eval_every": 0,
-            "train.threads": 1, "algo.adv_estimator": estimator, "algo.kl_coef": 0.01, "algo.entropy_coef": 0.01}
+            "train.threads": 1, "algo.adv_estimator": estimator, "algo.kl_coef": 0.01, "algo.entropy_coef": 0.01,
+            **FP32}
 
 
 def _weights(trainer) -> dict[str, torch.Tensor]:
@@ -96,6 +98,7 @@ def _run(tmp_path, warm, estimator, ranks=2, fsdp=False, device="cpu"):
                            batch=batch)
 
 
+@both_cpu_modes  # _over pins fp32 for every test here; this one checks it under both CPU modes
 @pytest.mark.parametrize("estimator", ["grpo", "gae"])
 def test_two_learners_equal_one(tmp_path, warm, estimator):
     r = _run(tmp_path, warm, estimator)

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from agent_r1.config import RayConfig, load_config
+from tests.precision_modes import FP32
 
 ITERATIONS = 2
 
@@ -49,7 +50,9 @@ def _cfg(root, name, **over):
             "rollout.max_tokens_per_turn": 6, "train.eval_every": 0, "train.eval_size": 4, "train.threads": 1,
             "train.iterations": ITERATIONS, "train.checkpoint_every": ITERATIONS,
             "algo.adv_estimator": "gae", "algo.kl_coef": 0.01, "train.out_dir": str(root / name),
-            "ray.cpus_per_worker": 1, "ray.learner_cpus": 1}
+            "ray.cpus_per_worker": 1, "ray.learner_cpus": 1,
+            # exact comparisons with in-process runs: fp32 in the actors too, whatever the CPU
+            **FP32}
     base.update(over)
     return load_config(None, base)
 

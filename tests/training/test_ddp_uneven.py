@@ -29,6 +29,7 @@ import torch
 from agent_r1.config import load_config
 from agent_r1.training.distributed import free_address, join, leave
 from agent_r1.training.trainer import NonFiniteLossError, RLTrainer
+from tests.precision_modes import FP32, both_cpu_modes
 from tests.rollout_helpers import make_env_factory
 from tests.training.test_trainer import SAMPLES
 
@@ -37,7 +38,7 @@ DEADLINE_S = 240  # the cases take a few seconds each; only a hang reaches this
 
 BASE = {"rollout.max_turns": 2, "rollout.max_tokens_per_turn": 8, "train.ppo_epochs": 1, "train.lr": 1e-3,
         "train.eval_every": 0, "train.threads": 1, "algo.adv_estimator": "grpo", "algo.kl_coef": 0.0,
-        "train.minibatch_size": 64}
+        "train.minibatch_size": 64, **FP32}
 
 # name: (config overrides, fsdp, rows taken from the 2x3 rollout, outcome rewards, masked rows)
 CASES = {
@@ -171,6 +172,7 @@ def rolled(tiny_model, tmp_path_factory):
         torch.set_num_threads(threads)
 
 
+@both_cpu_modes
 def test_uneven_ranks_finish_and_equal_one_learner(tmp_path, rolled, record_property):
     model, tok, base = rolled
     threads = torch.get_num_threads()

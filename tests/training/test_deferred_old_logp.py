@@ -10,19 +10,20 @@ import torch
 
 from agent_r1.config import load_config
 from agent_r1.training.trainer import RLTrainer
+from tests.precision_modes import FP32, both_cpu_modes
 from tests.rollout_helpers import make_env_factory
 
 NAMES = ["Karivo", "Bamena", "Tolusa", "Meriko"]
 SAMPLES = [{"id": f"q{i}", "question": f"Where was {n} born?", "answers": ["Telumas"]} for i, n in enumerate(NAMES)]
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.usefixtures("one_thread"), both_cpu_modes]  # exact: fp32 pinned
 
 
 def _trainer(tiny_model, tmp_path, defer, **over):
     base = {"train.out_dir": str(tmp_path / "run"), "train.prompts_per_iter": 4, "rollout.n_samples": 4,
             "rollout.max_turns": 2, "rollout.max_tokens_per_turn": 8, "train.ppo_epochs": 3,
-            "train.minibatch_size": 16, "train.micro_batch_size": 5, "train.lr": 1e-2, "train.threads": 1, **over}
+            "train.minibatch_size": 16, "train.micro_batch_size": 5, "train.lr": 1e-2, "train.threads": 1, **FP32, **over}
     model, tok = tiny_model
     trainer = RLTrainer(load_config(None, base), copy.deepcopy(model), tok, make_env_factory("tag"), SAMPLES)
     trainer.defer_old_logp = defer

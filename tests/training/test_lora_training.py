@@ -12,6 +12,7 @@ from agent_r1.config import load_config
 from agent_r1.training.compute import token_logprobs
 from agent_r1.training.trainer import RLTrainer
 from tests.pipeline_helpers import resume_run_overrides
+from tests.precision_modes import FP32, both_cpu_modes
 from tests.rollout_helpers import make_env_factory
 
 SAMPLES = [{"id": f"q{i}", "question": f"Where was {n} born?", "answers": ["Telumas"]}
@@ -21,11 +22,12 @@ SAMPLES = [{"id": f"q{i}", "question": f"Where was {n} born?", "answers": ["Telu
 def _cfg(tmp_path, **over):
     base = {"train.out_dir": str(tmp_path / "run"), "train.prompts_per_iter": 3, "rollout.n_samples": 2,
             "rollout.max_turns": 2, "rollout.max_tokens_per_turn": 8, "train.device": "cpu", "train.threads": 1,
-            "model.lora.r": 4, "algo.kl_coef": 0.1, "train.lr": 1e-2, "train.micro_batch_size": 2}
+            "model.lora.r": 4, "algo.kl_coef": 0.1, "train.lr": 1e-2, "train.micro_batch_size": 2, **FP32}
     base.update(over)
     return load_config(None, base)
 
 
+@both_cpu_modes
 def test_only_adapters_train_and_the_reference_is_the_base(tiny_model, tmp_path):
     model, tok = copy.deepcopy(tiny_model[0]), tiny_model[1]
     base = copy.deepcopy(model)

@@ -63,3 +63,30 @@ def test_a_config_that_names_no_precision_follows_the_device(monkeypatch, native
     assert cfg.train.precision == "auto"
     assert Compute.from_config(cfg).precision == ("bf16" if native else "fp32")
 
+
+
+@pytest.mark.parametrize("value,cpu,native", [("native", False, True), ("emulated", True, False),
+                                              ("detect", True, True), ("detect", False, False),
+                                              ("", True, True), (" Native ", False, True)])
+def test_the_environment_switch_overrides_what_the_cpu_reports(monkeypatch, value, cpu, native):
+    """AGENT_R1_CPU_BF16 makes `auto` resolve as on a bf16-native CPU (or one without) whatever this one is:
+    the test session pins it (tests/precision_modes.py), so no test's outcome depends on the CPU."""
+    monkeypatch.setattr(precision, "_cpuinfo_native_bf16", lambda: cpu)
+    monkeypatch.setenv(precision.CPU_BF16_ENV, value)
+    assert precision.cpu_has_native_bf16() is native
+    cfg = load_config(None, {"train.device": "cpu"})
+    assert Compute.from_config(cfg).precision == ("bf16" if native else "fp32")
+
+
+def test_a_bad_switch_value_names_the_variable_and_the_choices(monkeypatch):
+    monkeypatch.setenv(precision.CPU_BF16_ENV, "yes")
+    with pytest.raises(ValueError, match=r"AGENT_R1_CPU_BF16='yes'; choose one of \['detect', 'emulated', 'native'\]"):
+        Compute.from_config(load_config(None, {"train.device": "cpu"}))
+
+
+def test_the_session_pins_the_switch_and_the_mode_fixture_flips_it(cpu_bf16):
+    """The suite runs with `auto` resolved alike on every CPU; a `both_cpu_modes` test sees each mode."""
+    import os
+
+    assert os.environ[precision.CPU_BF16_ENV] == cpu_bf16
+    assert precision.cpu_has_native_bf16() is (cpu_bf16 == "native")

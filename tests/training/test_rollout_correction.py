@@ -10,6 +10,7 @@ import torch
 
 from agent_r1.algos.rollout_correction import RolloutCorrectionConfig, rollout_correction
 from agent_r1.training.trainer import RLTrainer
+from tests.precision_modes import both_cpu_modes
 from tests.rollout_helpers import make_env_factory
 from tests.training.test_trainer import SAMPLES, _cfg, _warm_model
 
@@ -41,6 +42,7 @@ def test_agreeing_engines_get_weight_one():
         assert torch.equal(w, torch.ones_like(w)) and m["rollout_corr/seq_masked_frac"] == 0.0
 
 
+@both_cpu_modes  # test_trainer._cfg pins fp32
 def test_the_correction_changes_no_update_when_engine_and_trainer_agree(tiny_model, tmp_path):
     """The transformers engine agrees with the trainer up to float rounding: the corrected update
     equals the uncorrected one to within that rounding, and the metrics say nothing was cut."""

@@ -11,11 +11,13 @@ import torch
 
 from agent_r1.config import load_config
 from agent_r1.training.trainer import RLTrainer
+from tests.precision_modes import FP32, both_cpu_modes
 from tests.rollout_helpers import make_env_factory
 
 NAMES = ["Karivo", "Bamena", "Tolusa", "Meriko"]
 SAMPLES = [{"id": f"q{i}", "question": f"Where was {n} born?", "answers": ["Telumas"]} for i, n in enumerate(NAMES)]
 ZERO_ROWS = [0, 1, 2, 3, 6, 13]  # all of group 0 plus single rows elsewhere
+pytestmark = both_cpu_modes  # exact to float rounding: fp32 pinned, whatever the CPU
 
 
 @pytest.fixture(autouse=True)
@@ -31,7 +33,7 @@ def _pair(tiny_model, tmp_path, **over):
     base = {"train.out_dir": str(tmp_path / "run"), "train.prompts_per_iter": 4, "rollout.n_samples": 4,
             "rollout.max_turns": 2, "rollout.max_tokens_per_turn": 8, "train.ppo_epochs": 2,
             "train.minibatch_size": 8, "train.micro_batch_size": 3, "train.lr": 1e-2, "train.threads": 1,
-            "train.weight_decay": 0.1, **over}
+            "train.weight_decay": 0.1, **FP32, **over}
     model, tok = tiny_model
     off = RLTrainer(load_config(None, base), copy.deepcopy(model), tok, make_env_factory("tag"), SAMPLES)
     on = RLTrainer(load_config(None, {**base, "algo.skip_zero_advantage": True}), copy.deepcopy(model), tok,

@@ -14,6 +14,7 @@ from agent_r1.training.demos import demo_trajectory
 from agent_r1.training.sft import sft_train
 from agent_r1.training.trainer import NonFiniteLossError, RLTrainer
 from tests.pipeline_helpers import resume_run_overrides
+from tests.precision_modes import FP32
 from tests.rollout_helpers import make_env_factory
 
 NAMES = ["Karivo", "Bamena", "Tolusa", "Meriko", "Dasuna", "Vikelo", "Runoma", "Sebika"]
@@ -23,7 +24,8 @@ SAMPLES = [{"id": f"q{i}", "question": f"Where was {n} born?", "answers": ["Telu
 def _cfg(tmp_path, **over):
     base = {"train.out_dir": str(tmp_path / "run"), "train.prompts_per_iter": 8, "rollout.n_samples": 4,
             "rollout.max_turns": 2, "rollout.max_tokens_per_turn": 8, "train.ppo_epochs": 2,
-            "train.minibatch_size": 16, "train.lr": 2e-3, "train.eval_every": 0, "train.threads": 1}
+            "train.minibatch_size": 16, "train.lr": 2e-3, "train.eval_every": 0, "train.threads": 1,
+            **FP32}  # exact comparisons (here and in the modules that borrow _cfg): fp32 on every CPU
     base.update(over)
     return load_config(None, base)
 
