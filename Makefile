@@ -80,6 +80,8 @@ BENCH_FLAGS := $(if $(FULL),--full,)
 LEARNING_FLAGS := $(if $(FULL),,--quick)
 bench: $(STAMP)
 	$(PY) -m pip install -q -e '.[bench]'
+	# every benchmark at micro size first (the `bench` marker: not part of make test), so a broken one stops here
+	$(PY) -m pytest -p no:cacheprovider -m bench tests/bench
 	$(PY) benchmarks/retrieval.py
 	$(PY) benchmarks/learning.py $(LEARNING_FLAGS)
 	$(PY) benchmarks/perf_rollout.py $(BENCH_FLAGS) --device $(DEVICE)

@@ -1,7 +1,7 @@
 """benchmarks/ is code like the library (issue 32): a package whose scripts import each other and
 agent_r1 through the install, never through `sys.path` or from tests/; functions short enough to
-read (at most MAX_LINES lines); every benchmark run by a test at micro size (the smoke modules, or
-the test named in COVERED_ELSEWHERE), so that a change cannot break one silently; the shell
+read (at most MAX_LINES lines); every benchmark run by a test at micro size (the smoke modules, which
+`make bench` runs, or the test named in COVERED_ELSEWHERE), so that a change cannot break one silently; the shell
 benchmarks parse and call only scripts and flags that exist."""
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The Ray benchmarks (async_speed, ray_overhead, scale_grid) at micro size through their own
 `main(argv)`, into tmp folders: one unit with the other Ray modules (tests/isolation.py GROUPS), so
-that no two local Ray clusters run at once. See tests/bench/test_benchmarks_smoke.py for the others."""
+that no two local Ray clusters run at once. See tests/bench/test_benchmarks_smoke.py for the others;
+like them, marked `bench` (`make bench` runs them, `make test` does not)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from benchmarks import common
 
+pytestmark = pytest.mark.bench
 
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory):
