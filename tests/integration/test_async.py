@@ -19,7 +19,6 @@ from agent_r1.algos.losses import ppo_policy_loss
 from agent_r1.algos.offpolicy import behaviour_weights, offpolicy_advantages
 from agent_r1.config import load_config
 from tests.precision_modes import both_cpu_modes
-from tests.integration.test_ray_trainer import ray_session  # noqa: F401  (the same local Ray, 3 CPUs)
 
 ITERATIONS = 3
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tests.integration.test_ddp import DEVICE, TOL
-from tests.integration.test_ray_trainer import _cfg, ray_session, world  # noqa: F401  (the module's Ray and data)
+from tests.integration.test_ray_trainer import _cfg, world  # noqa: F401  (the module's data)
 
 
 def _ray_learners(world_dir, name, learners, iterations=2, fsdp=False, resume=False, finish=False, device="cpu"):

@@ -30,6 +30,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.integration.conftest import stop_local_ray
 from tests.pipeline_helpers import write_micro_params
 
 pytestmark = pytest.mark.slow
@@ -97,7 +98,9 @@ class Cluster:
     def stop(self) -> None:
         for name in self.nodes:
             self.kill(name, signal.SIGTERM)  # `ray start --block` stops its node on SIGTERM
-        deadline = time.monotonic() + 15
+        # a graceful stop, given 5 s: the head's took the whole 15 s it was once given (at about 15 s of
+        # the module's 80), and whatever is left is killed below by the pids this cluster spawned
+        deadline = time.monotonic() + 5
         for proc in self.nodes.values():
             try:
                 proc.wait(max(0.1, deadline - time.monotonic()))
@@ -115,6 +118,7 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster():
+    stop_local_ray()  # the other Ray modules' local Ray: this process connects to the cluster below instead
     # the head's temp dir holds Ray's sockets, whose paths must stay under 107 bytes
     temp = tempfile.mkdtemp(prefix="ar1c-", dir="/tmp")
     port = _free_port()

@@ -21,18 +21,6 @@ ITERATIONS = 2
 
 
 @pytest.fixture(scope="module")
-def ray_session():
-    import ray
-
-    from agent_r1.training.ray_trainer import init_ray
-
-    started = init_ray(RayConfig(num_cpus=3))
-    yield ray
-    if started:
-        ray.shutdown()
-
-
-@pytest.fixture(scope="module")
 def world(tmp_path_factory):
     """Data and index built once (synthetic world, tantivy) for every run in this module."""
     from agent_r1.runs.run import Run

@@ -37,6 +37,17 @@ from agent_r1.retrieval.hybrid_backend import HybridRetriever, rrf_fuse
 from tests.es_fixture import HOTPOTQA_400, es_server, require_sample  # noqa: F401
 
 N_QUESTIONS = 6  # their 60 context paragraphs make the corpus
+# Encoding is what costs here (MiniLM on a CPU): the 60-paragraph corpus is encoded once, into the
+# module's cache_dir, and the tests of the cache, the embed step and the manifest round trip (each
+# needing a cache of its own, so that the encoding they check really happens) use a few paragraphs.
+N_SMALL = 4
+
+
+def write_corpus(path: Path, docs) -> Path:
+    """docs as a corpus JSONL (what `agent-r1 prepare-data` writes)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(d.to_dict()) + "\n" for d in docs), encoding="utf-8")
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +62,7 @@ def hotpot(tmp_path_factory):
     lines = require_sample(HOTPOTQA_400).read_text(encoding="utf-8").splitlines()[:N_QUESTIONS]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     docs = build_corpus_from_hotpotqa(path)
-    corpus = path.with_name("corpus.jsonl")
-    corpus.write_text("".join(json.dumps(d.to_dict()) + "\n" for d in docs), encoding="utf-8")
+    corpus = write_corpus(path.with_name("corpus.jsonl"), docs)
     return docs, load_hotpotqa(path), corpus
 
 
@@ -156,7 +166,7 @@ def test_flat_and_hnsw_agree_on_a_small_corpus(hotpot, encoder, cache_dir, tmp_p
 
 
 def test_cache_reuse_does_not_encode_again(hotpot, tmp_path):
-    docs, _, _ = hotpot
+    docs = hotpot[0][:N_SMALL]  # an empty cache of its own: what is checked is that these are encoded once
     enc = get_encoder("minilm")  # its own instance: `calls` counts this test's batches only
     first = embed_documents(docs, enc, tmp_path)
     assert not first.from_cache and enc.calls > 0
@@ -175,12 +185,13 @@ def test_cache_reuse_does_not_encode_again(hotpot, tmp_path):
 def test_embed_step_runs_only_for_vector_backends(hotpot, encoder, tmp_path):
     from types import SimpleNamespace
 
-    _docs, _, corpus = hotpot
+    docs = hotpot[0][:N_SMALL]
+    corpus = write_corpus(tmp_path / "data" / "corpus.jsonl", docs)  # what the prepare step writes
+    cache = tmp_path / "cache"
     assert embed_for_search(SimpleNamespace(backend="tantivy"), corpus.parent) is None
-    search = SimpleNamespace(backend="hybrid", encoder="minilm", embed_cache_dir=str(tmp_path))
+    search = SimpleNamespace(backend="hybrid", encoder="minilm", embed_cache_dir=str(cache))
     path = embed_for_search(search, corpus.parent)
-    docs = build_corpus_from_hotpotqa(corpus.with_name("sample.jsonl"))
-    assert path == tmp_path / f"{cache_key(docs_sha1(docs), encoder)}.npy" and np.load(path).shape == (len(docs), 384)
+    assert path == cache / f"{cache_key(docs_sha1(docs), encoder)}.npy" and np.load(path).shape == (len(docs), 384)
 
 
 # ---------------------------------------------------------------------------- hybrid
@@ -218,7 +229,8 @@ def test_hybrid_is_the_rrf_of_its_halves(hotpot, encoder, cache_dir, tmp_path):
 
 
 def test_manifest_round_trip_through_open_index(hotpot, tmp_path, monkeypatch):
-    docs, _questions, corpus = hotpot
+    docs = hotpot[0][:2 * N_SMALL]  # a cache of its own (checked below): a small corpus to encode
+    corpus = write_corpus(tmp_path / "corpus.jsonl", docs)
     monkeypatch.setenv("AGENT_R1_EMBED_CACHE", str(tmp_path / "cache"))
     for backend in ("dense", "hybrid"):
         out = tmp_path / backend
@@ -262,8 +274,9 @@ def test_rrf_body_and_refusal_detection_follow_the_documented_api():
 
 @pytest.fixture(scope="module")
 def es_small(hotpot):
+    """The module's corpus (its vectors are in cache_dir already: nothing more to encode) and two questions."""
     docs, questions, _ = hotpot
-    return docs[:20], questions[:2]
+    return docs, questions[:2]
 
 
 def es_config(server, name: str, backend: str, **settings) -> SearchConfig:
@@ -280,7 +293,7 @@ def test_es_dense_knn_for_real(es_server, es_small, encoder, cache_dir, tmp_path
         mapping = r.mapping()
         assert mapping["properties"]["vector"]["type"] == "dense_vector" and mapping["properties"]["vector"]["dims"] == 384
         assert mapping["_meta"]["encoder"] == "minilm" and mapping["_meta"]["created_by"] == "agent-r1"
-        probe = docs[::6]
+        probe = docs[::15]
         results = r.search([passage_text(d) for d in probe] + ["", 'x" OR *:*'], 3)
         assert [hits[0].id for hits in results[:len(probe)]] == [d.id for d in probe]
         assert results[len(probe)] == [] and len(results[-1]) == 3

@@ -4,20 +4,15 @@ while MLflow is unreachable (a closed port, then a real `mlflow server` on that 
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from agent_r1.tracking import (MlflowSink, RunTracker, dvc_lock_hashes, flatten_params, trajectory_rows)
 from agent_r1.trajectory import Trajectory, Turn
-
-VENV_BIN = Path(sys.executable).parent
+from tests.mlflow_server import start_mlflow_server, stop
 
 
 def _traj(answer: str = "Paris") -> Trajectory:
@@ -132,23 +127,8 @@ def test_unreachable_server_buffers_then_flushes(tmp_path):
     assert tracker.report()["pending"] == rep["pending"] + 1
 
     # MLflow comes back on that very port
-    store = tmp_path / "server"
-    store.mkdir()
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
-    server = subprocess.Popen(
-        [str(VENV_BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-         "--backend-store-uri", f"sqlite:///{store / 'mlflow.db'}", "--artifacts-destination", str(store / "art")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+    server = start_mlflow_server(port, tmp_path / "server")
     try:
-        deadline = time.monotonic() + 150
-        while True:
-            try:
-                urllib.request.urlopen(f"{uri}/health", timeout=2)
-                break
-            except OSError:
-                assert server.poll() is None, "mlflow server exited"
-                assert time.monotonic() < deadline, "mlflow server did not start"
-                time.sleep(1)
         tracker.channel.retry_at = 0.0  # do not wait for the back-off in a test
         assert tracker.flush()
         rep = tracker.report()
@@ -157,5 +137,4 @@ def test_unreachable_server_buffers_then_flushes(tmp_path):
         _check_store(uri, tracker.run_id)
         assert not list((buffer / "blobs").iterdir())  # copies are removed once sent
     finally:
-        os.killpg(server.pid, 15)
-        server.wait(timeout=30)
+        stop(server)
