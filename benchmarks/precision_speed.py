@@ -29,7 +29,7 @@ import time
 from typing import Any
 
 from benchmarks.common import ROOT, machine, result_path, update_results, work_dir
-from benchmarks.perf_common import alternate, load_cfg, policy, summary
+from benchmarks.perf_common import alternate, load_cfg, policy, smoke_overrides, summary
 
 PRECISIONS = ("fp32", "bf16")
 
@@ -81,7 +81,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
     # params.yaml's own tokenizer (perf_common keeps the older BPE one for its committed figures)
     tokenizer = load_config(ROOT / "params.yaml").model.tokenizer
-    cfg_for = {p: load_cfg({"train.precision": p, "model.tokenizer": tokenizer}, work=work) for p in PRECISIONS}
+    micro = smoke_overrides() if args.smoke else {}
+    cfg_for = {p: load_cfg({**micro, "train.precision": p, "model.tokenizer": tokenizer}, work=work)
+               for p in PRECISIONS}
     model, tok, desc = policy(cfg_for["fp32"], "cpu", args.warm_steps)
     out: dict[str, Any] = {"auto_resolves_to": resolve_precision("auto", torch.device("cpu"), warn=False),
                            "mkldnn_bf16": bool(torch.ops.mkldnn._is_mkldnn_bf16_supported()), "policy": desc,
@@ -116,7 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iterations", type=int, default=4, help="timed RL iterations per precision (after one warm-up)")
     ap.add_argument("--warm-steps", type=int, default=60, help="SFT steps of the warm start both precisions share")
     ap.add_argument("--budget-s", type=float, default=600.0)
+    ap.add_argument("--smoke", action="store_true", help="the micro model and world, 2 steps, 1 iteration (a test)")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.sft_steps, args.iterations, args.warm_steps = 2, 1, 2
     if args.isa == "avx2" and os.environ.get("ONEDNN_MAX_CPU_ISA") != "AVX2":
         # the limit is read when oneDNN loads: a child process of its own
         env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2"}

@@ -140,6 +140,15 @@ def test_kill_resume_smoke(bench, micro_run):
     assert doc["trials"] == 0 and doc["uninterrupted_loop_seconds"] > 0
 
 
+def test_precision_speed_smoke(bench):
+    from benchmarks import precision_speed
+
+    assert precision_speed.main(["--smoke"]) == 0
+    native = written(bench, "precision_speed")["native"]
+    assert native["auto_resolves_to"] in ("fp32", "bf16") and native["sft"]["fp32"]["steps"] == 2
+    assert {"fp32", "bf16"} <= native["rl"].keys() and native["rl"]["fp32"]["action_tokens"]
+
+
 def test_gpu_smoke_tiny_on_cpu(bench):
     from benchmarks import gpu_smoke
 
