@@ -17,7 +17,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "benchmarks"
 MAX_LINES = 60
-SMOKE = ("tests/bench/test_benchmarks_smoke.py", "tests/bench/test_benchmarks_ray_smoke.py")
+# the modules that run benchmarks: the micro runs (`make bench`) and the readers (`make test`)
+SMOKE = ("tests/bench/test_benchmarks_smoke.py", "tests/bench/test_benchmarks_ray_smoke.py",
+         "tests/bench/test_bench_readers.py")
 # benchmark module -> the test that runs it (its main or its whole computation) at small size
 COVERED_ELSEWHERE = {
     "plots": "tests/bench/test_plots.py",

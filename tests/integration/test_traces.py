@@ -6,12 +6,6 @@ real training run that fills the Traces tab."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
 
 import pytest
 
@@ -25,8 +19,8 @@ from agent_r1.tools.runner import ToolRunner
 from agent_r1.tools.search import SearchTool
 from agent_r1.tracking import MlflowSink, RunTracker
 from agent_r1.tracking.traces import TRACE_KEY_TAG
-
-VENV_BIN = Path(sys.executable).parent
+from tests.mlflow_server import start_mlflow_server, stop
+from tests.mlflow_store import fresh_store
 
 
 class ScriptedEngine:
@@ -72,8 +66,9 @@ def rollout(tiny_model, synthetic_world, retriever):
 
 
 def _store(tmp_path):
-    (tmp_path / "store").mkdir()
-    return f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    """A new SQLite store, already migrated (a copy of a template: tests/mlflow_store.py); creating a store
+    from nothing is tests/tracking/test_tracking.py's test_sqlite_store_round_trip."""
+    return fresh_store(tmp_path / "store")
 
 
 def _root(trace):
@@ -179,24 +174,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start_server(port: int, store: Path) -> subprocess.Popen:
-    store.mkdir()
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
-    server = subprocess.Popen(
-        [str(VENV_BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-         "--backend-store-uri", f"sqlite:///{store / 'mlflow.db'}", "--artifacts-destination", str(store / "art")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
-    deadline = time.monotonic() + 150
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
-            return server
-        except OSError:
-            assert server.poll() is None, "mlflow server exited"
-            assert time.monotonic() < deadline, "mlflow server did not start"
-            time.sleep(1)
-
-
 def test_unreachable_mlflow_buffers_traces_and_a_flush_delivers_each_once(rollout, tmp_path):
     from mlflow import MlflowClient
 
@@ -209,7 +186,7 @@ def test_unreachable_mlflow_buffers_traces_and_a_flush_delivers_each_once(rollou
     assert len(buffered) == 3 and tracker.report()["sent"] == 0
     assert [r["trace_key"] for r in buffered] == [f"{tracker.key}/5/{i}" for i in range(3)]
 
-    server = _start_server(port, tmp_path / "server")  # MLflow comes back on that very port
+    server = start_mlflow_server(port, tmp_path / "server")  # MLflow comes back on that very port
     try:
         tracker.channel.retry_at = 0.0  # do not wait for the back-off in a test
         assert tracker.flush()
@@ -237,8 +214,7 @@ def test_unreachable_mlflow_buffers_traces_and_a_flush_delivers_each_once(rollou
         assert all(_root(t).outputs == {"answer": trajs[0].answer} for t in after)
         assert tracker.close()["pending"] == 0 and tracker.report()["rejected"] == 0
     finally:
-        os.killpg(server.pid, 15)
-        server.wait(timeout=30)
+        stop(server)
 
 
 def test_a_tiny_training_run_fills_the_traces_tab(tmp_path):
