@@ -62,9 +62,14 @@ def prompts(tokenizer, n: int, length: int = 40, seed: int = 0) -> list[list[int
 
 
 def trainer_logprobs(model, prompt: list[int], completion: list[int], temperature: float) -> list[float]:
+    """The completion's log-probs as the trainer computes them: `positions` marks the sampled tokens, as
+    the trainer's `logp_mask` does, so the 151,936-wide output head runs on the completion's rows only,
+    not on every prompt token's too (up to 220 of them here). Same values up to float rounding (1e-6)."""
     ids = torch.tensor([prompt + completion])
+    positions = torch.zeros_like(ids)
+    positions[0, len(prompt):] = 1
     with torch.no_grad():
-        lp, _ = token_logprobs(model, ids, torch.ones_like(ids), temperature)
+        lp, _ = token_logprobs(model, ids, torch.ones_like(ids), temperature, positions=positions)
     return lp[0, len(prompt):].tolist()
 
 
@@ -235,7 +240,9 @@ def test_in_process_grpo_with_vllm_chosen_by_config_keeps_engine_and_trainer_in_
                  # a random policy earns no reward, so every advantage is 0: the entropy bonus is what
                  # moves the weights (and so what a stale engine would miss)
                  "--set", "algo.entropy_coef=0.01", "--set", "algo.skip_zero_advantage=false",
-                 "--set", f"model.lora.r={lora_r}", "--set", "train.precision=fp32"]) == 0
+                 "--set", f"model.lora.r={lora_r}", "--set", "train.precision=fp32",
+                 # one checkpoint (the last iteration's) instead of one per iteration: nothing here reads them
+                 "--set", "train.checkpoint_every=2"]) == 0
     assert built == [engine]
     metrics = [json.loads(line) for line in (tmp_path / "runs" / "default" / "metrics.jsonl").read_text().splitlines()]
     trained = [m for m in metrics if m.get("step", 0) > 0]
@@ -247,6 +254,7 @@ def test_in_process_grpo_with_vllm_chosen_by_config_keeps_engine_and_trainer_in_
     report = tmp_path / "eval.json"
     assert main(["eval", "--model", str(qwen128), "--mode", "agent", "--params", str(params),
                  "--set", "env.format=hermes", "--set", "rollout.engine=vllm", "--device", "cpu", "-n", "2",
+                 "--set", "train.precision=fp32",  # eval's engine dtype follows it: `auto` is bf16 in native mode
                  "--questions", str(tmp_path / "data" / "synthetic" / "test.jsonl"), "--json", str(report)]) == 0
     assert built == [engine, engine] and json.loads(report.read_text())
 
@@ -266,7 +274,9 @@ def test_ray_rollout_workers_on_vllm_sample_with_the_learners_weights(qwen128, t
                  "--set", "rollout.vllm.kv_cache_gib=1", "--set", "train.device=cpu", "--set", "train.eval_every=0",
                  "--set", "train.eval_size=2", "--set", "train.prompts_per_iter=2", "--set", "train.lr=1e-2",
                  "--set", "algo.entropy_coef=0.01", "--set", "algo.skip_zero_advantage=false",
-                 "--set", "train.precision=fp32"]) == 0  # TOL is fp32's, on every CPU
+                 "--set", "train.precision=fp32",  # TOL is fp32's, on every CPU
+                 # one checkpoint (the last iteration's) instead of one per iteration: nothing here reads them
+                 "--set", "train.checkpoint_every=2"]) == 0
     metrics = [json.loads(line) for line in (tmp_path / "runs" / "default" / "metrics.jsonl").read_text().splitlines()]
     trained = [m for m in metrics if m.get("step", 0) > 0]
     assert len(trained) == 2 and trained[0]["grad_norm"] > 0  # iteration 1 changed the weights
