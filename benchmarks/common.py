@@ -77,10 +77,14 @@ def machine(device: str = "cpu", at_start: bool = True, **extra: Any) -> dict[st
     import torch
     import transformers
 
+    from agent_r1.precision import resolve_precision
+
     info = {"cpu": cpu_model(), "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "memory_gib": memory_gib(), "python": platform.python_version(), "torch": torch.__version__,
             "transformers": transformers.__version__, "platform": platform.platform(), "device": device,
-            "commit": git_commit(), "load_average_at_start": loadavg()}
+            "commit": git_commit(), "load_average_at_start": loadavg(),
+            # what `train.precision: auto` resolves to here (a figure's precision, where it left auto)
+            "auto_precision": resolve_precision("auto", torch.device(device), warn=False)}
     if device.startswith("cuda"):
         info["gpu"] = torch.cuda.get_device_name(0)
     if not at_start:
