@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 
 from tests.mlflow_store import fresh_store
-from tests.servers import stop  # noqa: F401  (SIGTERM to the server's process group, SIGKILL if it lingers)
+from tests.servers import stop  # noqa: F401  (re-exported: SIGTERM to the server's process group, SIGKILL if it lingers)
 
 VENV_BIN = Path(sys.executable).parent
 

@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from datetime import datetime
 from pathlib import Path
@@ -43,16 +44,19 @@ def _api_get(api: str, path: str) -> dict:
         return json.loads(r.read())
 
 
-def _wait_deployment(env: dict, serve: subprocess.Popen, log: Path, timeout: float) -> None:
+def _wait_deployment(api: str, serve: subprocess.Popen, log: Path, timeout: float) -> None:
+    """Until the server knows the deployment `flows/serve.py` registers (asked over HTTP: a `prefect deployment
+    inspect` process per poll cost seconds of CPU that the starting serve process needed)."""
     deadline = time.monotonic() + timeout
     while True:
         assert serve.poll() is None, log.read_text()[-3000:]
-        run = subprocess.run([str(VENV_BIN / "prefect"), "deployment", "inspect", "train-agent/local"],
-                             env=env, cwd=ROOT, capture_output=True, text=True, check=False)
-        if run.returncode == 0:
+        try:
+            _api_get(api, "/deployments/name/train-agent/local")
             return
-        assert time.monotonic() < deadline, run.stdout + run.stderr
-        time.sleep(2)
+        except urllib.error.HTTPError as err:
+            assert err.code == 404, err
+        assert time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.5)
 
 
 def _trigger_both(env: dict) -> dict[str, str]:
@@ -79,7 +83,7 @@ def _wait_runs(api: str, ids: dict[str, str], serve_log: Path, timeout: float) -
             return runs
         assert time.monotonic() < deadline, ({a: r["state_type"] for a, r in runs.items()},
                                              serve_log.read_text()[-4000:])
-        time.sleep(3)
+        time.sleep(1)
 
 
 def _summaries(serve_log: Path) -> dict[str, dict]:
@@ -101,6 +105,9 @@ def test_two_deployment_runs_at_once(tmp_path):
     mlflow_uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": api,
            "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "300",
+           # the served flow asks for scheduled runs every second, not every 10 s (Prefect's default): a
+           # triggered run starts at once instead of waiting for the next poll
+           "PREFECT_RUNNER_POLL_FREQUENCY": "1",
            "MLFLOW_TRACKING_URI": mlflow_uri, "AGENT_R1_MLFLOW_BUFFER": str(tmp_path / "buffer"),
            "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
     params = _params(tmp_path)
@@ -118,7 +125,7 @@ def test_two_deployment_runs_at_once(tmp_path):
         procs.append(subprocess.Popen([sys.executable, "flows/serve.py", "--params", str(params), "--limit", "2"],
                                       env=env, cwd=ROOT, stdout=files["serve"], stderr=subprocess.STDOUT,
                                       start_new_session=True))
-        _wait_deployment(env, procs[1], logs["serve"], 180)
+        _wait_deployment(api, procs[1], logs["serve"], 180)
         ids = _trigger_both(env)
         flow_runs = _wait_runs(api, ids, logs["serve"], 900)
         for algo, fr in flow_runs.items():
