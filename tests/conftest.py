@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 # per-process PREFECT_HOME and torch threads, xdist's units (a module, the Ray modules), and a check
-# for runs/, data/ or mlruns/ the session creates in the repository (see tests/isolation.py)
+# for runs/, data/ or mlruns/ the session creates in the repository (see tests/isolation.py); the
+# session's CPU precision mode and the per-mode fixture (see tests/precision_modes.py)
 from tests import isolation, precision_modes
 from tests.isolation import (  # noqa: F401
     pytest_runtest_teardown,
@@ -17,9 +18,7 @@ from tests.isolation import (  # noqa: F401
     pytest_unconfigure,
     pytest_xdist_make_scheduler,
 )
-
-# the session's CPU precision mode and the per-mode fixture (see tests/precision_modes.py)
-from tests.precision_modes import cpu_bf16  # noqa: F401,E402
+from tests.precision_modes import cpu_bf16  # noqa: F401
 
 
 def pytest_configure(config) -> None:

@@ -2,8 +2,8 @@
 
 `train.precision: auto` resolves to bf16 on a CPU with bf16 instructions (avx512_bf16, amx_bf16, Arm
 bf16) and to fp32 elsewhere (agent_r1/precision.py). A test that leaves `auto` in its config would
-otherwise compute in another precision on another machine: on a Zen 4 EPYC 28 exactness checks of
-the main suite and 3 vLLM tests failed that passed on AVX2-only cores.
+otherwise compute in another precision on another machine: on an AMD EPYC with avx512_bf16, 28
+exactness checks of the main suite and 3 vLLM tests failed that passed on AVX2-only cores.
 
 - The session pins `AGENT_R1_CPU_BF16` to `emulated` (auto -> fp32 on every CPU) unless the caller
   set it: `AGENT_R1_CPU_BF16=native pytest ...` runs the suite as on a bf16-native CPU, `detect` as
