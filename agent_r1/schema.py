@@ -131,6 +131,21 @@ def limited(section: str, key: str, kind: type = int) -> typing.Callable[[str], 
     return parse
 
 
+def count(text: str) -> int:
+    """An argparse `type=` for a command-line count with no config key (questions per file, rows per
+    batch): a whole number of at least 1. 0 would do nothing and a negative one drops items through
+    Python's slicing, both silently."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a count: give 1 or more")
+    return value
+
+
 #: The longest text of any string key (paths, names, URLs), and the keys allowed more: a setting is never
 #: megabytes (a 20,000,000-character system prompt in a data row was accepted, then tokenised every turn).
 MAX_TEXT_CHARS = 4096

@@ -13,6 +13,7 @@ from pathlib import Path
 
 def register(sub: argparse._SubParsersAction) -> None:
     from agent_r1.evaluation.modes import EVAL_MODES
+    from agent_r1.schema import count
 
     p = sub.add_parser("eval", help="evaluate a model on question sets (agent | rag | direct), EM/F1/substring EM")
     p.add_argument("--model", required=True, help="model folder, checkpoint folder or hub id")
@@ -24,9 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mode", default="agent", help=f"one or more of {sorted(EVAL_MODES)}, comma-separated")
     p.add_argument("--params", default=None, help="params.yaml: rollout budgets, env format, search k, ...")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("-n", "--limit", type=int, default=None, help="first N questions of each file")
+    p.add_argument("-n", "--limit", type=count, default=None, help="first N questions of each file")
     p.add_argument("--sample", action="store_true", help="sample at rollout.temperature instead of greedy")
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-size", type=count, default=64)
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")
     p.add_argument("--json", dest="json_out", default=None, metavar="OUT", help="write the report as JSON")
     p.add_argument("--trajectories", default=None, metavar="OUT.jsonl", help="write every trajectory")

@@ -22,3 +22,19 @@ def test_a_number_past_its_ceiling_is_a_usage_error(tmp_path, capsys, argv, said
     err = capsys.readouterr().err
     assert said in err, err
     assert not (tmp_path / "m").exists() and not (tmp_path / "w").exists()
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["eval", "--model", "{tmp}/m", "--questions", "{tmp}/q.jsonl", "--batch-size", "0"], "--batch-size"),
+    (["eval", "--model", "{tmp}/m", "--questions", "{tmp}/q.jsonl", "--batch-size", "-1"], "--batch-size"),
+    (["eval", "--model", "{tmp}/m", "--questions", "{tmp}/q.jsonl", "-n", "-2"], "-n/--limit"),
+    (["eval", "--model", "{tmp}/m", "--questions", "{tmp}/q.jsonl", "-n", "0"], "-n/--limit"),
+])
+def test_counts_below_one_are_a_usage_error(tmp_path, capsys, argv, said):
+    """`eval --batch-size 0` evaluated nothing and `-1`, `-n -2` dropped questions, all exiting 0 (issue 45,
+    item 10): each is a usage error naming the option, before a model is loaded."""
+    with pytest.raises(SystemExit) as info:
+        cli_main([a.replace("{tmp}", str(tmp_path)) for a in argv])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert said in err, err
