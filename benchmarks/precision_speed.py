@@ -12,7 +12,7 @@ On params.yaml's model and data (work folder benchmarks/.work/precision), from o
 `--isa avx2` runs the same in a child process with ONEDNN_MAX_CPU_ISA=AVX2: oneDNN, which computes
 torch's bf16 matmuls, then uses no instruction newer than AVX2, and torch reports no native bf16
 (torch.ops.mkldnn._is_mkldnn_bf16_supported() is False), as on an AVX2-only CPU. A precision whose
-SFT steps or first iteration exceed `--budget-s` is recorded as not finished.
+SFT steps exceed `--budget-s` is not run in RL (recorded as not run).
 
     python benchmarks/precision_speed.py                 # this CPU as it is
     python benchmarks/precision_speed.py --isa avx2      # as on AVX2-only cores
@@ -34,20 +34,25 @@ from benchmarks.perf_common import alternate, load_cfg, policy, smoke_overrides,
 PRECISIONS = ("fp32", "bf16")
 
 
-def sft_seconds(cfg: Any, model: Any, tok: Any, precision: str, steps: int) -> float:
-    import copy
-
+def scripted_demos(cfg: Any, tok: Any) -> list[Any]:
+    """The SFT demonstrations of `cfg`'s data (the same for both precisions: built once)."""
     from agent_r1.rollout.chat import ChatCodec
     from agent_r1.runs.run import Run
-    from agent_r1.training.compute import Compute
     from agent_r1.training.demos import build_demos
-    from agent_r1.training.sft import sft_train
 
     run = Run(cfg)
-    demos = build_demos(run.samples("train"), run.env_factory, ChatCodec(tok), cfg.env.format, cfg.sft.guess_fraction,
-                        cfg.seed, cfg.rollout.max_observation_tokens, cfg.sft.demo_style)
-    compute = Compute.from_config(load_cfg({"train.precision": precision}, work=work_dir("precision")))
-    with compute.autocast():
+    return build_demos(run.samples("train"), run.env_factory, ChatCodec(tok), cfg.env.format, cfg.sft.guess_fraction,
+                       cfg.seed, cfg.rollout.max_observation_tokens, cfg.sft.demo_style)
+
+
+def sft_seconds(cfg: Any, model: Any, tok: Any, demos: list[Any], steps: int) -> float:
+    """Seconds of `steps` SFT steps inside the autocast of `cfg`'s train.precision (after 2 untimed)."""
+    import copy
+
+    from agent_r1.training.compute import Compute
+    from agent_r1.training.sft import sft_train
+
+    with Compute.from_config(cfg).autocast():
         sft_train(copy.deepcopy(model), tok, demos, 2, cfg.sft.batch_size, cfg.sft.lr, cfg.seed)  # warm-up, untimed
         t0 = time.perf_counter()
         sft_train(copy.deepcopy(model), tok, demos, steps, cfg.sft.batch_size, cfg.sft.lr, cfg.seed)
@@ -74,10 +79,10 @@ def rl_iterations(cfg_for: dict[str, Any], model: Any, tok: Any, iterations: int
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
+    from agent_r1.config import load_config
     from agent_r1.precision import resolve_precision
 
     work = work_dir("precision")
-    from agent_r1.config import load_config
 
     # params.yaml's own tokenizer (perf_common keeps the older BPE one for its committed figures)
     tokenizer = load_config(ROOT / "params.yaml").model.tokenizer
@@ -88,8 +93,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"auto_resolves_to": resolve_precision("auto", torch.device("cpu"), warn=False),
                            "mkldnn_bf16": bool(torch.ops.mkldnn._is_mkldnn_bf16_supported()), "policy": desc,
                            "sft": {}, "rl": {}}
+    demos = scripted_demos(cfg_for["fp32"], tok)
     for p in PRECISIONS:
-        seconds = sft_seconds(cfg_for[p], model, tok, p, args.sft_steps)
+        seconds = sft_seconds(cfg_for[p], model, tok, demos, args.sft_steps)
         out["sft"][p] = {"steps": args.sft_steps, "seconds": round(seconds, 2),
                          "s_per_step": round(seconds / args.sft_steps, 4)}
         print(f"SFT {p}: {seconds / args.sft_steps:.3f} s/step", flush=True)

@@ -11,12 +11,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 from tests.mlflow_store import fresh_store
-from tests.servers import stop  # noqa: F401  (re-exported: SIGTERM to the server's process group, SIGKILL if it lingers)
+from tests.servers import stop, wait_http  # stop is re-exported: SIGTERM to the group, SIGKILL if it lingers
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -29,14 +27,9 @@ def start_mlflow_server(port: int, store: Path, timeout_s: float = 150.0) -> sub
         [str(VENV_BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
          "--backend-store-uri", backend, "--artifacts-destination", str(store / "art")],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
-            return server
-        except OSError:
-            exited = server.poll() is not None
-            if exited or time.monotonic() >= deadline:
-                stop(server)
-                raise AssertionError("mlflow server exited" if exited else f"mlflow server did not start in {timeout_s} s")
-            time.sleep(0.2)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/health", server, timeout_s)
+    except AssertionError:
+        stop(server)  # a server that never answered is not left behind
+        raise
+    return server

@@ -21,6 +21,7 @@ from agent_r1.tracking import MlflowSink, RunTracker
 from agent_r1.tracking.traces import TRACE_KEY_TAG
 from tests.mlflow_server import start_mlflow_server, stop
 from tests.mlflow_store import fresh_store
+from tests.servers import free_port
 
 
 class ScriptedEngine:
@@ -166,19 +167,11 @@ def test_max_traces_zero_logs_none(rollout, tmp_path):
     assert len(MlflowClient(uri).search_traces(locations=[exp], run_id=tracker.run_id)) == 1
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_unreachable_mlflow_buffers_traces_and_a_flush_delivers_each_once(rollout, tmp_path):
     from mlflow import MlflowClient
 
     trajs, _ = rollout
-    port = _free_port()  # nothing listens here yet
+    port = free_port()  # nothing listens here yet
     uri = f"http://127.0.0.1:{port}"
     tracker = RunTracker("offline", experiment="traces", tracking_uri=uri, buffer_dir=tmp_path / "buffer", verbose=False)
     MlflowSink(tracker).log_trajectories(5, trajs)

@@ -4,7 +4,6 @@ while MLflow is unreachable (a closed port, then a real `mlflow server` on that 
 from __future__ import annotations
 
 import json
-import socket
 import time
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 from agent_r1.tracking import (MlflowSink, RunTracker, dvc_lock_hashes, flatten_params, trajectory_rows)
 from agent_r1.trajectory import Trajectory, Turn
 from tests.mlflow_server import start_mlflow_server, stop
+from tests.servers import free_port
 
 
 def _traj(answer: str = "Paris") -> Trajectory:
@@ -100,14 +100,8 @@ def test_sqlite_store_round_trip(tmp_path):
     assert (tmp_path / "store" / "artifacts").is_dir()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_unreachable_server_buffers_then_flushes(tmp_path):
-    port = _free_port()  # nothing listens here yet
+    port = free_port()  # nothing listens here yet
     uri = f"http://127.0.0.1:{port}"
     buffer = tmp_path / "buffer"
     started = time.monotonic()
