@@ -5,8 +5,10 @@ node, each its own raylet), the way infra/ray/start-two-nodes.sh starts them.
    workers for 2 iterations: the workers land on different nodes, and every iteration's shards ran
    on both (`<run>/ray_shards.jsonl`, the metric `ray/nodes_used`).
 2. A driver in this process joins the same cluster, and the second node is killed (its `ray start`
-   process group, SIGKILL: raylet and agents gone at once) while the second iteration's shards roll
-   out: that node's shard is rolled out again on the head, every prompt exactly once.
+   process group and the workers it spawned, SIGKILL: all gone at once) while the second iteration's
+   shards roll out: that node's shard is rolled out again on the head, every prompt exactly once. The
+   node is frozen (SIGSTOP) from the end of the first iteration, so its shard cannot finish before the
+   kill lands (a one-prompt shard once did, and the node was seen in both iterations).
 
 Only the processes this module started are stopped, by their own pids; `ray stop` (which stops
 every Ray on the machine) is never called.
@@ -89,11 +91,18 @@ class Cluster:
         self.tree.setdefault(name, set()).update(p.pid for p in kids)
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Signals the node's process group and every worker it spawned (workers are sessions of
+        their own, so the group signal alone leaves them running, able to finish a task)."""
         self.remember_tree(name)
         try:
             os.killpg(self.nodes[name].pid, sig)
         except ProcessLookupError:
             pass
+        for pid in self.tree.get(name, ()):
+            try:
+                psutil.Process(pid).send_signal(sig)
+            except psutil.Error:
+                pass
 
     def stop(self) -> None:
         for name in self.nodes:
@@ -201,7 +210,9 @@ def test_losing_a_node_mid_iteration_rolls_its_shard_out_again(cluster, micro, m
     steps = []
     with RayTrainer(Run(cfg).spec(), after_submit=kill_node2) as trainer:
         head = ray.get_runtime_context().get_node_id()  # the driver runs on the head's machine: its node
-        for _ in range(cfg.train.iterations):
+        for i in range(cfg.train.iterations):
+            if i == 1:  # frozen until the kill: a one-prompt shard (~50 ms) could otherwise finish first
+                cluster.kill("node2", signal.SIGSTOP)
             t0 = time.perf_counter()
             metrics = trainer.train_step()
             steps.append((metrics, trainer.last_trajectories, trainer.last_shard_nodes))
