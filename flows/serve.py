@@ -13,12 +13,14 @@ runs go at once (tests/integration/test_deployment.py runs two): each trains int
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from flows.steps import SERVED_PARAMS_ENV  # noqa: E402
 from flows.train_agent import train_agent  # noqa: E402  (sets PREFECT_HOME etc. before prefect loads)
 
 
@@ -30,6 +32,9 @@ def main(argv: list[str] | None = None) -> None:
                    help="flow runs at once, each in its own run folder and MLflow run (default 1: on 2 cores, "
                         "runs at once share the CPUs)")
     args = p.parse_args(argv)
+    # flow runs (subprocesses of this one) take their settings from this file only: a flow run's
+    # `params` naming another file is refused (flows/steps.py check_flow_parameters)
+    os.environ[SERVED_PARAMS_ENV] = str((ROOT / args.params).resolve())
     train_agent.serve(name=args.name, parameters={"params": args.params}, tags=["agent-r1"], limit=args.limit,
                       description="Train a tool-using agent: data -> index -> SFT -> RL -> evaluation")
 

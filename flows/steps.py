@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,48 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 DATA_KEYS = ("seed", "data")
 INDEX_KEYS = ("data", "search")
+
+
+#: Config keys a flow run's parameters may not set, and why: whoever can create a flow run (any
+#: holder of the Prefect API's credential) may tune a run, but not make the serving machine run code
+#: or commands of their choosing, nor send its credentials or work elsewhere. They stay in the params
+#: file on the serving machine (docs/security.md).
+SERVING_MACHINE_ONLY: dict[str, str] = {
+    "env.mcp_servers": "starts its commands (command, args, env) and connects to its URLs as MCP servers",
+    "env.agent": "names Python code the trainer imports and runs",
+    "env.tool_args": "is handed to tool code as keyword arguments the flow cannot check",
+    "search.url": "receives the serving machine's Elasticsearch credentials",
+    "search.credentials_url": "receives the serving machine's Elasticsearch credentials",
+    "ray.address": "sends the run's code and data to that Ray cluster",
+}
+#: Set by flows/serve.py and infra/prefect/worker.sh: the params file the deployment serves
+SERVED_PARAMS_ENV = "AGENT_R1_SERVED_PARAMS"
+
+
+def _dotted_paths(key: str, value: Any) -> list[str]:
+    """Every dotted key an override sets: `{"env": {"agent": ...}}` sets `env` and `env.agent`."""
+    paths = [key]
+    if isinstance(value, dict):
+        for sub, inner in value.items():
+            paths += _dotted_paths(f"{key}.{sub}", inner)
+    return paths
+
+
+def check_flow_parameters(params: str | None, overrides: dict[str, Any] | None) -> None:
+    """Refuses a flow run whose overrides set a SERVING_MACHINE_ONLY key (directly, through a
+    section's mapping, or below it), and, in a served deployment, a params file other than the one
+    served. Raises ValueError naming the key and where to put it instead."""
+    for key, value in (overrides or {}).items():
+        for path in _dotted_paths(str(key), value):
+            for refused, why in SERVING_MACHINE_ONLY.items():
+                if path == refused or path.startswith(refused + "."):
+                    raise ValueError(f"flow parameter overrides sets {refused!r}, which {why}: a flow run may not "
+                                     f"set it; put it in params.yaml on the serving machine instead")
+    served = os.environ.get(SERVED_PARAMS_ENV)
+    if served and params is not None and (ROOT / params).resolve() != (ROOT / served).resolve():
+        raise ValueError(f"flow parameter params={params!r}: this deployment serves {served!r} only (a params "
+                         "file names the code and commands a run may start); change settings with overrides, or "
+                         "serve another params file on the serving machine (flows/serve.py --params)")
 
 
 def _config(params: str | None, overrides: dict[str, Any] | None):

@@ -45,7 +45,7 @@ from prefect import flow, get_run_logger, task  # noqa: E402
 from prefect.artifacts import create_progress_artifact, update_progress_artifact  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 
-from flows.steps import _config, data_key, dvc_repro, embed_key, index_key, use_dvc  # noqa: E402
+from flows.steps import _config, check_flow_parameters, data_key, dvc_repro, embed_key, index_key, use_dvc  # noqa: E402
 from agent_r1.runs.run import Run  # noqa: E402
 
 
@@ -210,7 +210,9 @@ def train_agent(params: str = "params.yaml", overrides: dict[str, Any] | None = 
     """Trains a tool-using agent end to end into a run folder of its own, runs/<experiment>/<flow run
     name>. `params`: a params.yaml (relative to the project root); `overrides`: dotted keys, e.g.
     {"train.iterations": 5, "algo.adv_estimator": "rloo"}; `dvc`: auto | on | off (run the data steps
-    through `dvc repro`); `experiment`: default train.experiment."""
+    through `dvc repro`); `experiment`: default train.experiment. Overrides may not name code, commands
+    or where credentials go (flows/steps.py SERVING_MACHINE_ONLY): those stay in the params file."""
+    check_flow_parameters(params, overrides)  # before anything: parameters come from the API's callers
     from prefect.runtime import flow_run
 
     from agent_r1.runs.folders import update_record
