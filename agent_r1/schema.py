@@ -79,6 +79,8 @@ LIMITS: dict[str, dict[str, Range]] = {
                "encode_batch_size": R("[1, 65536]")},
     "env": {"max_calls_per_turn": R("[1, 256]"), "agent_concurrency": R("[1, 4096]"),
             "agent_timeout_s": R("(0, 86400]")},
+    # each entry of the list env.mcp_servers (tools/mcp_tools.py McpServerConfig); timeout_s 0 = search.timeout_s
+    "env.mcp_servers": {"timeout_s": R("[0, 86400]"), "connect_timeout_s": R("(0, 86400]")},
     "rollout": {"max_turns": R("[1, 10000]"), "max_tokens_per_turn": TOKENS, "max_observation_tokens": TOKENS,
                 "max_total_tokens": TOKENS, "n_samples": R("[1, 4096]"), "temperature": R("[0, 100]"),
                 "top_k": R("[0, 1048576]"), "top_p": R("(0, 1]")},
@@ -167,6 +169,12 @@ def check_limits(obj: Any, section: str = "", label: str | None = None) -> None:
                                  f"(schema.TEXT_LIMITS): {value[:40]!r}...")
         if dataclasses.is_dataclass(value):
             check_limits(value, f"{section}.{f.name}".lstrip("."), None if label is None else key)
+        elif isinstance(value, (list, tuple)):  # a list of sections (env.mcp_servers) has LIMITS of its own
+            for i, item in enumerate(value):
+                if dataclasses.is_dataclass(item):
+                    check_limits(item, f"{section}.{f.name}".lstrip("."), f"{key}[{i}]")
+                elif isinstance(item, float) and not math.isfinite(item):
+                    raise ValueError(f"{key}[{i}] must be finite (got {item!r})")
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             rng = limits.get(f.name)
             if not (rng.contains(value) if rng else math.isfinite(value)):

@@ -64,8 +64,11 @@ class McpServerConfig:
         if self.transport not in TRANSPORTS:
             raise ValueError(f"MCP server {self.name!r}: transport must be one of {sorted(TRANSPORTS)}, "
                              f"got {self.transport!r}")
-        if self.timeout_s < 0 or self.connect_timeout_s <= 0:
-            raise ValueError(f"MCP server {self.name!r}: timeout_s must be >= 0 and connect_timeout_s > 0")
+        from agent_r1.schema import LIMITS  # the config's own ranges, so code and params.yaml agree
+
+        for key, rng in LIMITS["env.mcp_servers"].items():  # NaN compares false with everything: test finiteness
+            if not rng.contains(getattr(self, key)):
+                raise ValueError(f"MCP server {self.name!r}: {key} must be in {rng} (got {getattr(self, key)!r})")
         needs = TRANSPORTS[self.transport]
         if not getattr(self, needs):
             raise ValueError(f"MCP server {self.name!r}: transport {self.transport!r} needs {needs!r}")
