@@ -31,6 +31,17 @@ SERVING_MACHINE_ONLY: dict[str, str] = {
 SERVED_PARAMS_ENV = "AGENT_R1_SERVED_PARAMS"
 
 
+def overrides_tag(overrides: dict[str, Any] | None) -> str:
+    """The flow run's overrides as the MLflow tag shows them: each value's secrets hidden, placed by its
+    dotted key (an `env.mcp_servers` value is a list of servers, whose `env` values are hidden)."""
+    from agent_r1.tracking.redact import redact_secrets
+
+    def where(key: str) -> tuple[Any, ...]:
+        return tuple(int(p) if p.isdigit() else p for p in str(key).split("."))
+
+    return json.dumps({k: redact_secrets(v, where(k)) for k, v in (overrides or {}).items()}, default=str)
+
+
 def _dotted_paths(key: str, value: Any) -> list[str]:
     """Every dotted key an override sets: `{"env": {"agent": ...}}` sets `env` and `env.agent`."""
     paths = [key]

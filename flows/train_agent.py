@@ -45,7 +45,8 @@ from prefect import flow, get_run_logger, task  # noqa: E402
 from prefect.artifacts import create_progress_artifact, update_progress_artifact  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 
-from flows.steps import _config, check_flow_parameters, data_key, dvc_repro, embed_key, index_key, use_dvc  # noqa: E402
+from flows.steps import (  # noqa: E402
+    _config, check_flow_parameters, data_key, dvc_repro, embed_key, index_key, overrides_tag, use_dvc)
 from agent_r1.runs.run import Run  # noqa: E402
 
 
@@ -236,7 +237,7 @@ def train_agent(params: str = "params.yaml", overrides: dict[str, Any] | None = 
     tracker = RunTracker(run_dir.name, experiment=experiment,
                          tags={**git_tags(ROOT), **machine_tags(tree), "pipeline": "train-agent",
                                "prefect.flow_run_id": str(flow_run.id or ""), "params_file": str(params),
-                               "overrides": json.dumps(overrides), "data.via": "dvc" if via_dvc else "library",
+                               "overrides": overrides_tag(overrides), "data.via": "dvc" if via_dvc else "library",
                                "run.name": run_dir.name, "run.dir": str(run_dir)})
     tracker.log_config(tree)
     update_record(run_dir, mlflow_run_id=tracker.run_id, prefect_flow_run_id=str(flow_run.id or ""))

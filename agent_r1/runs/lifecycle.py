@@ -7,7 +7,6 @@ turns `train.init_from: sft` into the matching warm start; `start_card` / `finis
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 from pathlib import Path
@@ -108,7 +107,9 @@ def config_for_resume(ref: str, runs_dir: str, overrides: dict[str, Any] | None 
     if not saved.is_file():
         raise FileNotFoundError(f"{folder} has no config.json: it never started training; start it again "
                                 "instead of resuming")
-    cfg = load_config(None, {**(overrides or {}), "train.out_dir": str(folder)}, tree=json.loads(saved.read_text()))
+    from agent_r1.runs.config_file import read_run_config
+
+    cfg = load_config(None, {**(overrides or {}), "train.out_dir": str(folder)}, tree=read_run_config(folder))
     record = read_record(folder)
     if record.get("status") == "finished" and cfg.train.iterations <= int(record.get("iterations", 0)):
         raise ValueError(f"run {folder.name} already finished its {record.get('iterations')} iterations; raise "

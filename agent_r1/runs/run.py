@@ -18,7 +18,6 @@ A `Run(cfg)` without a folder gives the parts alone (`agent-r1 rollout`, `agent-
 from __future__ import annotations
 
 import copy
-import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -106,11 +105,13 @@ class Run:
     @classmethod
     def load(cls, folder: str | Path, resume: bool = False) -> Run:
         """The run a folder holds, from its config.json (what `Run.open` wrote there)."""
+        from agent_r1.runs.config_file import read_run_config
+
         saved = Path(folder) / "config.json"
         if not saved.is_file():
             raise FileNotFoundError(f"{folder} holds no config.json: not a run folder opened by Run.open "
                                     "(`agent-r1 runs` lists the runs)")
-        return cls(load_config(tree=json.loads(saved.read_text())), resume=resume)
+        return cls(load_config(tree=read_run_config(folder)), resume=resume)
 
     def with_start(self, model_dir: str | Path, sft_dir: str | Path | None = None) -> Run:
         """This run starting from `model_dir` (a warm start trained after it opened): config.json is
@@ -124,9 +125,10 @@ class Run:
         return run
 
     def write_config(self) -> Path:
-        path = self.folder / "config.json"
-        path.write_text(json.dumps(self.cfg.to_dict(), indent=2, default=str))
-        return path
+        """config.json without the config's secrets; they go to a private file beside it (config_file.py)."""
+        from agent_r1.runs.config_file import write_run_config
+
+        return write_run_config(self.folder, self.cfg.to_dict())
 
     @property
     def folder(self) -> Path:

@@ -49,6 +49,15 @@ def digest_cache(cfg: ExperimentConfig) -> DigestCache:
     return DigestCache(Path(cfg.train.runs_dir) / ".cache" / "digests.json")
 
 
+def card_text(key: str, made_of: dict[str, Any], seconds: float) -> str:
+    """warm_start.json: the key and what made it, the env's secrets hidden (the key was hashed from
+    the real values, so a changed secret is still another warm start)."""
+    from agent_r1.tracking.redact import redact_secrets
+
+    return json.dumps({"hash": key, "ingredients": redact_secrets(made_of), "created": time.time(),
+                       "seconds": round(seconds, 1)}, indent=1)
+
+
 def ingredients(cfg: ExperimentConfig, data_dir: Path, index_dir: Path, cache: DigestCache | None = None) -> dict[str, Any]:
     tree = cfg.to_dict()
     for (section, key), default in LATER_KEYS.items():
@@ -117,8 +126,7 @@ def ensure_warm_start(cfg: ExperimentConfig, log: Any = print) -> WarmStart:
         started = time.perf_counter()
         sub = _with_out_dir(cfg, tmp)
         run_sft(sub)
-        (tmp / CARD).write_text(json.dumps({"hash": key, "ingredients": made_of, "created": time.time(),
-                                            "seconds": round(time.perf_counter() - started, 1)}, indent=1))
+        (tmp / CARD).write_text(card_text(key, made_of, time.perf_counter() - started))
         replace_dir(tmp, dest, *_setting(dest, stored))
         if dest != stored and not is_warm_start(stored, key):  # the store keeps every warm start made
             tmp = stored.with_name(f"{stored.name}.tmp-{os.getpid()}")

@@ -19,6 +19,7 @@ from agent_r1.tracking.location import (
     redact_uri,
 )
 from agent_r1.tracking.rows import rows_to_columns
+from agent_r1.tracking.redact import redact_secrets
 from agent_r1.tracking.tags import flatten_params
 
 
@@ -70,7 +71,8 @@ class RunTracker:
             self.channel.submit({"op": "params", "key": self.key, "params": _texts(params)})
 
     def log_config(self, config: dict[str, Any]) -> None:
-        self.log_params(flatten_params(config))
+        """The config as params, its secrets hidden (redact.py): the run keeps the real values."""
+        self.log_params(flatten_params(redact_secrets(config)))
 
     def set_tags(self, tags: dict[str, Any]) -> None:
         if tags:
