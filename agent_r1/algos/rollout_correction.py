@@ -8,8 +8,11 @@ loss is weighted by the importance weight rho_t = pi_old / pi_engine (no gradien
 
 - `token_truncate`: w_t = min(rho_t, token_cap) (truncated importance sampling, "TIS");
 - `seq_mask`: a trajectory whose geometric-mean ratio exp(mean_t log rho_t) leaves
-  [seq_low, seq_high] gets weight 0 on every token (it was sampled by something the trainer does
-  not recognise: a stale or broken engine), the others weight 1;
+  [seq_low, seq_high] is rejected (it was sampled by something the trainer does not recognise: a
+  stale or broken engine): weight 0 on every token, and, as verl's rejection sampling, it leaves
+  the loss mask, so the token-mean normaliser, the entropy bonus and the KL term no longer count
+  it (`apply_rollout_correction`); the update is the one of the batch without it. Advantages are
+  estimated before the correction, so a group estimator's baseline still sees its score;
 - `token_truncate_seq_mask`: both;
 - `none` (default): no weight at all.
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -47,27 +51,31 @@ class RolloutCorrectionConfig:
         return self.mode != "none"
 
 
-Weights = Callable[[torch.Tensor, torch.Tensor, RolloutCorrectionConfig], tuple[torch.Tensor, torch.Tensor]]
+# (weights [B, T], truncated tokens [B, T], kept rows [B]) from (log rho, sampled mask, config)
+Weights = Callable[[torch.Tensor, torch.Tensor, RolloutCorrectionConfig],
+                   tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
 
 
 def _truncate(log_rho: torch.Tensor, mask: torch.Tensor, cfg: RolloutCorrectionConfig):
     rho = torch.exp(log_rho.clamp(max=20.0))  # exp(20) is far above any cap: the clamp only avoids inf
-    return torch.clamp(rho, max=cfg.token_cap), rho > cfg.token_cap
+    return torch.clamp(rho, max=cfg.token_cap), rho > cfg.token_cap, torch.ones(len(log_rho), dtype=torch.bool)
 
 
 def _seq_keep(log_rho: torch.Tensor, mask: torch.Tensor, cfg: RolloutCorrectionConfig) -> torch.Tensor:
     n = mask.sum(-1).clamp(min=1)
     geo = torch.exp((log_rho * mask).sum(-1) / n)
-    return ((geo >= cfg.seq_low) & (geo <= cfg.seq_high)).to(log_rho.dtype)
+    return (geo >= cfg.seq_low) & (geo <= cfg.seq_high)
 
 
 def _seq_mask(log_rho, mask, cfg):
-    return _seq_keep(log_rho, mask, cfg)[:, None].expand_as(log_rho).clone(), torch.zeros_like(mask, dtype=torch.bool)
+    keep = _seq_keep(log_rho, mask, cfg)
+    return keep.to(log_rho.dtype)[:, None].expand_as(log_rho).clone(), torch.zeros_like(mask, dtype=torch.bool), keep
 
 
 def _both(log_rho, mask, cfg):
-    w, cut = _truncate(log_rho, mask, cfg)
-    return w * _seq_keep(log_rho, mask, cfg)[:, None], cut
+    w, cut, _ = _truncate(log_rho, mask, cfg)
+    keep = _seq_keep(log_rho, mask, cfg)
+    return w * keep.to(w.dtype)[:, None], cut, keep
 
 
 CORRECTIONS: dict[str, Weights | None] = {
@@ -78,24 +86,41 @@ CORRECTIONS: dict[str, Weights | None] = {
 }
 
 
+def apply_rollout_correction(batch: dict[str, Any], cfg: RolloutCorrectionConfig) -> None:
+    """Adds the weights (`offpolicy_weight`) and metrics (`offpolicy_metrics`) to a prepared
+    batch and takes the rejected rows out of its `loss_mask`, which the policy loss's normaliser,
+    the entropy bonus and the KL term all aggregate over."""
+    w, metrics, keep = _correction(batch["old_logp"], batch["sampled_logprobs"], batch["action_mask"], cfg)
+    batch["offpolicy_weight"], batch["offpolicy_metrics"] = w, metrics
+    if keep is not None and not bool(keep.all()):
+        batch["loss_mask"] = batch["loss_mask"] * keep.to(batch["loss_mask"].dtype)[:, None]
+
+
 def rollout_correction(old_logp: torch.Tensor, engine_logp: torch.Tensor, sampled_mask: torch.Tensor,
                        cfg: RolloutCorrectionConfig) -> tuple[torch.Tensor | None, dict[str, float]]:
     """(weights [B, T] or None for `none`, metrics). Weights are 1 off the sampled tokens (prompt,
     observations, padding: the engine gave no probability there) and carry no gradient."""
+    w, metrics, _ = _correction(old_logp, engine_logp, sampled_mask, cfg)
+    return w, metrics
+
+
+def _correction(old_logp: torch.Tensor, engine_logp: torch.Tensor, sampled_mask: torch.Tensor,
+                cfg: RolloutCorrectionConfig) -> tuple[torch.Tensor | None, dict[str, float], torch.Tensor | None]:
+    """(weights, metrics, kept rows [B] bool); a row without a sampled token is always kept."""
     fn = CORRECTIONS[cfg.mode]
     if fn is None:
-        return None, {}
+        return None, {}, None
     sampled = sampled_mask > 0
     mask = sampled.to(old_logp.dtype)
     log_rho = torch.where(sampled, (old_logp - engine_logp).detach(), torch.zeros_like(old_logp))
-    w, cut = fn(log_rho, mask, cfg)
+    w, cut, keep = fn(log_rho, mask, cfg)
     w = torch.where(sampled, w, torch.ones_like(w))
     rows = sampled.any(-1)
-    masked_rows = rows & (w * mask).sum(-1).eq(0)
+    masked_rows = rows & ~keep
     metrics = {
         "rollout_corr/weight_mean": float(masked_mean(w, mask)) if sampled.any() else 1.0,
         "rollout_corr/truncated_frac": float(masked_mean(cut.to(mask.dtype), mask)) if sampled.any() else 0.0,
         "rollout_corr/seq_masked_frac": float(masked_rows.sum() / rows.sum().clamp(min=1)),
         "rollout_corr/log_ratio_mean": float(masked_mean(log_rho, mask)) if sampled.any() else 0.0,
     }
-    return w, metrics
+    return w, metrics, keep | ~rows

@@ -25,7 +25,7 @@ from agent_r1.algos import (
     value_loss,
 )
 from agent_r1.algos.offpolicy import behaviour_weights, offpolicy_advantages
-from agent_r1.algos.rollout_correction import rollout_correction
+from agent_r1.algos.rollout_correction import apply_rollout_correction
 from agent_r1.algos.sessions import estimator_over_sessions
 from agent_r1.closing import close_all
 from agent_r1.config import ExperimentConfig
@@ -158,8 +158,7 @@ class RLTrainer:
             batch["offpolicy_weight"], batch["offpolicy_metrics"] = behaviour_weights(
                 batch["old_logp"], batch["sampled_logprobs"], batch["action_mask"], a.offpolicy_clip)
         elif a.rollout_correction.enabled:  # synchronous: the engine's numerics (algos/rollout_correction.py)
-            batch["offpolicy_weight"], batch["offpolicy_metrics"] = rollout_correction(
-                batch["old_logp"], batch["sampled_logprobs"], batch["action_mask"], a.rollout_correction)
+            apply_rollout_correction(batch, a.rollout_correction)  # rejected rows leave loss_mask
         return batch
 
     def update(self, batch: dict[str, Any]) -> dict[str, float]:
