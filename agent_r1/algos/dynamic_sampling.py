@@ -6,7 +6,7 @@ the config tree, as algos/rollout_correction.py's does.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from agent_r1.trajectory import Trajectory
@@ -29,20 +29,42 @@ class DynamicSamplingConfig:
             raise ValueError(f"algo.dynamic_sampling.metric={self.metric!r}; choose one of {sorted(METRICS)}")
 
 
+def _session(traj: Trajectory, row: int) -> Hashable:
+    """The session a row belongs to: an agent session's steps share `session_id`; "" is its own."""
+    return traj.session_id or ("row", row)
+
+
 def split_groups(trajs: list[Trajectory], n_samples: int) -> list[list[Trajectory]]:
-    """The groups of a rollout (run_rollout returns `n_samples` consecutive trajectories per prompt).
-    Consecutive chunks rather than sample ids: a prompt drawn twice is two groups."""
-    if len(trajs) % n_samples:
-        raise ValueError(f"{len(trajs)} trajectories do not split into groups of rollout.n_samples={n_samples}")
-    groups = [trajs[i:i + n_samples] for i in range(0, len(trajs), n_samples)]
-    for g in groups:
-        if len({t.sample_id for t in g}) != 1:
-            raise ValueError(f"a group mixes prompts {sorted({t.sample_id for t in g})}: trajectories must come "
-                             "grouped by prompt, as run_rollout returns them")
+    """The groups of a rollout: run_rollout returns `n_samples` sessions per prompt, consecutively.
+    A group is a run of one prompt's rows holding `n_samples` sessions, not `n_samples` rows: an agent
+    session split into steps (agents/assemble.py) leaves several rows, all in its prompt's group.
+    Runs rather than sample ids: a prompt drawn twice is two groups. An agent rollout drops sessions
+    that made no call, so an agent group (rows with a session id) may hold fewer sessions; a built-in
+    group must hold exactly `n_samples`."""
+    groups: list[list[Trajectory]] = []
+    sessions: list[set[Hashable]] = []
+    for row, traj in enumerate(trajs):
+        key = _session(traj, row)
+        if groups and groups[-1][0].sample_id == traj.sample_id and (key in sessions[-1]
+                                                                    or len(sessions[-1]) < n_samples):
+            groups[-1].append(traj)
+            sessions[-1].add(key)
+        else:
+            groups.append([traj])
+            sessions.append({key})
+    start = 0
+    for g, keys in zip(groups, sessions):
+        if len(keys) < n_samples and not all(t.session_id for t in g):
+            raise ValueError(f"{len(trajs)} trajectories do not split into groups of rollout.n_samples={n_samples}: "
+                             f"prompt {g[0].sample_id!r} has {len(keys)} at row {start} (trajectories must come "
+                             "grouped by prompt, as run_rollout returns them; a group mixes prompts otherwise)")
+        start += len(g)
     return groups
 
 
 def informative(group: list[Trajectory], metric: str = "score") -> bool:
-    """Whether the group's values differ (a group of one has no baseline to compare with: kept)."""
-    values = [METRICS[metric](t) for t in group]
+    """Whether the group's sessions' values differ (a group of one has no baseline: kept). A session
+    counts once, with its last step's value, as the group estimators read it (algos/sessions.py)."""
+    last = {_session(t, row): METRICS[metric](t) for row, t in enumerate(group)}
+    values = list(last.values())
     return len(values) < 2 or max(values) != min(values)

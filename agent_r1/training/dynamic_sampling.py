@@ -8,7 +8,8 @@ do carry a gradient:
 
 1. round 0 is the iteration's own rollout (`train.prompts_per_iter` prompts, the usual seed);
 2. groups whose metric (`score`: outcome + process rewards, what the estimators read; or `outcome`)
-   is equal on every trajectory are dropped;
+   is equal on every session are dropped (a group is one prompt's `rollout.n_samples` sessions; an
+   agent session split into steps counts once, with its last step's value: algos/dynamic_sampling.py);
 3. while fewer than `train.prompts_per_iter` groups are kept and fewer than
    `algo.dynamic_sampling.max_extra_rounds` extra rounds were rolled out, another
    `train.prompts_per_iter` prompts are drawn from the same sampler (so a checkpoint's sampler
