@@ -12,7 +12,9 @@ turn-level term computed inside the same prompt group, with no critic:
 - step advantage: ``G_k - mean(step group)``, divided by the group's std (+1e-6, Bessel's correction,
   as GRPO) when ``algo.gigpo.step_normalize_std``; 0 for a group of one or one whose returns are equal;
 - every action token of turn k gets ``A_episode + step_weight * A_step(k)``; other tokens 0. With
-  ``algo.gigpo.step_weight: 0`` this is GRPO exactly.
+  ``algo.gigpo.step_weight: 0`` this is GRPO exactly, agent sessions included: an agent session split
+  into steps (agents/assemble.py) counts once in the episode part, every step getting the session's
+  advantage, as GRPO through algos/sessions.py (tests/algos/test_gigpo_sessions.py).
 
 Anchor state. GiGPO groups actions taken from the same *environment* state (in ALFWorld, the current
 text observation), not the same full context: two samples that worded a query differently almost never
@@ -58,6 +60,7 @@ import torch
 
 from agent_r1.algos.advantages import compute_grpo
 from agent_r1.algos.registry import ADV_ESTIMATORS, AdvantageInputs, AdvantageOutputs
+from agent_r1.algos.sessions import per_session
 
 __all__ = ["ANCHORS", "GiGPOConfig", "compute_step_advantages", "step_returns"]
 
@@ -149,13 +152,21 @@ def compute_step_advantages(
         token_rewards.dtype if token_rewards.is_floating_point() else torch.float32)
 
 
+def _grpo(x: AdvantageInputs) -> AdvantageOutputs:
+    return AdvantageOutputs(compute_grpo(x.scores, x.group_ids, x.action_mask, x.normalize_std))
+
+
+# the episode part compares sessions, not rows: a session split into steps would weigh once per step
+_episode = per_session(_grpo)
+
+
 @ADV_ESTIMATORS.register("gigpo", group=True)
 def _gigpo(x: AdvantageInputs) -> AdvantageOutputs:
     if x.turn_index is None or x.context_keys is None:
         raise ValueError("advantage estimator 'gigpo' needs AdvantageInputs.turn_index and .context_keys "
                          "(collate() builds both); got None")
     cfg = x.gigpo if x.gigpo is not None else GiGPOConfig()
-    episode = compute_grpo(x.scores, x.group_ids, x.action_mask, x.normalize_std)
+    episode = _episode(x).advantages
     step = compute_step_advantages(x.token_rewards, x.action_mask, x.turn_index, x.group_ids, x.context_keys,
                                    x.gamma, cfg.step_normalize_std, cfg.anchor)
     return AdvantageOutputs(episode + cfg.step_weight * step.to(episode.dtype))
