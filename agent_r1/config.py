@@ -167,6 +167,9 @@ class RayConfig:
     max_restarts: int = 3  # a dead rollout worker is restarted this many times; its shard is rolled out again
     num_cpus: int = 0  # local Ray only: logical CPUs (0 = enough for the actors, at least the machine's cores)
     temp_dir: str = ""  # local Ray only: empty = <repo>/.ray, or /tmp/agent-r1-ray-<uid> if that path is too long
+    # local Ray only: true starts it without token auth, so any process that reaches this machine's Ray
+    # ports may run code as you (its servers listen on every interface); only on a trusted, firewalled host
+    insecure: bool = False
 
 
 @dataclass

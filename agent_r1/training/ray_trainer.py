@@ -59,6 +59,7 @@ from agent_r1.training.distributed import num_learners
 from agent_r1.training.dynamic_sampling import fill_batch
 from agent_r1.training.metrics_log import JsonlMetrics, MetricsSink
 from agent_r1.training.ray_actors import close_actors, max_staleness
+from agent_r1.training.ray_auth import set_local_auth
 from agent_r1.training.ray_learners import LearnerGroup
 from agent_r1.training.trainer import fit_loop, log_finite
 from agent_r1.trajectory import Trajectory
@@ -82,8 +83,8 @@ def ray_temp_dir(rc: RayConfig) -> str:
 
 
 def init_ray(rc: RayConfig) -> bool:
-    """Connects to `ray.address`, or starts a local Ray (no dashboard, token auth off, temp files
-    in the project). Returns True if this call initialised Ray (so the caller shuts
+    """Connects to `ray.address`, or starts a local Ray (no dashboard, token auth on unless
+    `ray.insecure`, temp files and the token in the project). Returns True if this call initialised Ray (so the caller shuts
     it down), False if Ray was already up in this process."""
     import ray
 
@@ -93,16 +94,17 @@ def init_ray(rc: RayConfig) -> bool:
     if rc.address:
         ray.init(address=rc.address)
         return True
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local, single-user Ray: no token file in ~/.ray
+    temp_dir = ray_temp_dir(rc)
+    set_local_auth(temp_dir, rc.insecure)  # token auth unless ray.insecure (ray_auth.py says why)
     # Ray runs workers at niceness 15 by default; here the actors are the training job itself and
     # would otherwise lose the CPU to anything else on the machine (the in-process trainer runs at 0)
     os.environ.setdefault("RAY_worker_niceness", "0")
     needed = math.ceil(num_learners(rc) * rc.learner_cpus + rc.num_workers * rc.cpus_per_worker)
     # the learner and the workers take turns (rollout, then update), so logical CPUs may exceed cores
     num_cpus = rc.num_cpus or max(os.cpu_count() or 1, needed)
-    # no dashboard; note that Ray's own gRPC servers (GCS, raylet, workers) listen on every
-    # interface whatever the node address: run local Ray on a trusted or firewalled host
-    ray.init(num_cpus=num_cpus, include_dashboard=False, _temp_dir=ray_temp_dir(rc), configure_logging=False)
+    # no dashboard; Ray's own gRPC servers (GCS, raylet, workers) listen on every interface whatever
+    # the node address, which is why the token above is needed
+    ray.init(num_cpus=num_cpus, include_dashboard=False, _temp_dir=temp_dir, configure_logging=False)
     return True
 
 
