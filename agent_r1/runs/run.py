@@ -86,14 +86,18 @@ class Run:
         from agent_r1.runs.lifecycle import check_pinned_run_folder, open_run, resolve_init
         from agent_r1.runs.train import check_resume, resume_checkpoint, set_aside_previous_run
 
+        from agent_r1.runs.run_lock import check_run_folder_free
+
         cfg = copy.deepcopy(cfg)
         check_resume(cfg, resume)
+        if cfg.train.out_dir:
+            check_pinned_run_folder(cfg)  # before a warm start is trained, not after
+            # a live run's folder is neither resumed twice nor moved aside under it (run_lock.py)
+            check_run_folder_free(cfg.train.out_dir)
         if resume:
             # before data, index, a warm start or Ray are built: nothing to resume fails at once, naming
             # the folder (on the Ray path the same error would otherwise arrive wrapped in an actor error)
             resume_checkpoint(Path(cfg.train.out_dir))
-        if cfg.train.out_dir:
-            check_pinned_run_folder(cfg)  # before a warm start is trained, not after
         warm = resolve_init(cfg, log=log) if resolve_start else None
         folder = open_run(cfg, name)
         run = cls(cfg, resume, warm)

@@ -141,24 +141,26 @@ def run_train(cfg: ExperimentConfig, resume: bool = False, sink: Any = None,
 
 def train_run(run: Any, sink: Any = None, on_iteration: Any = None) -> dict[str, Any]:
     """`Run.train`: data, index, lineage and the card, then the iterations in-process or on Ray.
-    Keeps the folder's `run.json` card current."""
+    Keeps the folder's `run.json` card current; holds the folder's run lock throughout (run_lock.py)."""
     from agent_r1.runs.lifecycle import fail_card, start_card
+    from agent_r1.runs.run_lock import hold_run_folder
 
     out = run.folder
-    try:
-        start_card(run.cfg, run.lineage(),
-                   resumed_from=ckpt.latest_checkpoint(out / "checkpoints") if run.resume else None)
+    with hold_run_folder(out):  # refused before the card is touched: it is the live run's
+        try:
+            start_card(run.cfg, run.lineage(),
+                       resumed_from=ckpt.latest_checkpoint(out / "checkpoints") if run.resume else None)
 
-        def progress(it: int, metrics: dict[str, float]) -> None:
-            update_record(out, iterations=it)
-            if on_iteration is not None:
-                on_iteration(it, metrics)
+            def progress(it: int, metrics: dict[str, float]) -> None:
+                update_record(out, iterations=it)
+                if on_iteration is not None:
+                    on_iteration(it, metrics)
 
-        go = _run_ray if run.cfg.ray.enabled else _run_local
-        return go(run, sink=sink, on_iteration=progress)
-    except BaseException as err:
-        fail_card(out, err)
-        raise
+            go = _run_ray if run.cfg.ray.enabled else _run_local
+            return go(run, sink=sink, on_iteration=progress)
+        except BaseException as err:
+            fail_card(out, err)
+            raise
 
 
 def check_resume(cfg: ExperimentConfig, resume: bool) -> None:

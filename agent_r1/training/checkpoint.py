@@ -267,6 +267,23 @@ def checkpoint_iteration(path: str | Path) -> int:
     return check_checkpoint(path)
 
 
+def _left_by_us_or_the_dead(folder: Path) -> bool:
+    """A temp folder (`.tmp_iter_N_<pid>`, `.stale_iter_N_<pid>`) of this process, or of a process
+    that no longer runs on this machine (killed mid-save). One whose pid cannot be read is left."""
+    pid = folder.name.rsplit("_", 1)[-1]
+    if not pid.isdigit():
+        return False
+    if int(pid) == os.getpid():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
+
+
 def _prune(root: Path, keep: int, final: Path) -> None:
     """Keeps the `keep` newest checkpoints up to `final`, the one just saved (always kept).
 
@@ -275,7 +292,8 @@ def _prune(root: Path, keep: int, final: Path) -> None:
     delete the good ones, `final` included, leaving `latest` naming a deleted folder (issue 31,
     item 14). They are left alone until the run saves that iteration again, which replaces them."""
     for stale in (*root.glob(".tmp_iter_*"), *root.glob(".stale_iter_*")):
-        shutil.rmtree(stale, ignore_errors=True)
+        if _left_by_us_or_the_dead(stale):  # another live trainer's save in progress is not ours to delete
+            shutil.rmtree(stale, ignore_errors=True)
     if keep <= 0:
         return
     done = sorted(p for p in root.glob("iter_*") if (p / STATE_FILE).exists() and p.name <= final.name)
