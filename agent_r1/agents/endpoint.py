@@ -10,13 +10,16 @@ An agent written against the OpenAI API (the `openai` SDK, LangGraph, the Agents
         calls = ep.recorder.take(session)      # CallRecords: exact prompt/completion ids, log-probs
 
 What is honoured from a request and what the run decides:
-- honoured: `messages` (tool messages, assistant `tool_calls`), `tools` (`tool_choice: "none"` hides
-  them), `max_tokens` / `max_completion_tokens` (capped by the run's `max_tokens` and by
-  `max_total_tokens` - prompt length), `stop` strings;
+- honoured: `messages` (tool messages, assistant `tool_calls`), `tools` (with `tool_choice: "none"`
+  they stay in the prompt and a call comes back as text), `max_tokens` / `max_completion_tokens`
+  (capped by the run's `max_tokens` and by `max_total_tokens` - prompt length), `stop` strings,
+  `logprobs` (the sampled tokens' log-probs, no alternatives); `model` must be the served name;
 - the run's: temperature, top-p, top-k (the request's are ignored: the trainer recomputes log-probs at
   the run's temperature, so only tokens sampled at it are trainable), and the seed: a session opened
   with one (`open_session(seed=...)`) seeds its k-th call with (seed, k), whatever it is batched with;
-- refused with a 400: `n` > 1, `stream`, non-text content parts, a prompt longer than the run allows.
+- refused with a 400 naming the field: `n` > 1, `stream`, non-text content parts, a prompt longer
+  than the run allows, and every field or value listed as refused in fields.py (tool_choice required
+  or named, response_format json, legacy functions, ...) or not listed there at all.
 The session is the bearer token, so an unmodified client carries it; an unknown one is a 401.
 
 Calls that arrive together are generated as one batch (batcher.py): many agents running at once
@@ -49,7 +52,7 @@ log = logging.getLogger(__name__)
 class EndpointConfig:
     host: str = "127.0.0.1"  # loopback only: the endpoint has no authentication beyond session keys
     port: int = 0  # 0 = a free port chosen by the system
-    model_name: str = "policy"  # what GET /v1/models lists; requests may name any model
+    model_name: str = "policy"  # what GET /v1/models lists; the one model name a request may give
     temperature: float = 1.0  # the run's rollout.temperature: every call samples at it
     top_p: float = 1.0
     top_k: int = 0
@@ -176,7 +179,7 @@ class Endpoint:
         runs in a thread."""
         if not self.recorder.known(session):
             raise SessionError(session)
-        req = parse_request(body)
+        req = parse_request(body, self.config.model_name)
         prompt = self.codec.prompt_ids(req.messages, tools=req.tools)
         cfg = self.config
         room = cfg.max_total_tokens - len(prompt)
@@ -193,7 +196,7 @@ class Endpoint:
         text = self.codec.decode(text_ids)
         if out.finish_reason == "stop" and out.stop in req.stop:  # OpenAI leaves the stop string out
             text = text[: text.find(out.stop)] if out.stop in text else text
-        content, calls = parse_completion(text) if req.tools else (text, [])
+        content, calls = parse_completion(text) if req.tools and req.tool_choice != "none" else (text, [])
         finish = "length" if out.finish_reason == "length" else ("tool_calls" if calls else "stop")
         self.recorder.add(session, CallRecord(
             prompt_ids=list(prompt), completion_ids=ids, completion_logprobs=list(out.logprobs),
@@ -204,11 +207,19 @@ class Endpoint:
             message["tool_calls"] = calls
         return {
             "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
-            "model": req.model or cfg.model_name,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+            "model": cfg.model_name,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish,
+                         "logprobs": self._logprobs(text_ids, out.logprobs) if req.logprobs else None}],
             "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(ids),
                       "total_tokens": len(prompt) + len(ids)},
         }
+
+    def _logprobs(self, ids: list[int], logprobs: list[float]) -> dict[str, Any]:
+        """OpenAI's `choices[0].logprobs` for the content tokens: each one's text, log-prob (under the
+        run's sampling distribution, as recorded) and UTF-8 bytes; no alternatives (top_logprobs 0)."""
+        tokens = [self.codec.decode([i]) for i in ids]
+        return {"content": [{"token": t, "logprob": float(lp), "bytes": list(t.encode("utf-8")), "top_logprobs": []}
+                            for t, lp in zip(tokens, logprobs)], "refusal": None}
 
     def _build_app(self) -> Any:
         from fastapi import FastAPI

@@ -14,6 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_r1.agents.fields import RUN_DECIDES, refusal
 from agent_r1.envs.formats import HermesFormat, tagged_spans
 
 ROLES = ("system", "user", "assistant", "tool", "developer")
@@ -36,6 +37,8 @@ class ChatRequest:
     temperature: float | None  # what the client asked for; the run's temperature is used instead
     model: str
     ignored: list[str] = field(default_factory=list)  # fields read but overridden by the run
+    tool_choice: str = "auto"  # auto | none (none: the tools stay in the prompt, a call comes back as text)
+    logprobs: bool = False  # return the sampled tokens' log-probs (choices[0].logprobs.content)
 
 
 def _need(cond: bool, message: str, param: str) -> None:
@@ -43,9 +46,18 @@ def _need(cond: bool, message: str, param: str) -> None:
         raise RequestError(message, param)
 
 
-def parse_request(body: Any) -> ChatRequest:
+def parse_request(body: Any, served_model: str | None = None) -> ChatRequest:
+    """The request, checked; `served_model`: the one model name accepted (None: any). Every field is
+    honoured or refused (fields.py)."""
     _need(isinstance(body, dict), "the request body must be a JSON object", None)  # type: ignore[arg-type]
+    refused = refusal(body)
+    if refused is not None:
+        raise RequestError(refused[1], refused[0])
     _need(isinstance(body.get("model", ""), str), "model must be a string", "model")
+    _need(served_model is None or body.get("model") in (None, "", served_model),
+          f"model {body.get('model')!r} is not served here: this endpoint serves {served_model!r}, the policy "
+          "being trained", "model")
+    _need(isinstance(body.get("logprobs", False), (bool, type(None))), "logprobs must be true or false", "logprobs")
     n = body.get("n", 1)
     _need(n in (1, None), f"n={n!r}: this endpoint samples one choice per call (n=1); call again for more "
                           "samples, each call is recorded as its own step", "n")
@@ -61,8 +73,6 @@ def parse_request(body: Any) -> ChatRequest:
                   and isinstance(t.get("function"), dict) and isinstance(t["function"].get("name"), str),
                   'each tool must be {"type": "function", "function": {"name": ..., "parameters": ...}}',
                   f"tools[{i}]")
-        if body.get("tool_choice") == "none":  # the model is told of no tools, so it calls none
-            tools = None
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     if max_tokens is not None:
         _need(isinstance(max_tokens, int) and not isinstance(max_tokens, bool) and max_tokens >= 1,
@@ -76,10 +86,12 @@ def parse_request(body: Any) -> ChatRequest:
     temperature = body.get("temperature")
     _need(temperature is None or (isinstance(temperature, (int, float)) and temperature >= 0),
           "temperature must be a number >= 0", "temperature")
-    ignored = [k for k in ("temperature", "top_p", "seed", "presence_penalty", "frequency_penalty", "logit_bias")
-               if body.get(k) is not None]
+    ignored = [k for k in RUN_DECIDES if body.get(k) is not None]
+    # tool_choice none keeps the tools in the prompt: the policy conditions on the same rendering as on
+    # the session's other calls (no drift), and whatever it writes comes back as text
     return ChatRequest(out, tools or None, max_tokens, tuple(stop or ()), temperature,
-                       body.get("model") or "", ignored)
+                       body.get("model") or "", ignored, tool_choice=body.get("tool_choice") or "auto",
+                       logprobs=bool(body.get("logprobs")))
 
 
 def _message(m: Any, i: int) -> dict[str, Any]:

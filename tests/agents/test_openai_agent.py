@@ -49,7 +49,7 @@ def ask(client, sample):
 
 
 async def ask_async(client, sample):
-    reply = await client.chat.completions.create(model="p", messages=[{"role": "user", "content": sample["question"]}])
+    reply = await client.chat.completions.create(model="policy", messages=[{"role": "user", "content": sample["question"]}])
     return reply.choices[0].message.content
 
 
