@@ -58,7 +58,7 @@ def check_flow_parameters(params: str | None, overrides: dict[str, Any] | None) 
     for key, value in (overrides or {}).items():
         for path in _dotted_paths(str(key), value):
             for refused, why in SERVING_MACHINE_ONLY.items():
-                if path == refused or path.startswith(refused + "."):
+                if path == refused or path.startswith((refused + ".", refused + "[")):
                     raise ValueError(f"flow parameter overrides sets {refused!r}, which {why}: a flow run may not "
                                      f"set it; put it in params.yaml on the serving machine instead")
     served = os.environ.get(SERVED_PARAMS_ENV)

@@ -17,6 +17,7 @@ def _sentinel_server(sentinel) -> list[dict]:
     ({"env.mcp_servers": "SENTINEL"}, "env.mcp_servers"),
     ({"env": {"mcp_servers": "SENTINEL", "tools": ["x"]}}, "env.mcp_servers"),
     ({"env.mcp_servers.0.command": "sh"}, "env.mcp_servers"),
+    ({"env.mcp_servers[0].command": "sh"}, "env.mcp_servers"),
     ({"env.agent": "os:system"}, "env.agent"),
     ({"env": {"kind": "openai_agent", "agent": "os:system"}}, "env.agent"),
     ({"env.tool_args": {"search": {"retriever": "x"}}}, "env.tool_args"),
