@@ -173,13 +173,27 @@ def check_limits(obj: Any, section: str = "", label: str | None = None) -> None:
             for i, item in enumerate(value):
                 if dataclasses.is_dataclass(item):
                     check_limits(item, f"{section}.{f.name}".lstrip("."), f"{key}[{i}]")
-                elif isinstance(item, float) and not math.isfinite(item):
-                    raise ValueError(f"{key}[{i}] must be finite (got {item!r})")
+                else:
+                    _check_finite(item, f"{key}[{i}]")
+        elif isinstance(value, dict):  # free-form mappings (env.tool_args) reach code as arguments
+            _check_finite(value, key)
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             rng = limits.get(f.name)
             if not (rng.contains(value) if rng else math.isfinite(value)):
                 where = f"in {rng}" if rng and rng.hi != math.inf else str(rng or "finite")
                 raise ValueError(f"{key} must be {where} (got {value!r})")
+
+
+def _check_finite(value: Any, key: str) -> None:
+    """No NaN or infinity anywhere inside a list or mapping value (they have no LIMITS of their own)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{key} must be finite (got {value!r})")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_finite(v, f"{key}[{k!r}]")
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _check_finite(v, f"{key}[{i}]")
 
 
 def _coerce(value: Any, hint: Any, key: str) -> Any:

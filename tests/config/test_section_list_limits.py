@@ -70,3 +70,11 @@ def test_every_number_in_a_list_of_sections_has_a_bounded_range():
             if hints[f.name] in (int, float):
                 rng = LIMITS.get(section, {}).get(f.name)
                 assert rng is not None and math.isfinite(rng.hi), f"{section}[].{f.name} has no bounded range"
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, [1.0, math.nan], {"deep": math.inf}])
+def test_a_non_finite_number_inside_a_mapping_is_refused(value):
+    """env.tool_args reaches tool factories as keyword arguments: a NaN there is a NaN in the tool."""
+    with pytest.raises(ValueError, match=r"env\.tool_args.*calculator.*must be finite"):
+        load_config(None, {"env.tool_args": {"calculator": {"limit": value}}})
+    load_config(None, {"env.tool_args": {"calculator": {"limit": 3.5, "names": ["a"], "deep": {"x": 1}}}})
