@@ -12,6 +12,9 @@ of what the policy is now conditioned on, and one sequence cannot hold both: the
 Trajectory, a new *step* of the same session. Every step shares the session's outcome reward
 (`assign_outcome`), as SkyRL's step-wise training does; `drift` counts these splits.
 
+A call the agent threw away and asked again with the same history is dropped first (retries.py): its
+reply was not used, so it is not trained on, and `abandoned` counts it.
+
 Only a call's continuation of the *latest* step is checked: a harness that branches back to an older
 step's context starts a new step too (the tokens are still all trained, once each).
 """
@@ -22,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from agent_r1.agents.records import CallRecord
+from agent_r1.agents.retries import used_calls
 from agent_r1.trajectory import Trajectory, Turn
 
 
@@ -30,6 +34,7 @@ class AssembleStats:
     calls: int = 0
     steps: int = 0  # trajectories built
     drift: int = 0  # calls that could not continue the previous step (steps - 1 when any call was made)
+    abandoned: int = 0  # calls the agent asked again with the same prompt, reply unused: not trained (retries.py)
     length_cut: int = 0  # completions that hit their token budget
 
     def metrics(self, prefix: str = "agent/") -> dict[str, float]:
@@ -42,6 +47,7 @@ def build_trajectories(records: Sequence[CallRecord], sample_id: str, sample: di
     """Records of one session, in call order -> (steps, stats). `decode` fills the texts (logs only);
     `session_id` marks every step as the session's (a group estimator counts the session once)."""
     stats = AssembleStats(calls=len(records))
+    records, stats.abandoned = used_calls(records)
     steps: list[Trajectory] = []
     context: list[int] = []  # the latest step's prompt + every action and observation so far
     for rec in records:

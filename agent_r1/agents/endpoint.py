@@ -12,8 +12,9 @@ An agent written against the OpenAI API (the `openai` SDK, LangGraph, the Agents
 What is honoured from a request and what the run decides:
 - honoured: `messages` (tool messages, assistant `tool_calls`), `tools` (with `tool_choice: "none"`
   they stay in the prompt and a call comes back as text), `max_tokens` / `max_completion_tokens`
-  (capped by the run's `max_tokens` and by `max_total_tokens` - prompt length), `stop` strings,
-  `logprobs` (the sampled tokens' log-probs, no alternatives); `model` must be the served name;
+  (capped by the run's `max_tokens` and by `max_total_tokens` - prompt length), `stop` strings (left
+  out of the content and of the record alike), `logprobs` (the sampled tokens' log-probs, no
+  alternatives); `model` must be the served name;
 - the run's: temperature, top-p, top-k (the request's are ignored: the trainer recomputes log-probs at
   the run's temperature, so only tokens sampled at it are trainable), and the seed: a session opened
   with one (`open_session(seed=...)`) seeds its k-th call with (seed, k), whatever it is batched with;
@@ -191,15 +192,20 @@ class Endpoint:
     def _answer(self, session: str, req: ChatRequest, prompt: list[int], out: GenerationOutput) -> dict[str, Any]:
         """Records the call and writes the OpenAI response."""
         cfg = self.config
-        ids = list(out.token_ids)
+        ids, logprobs = list(out.token_ids), list(out.logprobs)
         text_ids = ids[:-1] if ids and ids[-1] in self.stop_ids else ids  # the end-of-turn token is no content
         text = self.codec.decode(text_ids)
-        if out.finish_reason == "stop" and out.stop in req.stop:  # OpenAI leaves the stop string out
-            text = text[: text.find(out.stop)] if out.stop in text else text
+        if out.finish_reason == "stop" and out.stop in req.stop and out.stop in text:
+            # OpenAI leaves the stop string out; so does the record, or the trained completion would hold
+            # tokens the agent never saw (and its next prompt, holding the reply, would not extend it)
+            keep = self._tokens_within(text_ids, text[: text.find(out.stop)])
+            ids = text_ids = text_ids[:keep]
+            logprobs = logprobs[:keep]
+            text = self.codec.decode(text_ids)
         content, calls = parse_completion(text) if req.tools and req.tool_choice != "none" else (text, [])
         finish = "length" if out.finish_reason == "length" else ("tool_calls" if calls else "stop")
         self.recorder.add(session, CallRecord(
-            prompt_ids=list(prompt), completion_ids=ids, completion_logprobs=list(out.logprobs),
+            prompt_ids=list(prompt), completion_ids=ids, completion_logprobs=logprobs,
             finish_reason=finish, messages=len(req.messages), temperature=cfg.temperature,
             info={"tool_calls": [c["function"]["name"] for c in calls], "ignored": req.ignored}))
         message: dict[str, Any] = {"role": "assistant", "content": content}
@@ -209,10 +215,19 @@ class Endpoint:
             "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
             "model": cfg.model_name,
             "choices": [{"index": 0, "message": message, "finish_reason": finish,
-                         "logprobs": self._logprobs(text_ids, out.logprobs) if req.logprobs else None}],
+                         "logprobs": self._logprobs(text_ids, logprobs) if req.logprobs else None}],
             "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(ids),
                       "total_tokens": len(prompt) + len(ids)},
         }
+
+    def _tokens_within(self, ids: list[int], content: str) -> int:
+        """How many of `ids` decode to a prefix of `content`: the tokens before a stop string. A token
+        the stop string begins inside is left out with the stop string, so what is returned is exactly
+        what is recorded (the content then ends at that token's start)."""
+        for k in range(len(ids), 0, -1):  # the stop is near the end: few decodes
+            if content.startswith(self.codec.decode(ids[:k])):
+                return k
+        return 0
 
     def _logprobs(self, ids: list[int], logprobs: list[float]) -> dict[str, Any]:
         """OpenAI's `choices[0].logprobs` for the content tokens: each one's text, log-prob (under the

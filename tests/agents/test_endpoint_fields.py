@@ -9,7 +9,8 @@ import openai
 import pytest
 
 from agent_r1.agents.endpoint import Endpoint, EndpointConfig
-from tests.agents.test_endpoint import CALL_TEXT, QUESTION, TEMPERATURE, TOOLS, ScriptedEngine, client, policy  # noqa: F401
+from tests.agents.test_endpoint import (  # noqa: F401  (policy: the module's fixture)
+    CALL_TEXT, QUESTION, TEMPERATURE, TOOLS, ScriptedEngine, client, policy)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
