@@ -32,6 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", nargs="?", const=True, default=None, metavar="RUN",
                    help="continue the run named RUN (see `agent-r1 runs`; its own config.json, --set on top) "
                         "from its latest checkpoint; bare --resume continues train.out_dir")
+    p.add_argument("--allow-config-change", action="store_true",
+                   help="with --resume: continue the run although the config changes what it trains (algorithm, "
+                        "seed, data, ...); without it such a resume is refused, naming the keys")
     p.add_argument("--no-mlflow", dest="mlflow", action="store_false",
                    help="do not log to MLflow (metrics still go to the run folder's metrics.jsonl)")
     p.set_defaults(func=cmd_train)
@@ -74,13 +77,15 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.mlflow:
         from agent_r1.runs.tracked import train_with_mlflow
 
-        result = train_with_mlflow(cfg, resume=bool(args.resume), on_iteration=progress)
+        result = train_with_mlflow(cfg, resume=bool(args.resume), on_iteration=progress,
+                                   allow_config_change=args.allow_config_change)
         print(f"MLflow run {result['mlflow_run_id']} (experiment {cfg.train.experiment!r}); {result['ui']}")
         if result["tracking"]["pending"]:
             print(f"MLflow was unreachable: {result['tracking']['pending']} record(s) buffered; "
                   "`python -m agent_r1.tracking flush` sends them")
     else:
-        result = run_train(cfg, resume=bool(args.resume), on_iteration=progress)
+        result = run_train(cfg, resume=bool(args.resume), on_iteration=progress,
+                           allow_config_change=args.allow_config_change)
     print(json.dumps(result["final"], indent=1, default=float))
     return 0
 

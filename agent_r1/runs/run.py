@@ -79,10 +79,11 @@ class Run:
     # ------------------------------------------------------------------------------------ opening
     @classmethod
     def open(cls, cfg: ExperimentConfig, resume: bool = False, name: str | None = None,
-             resolve_start: bool = True, log: Any = print) -> Run:
+             resolve_start: bool = True, log: Any = print, allow_config_change: bool = False) -> Run:
         """Settles the run: checks, starting model, folder, config.json; then freezes the config.
         `cfg` itself is left as it was. `resolve_start=False` leaves `train.init_from: sft` for a
-        later `with_start` (the flow trains the warm start in a stage of its own)."""
+        later `with_start` (the flow trains the warm start in a stage of its own). A resume whose config
+        changes what the run trains is refused unless `allow_config_change` (resume_check.py)."""
         from agent_r1.runs.lifecycle import check_pinned_run_folder, open_run, resolve_init
         from agent_r1.runs.train import check_resume, resume_checkpoint, set_aside_previous_run
 
@@ -95,6 +96,9 @@ class Run:
             # a live run's folder is neither resumed twice nor moved aside under it (run_lock.py)
             check_run_folder_free(cfg.train.out_dir)
         if resume:
+            from agent_r1.runs.resume_check import check_resume_config
+
+            check_resume_config(cfg, cfg.train.out_dir, allow_config_change)  # the run it continues, not another
             # before data, index, a warm start or Ray are built: nothing to resume fails at once, naming
             # the folder (on the Ray path the same error would otherwise arrive wrapped in an actor error)
             resume_checkpoint(Path(cfg.train.out_dir))

@@ -44,14 +44,15 @@ def stamp_result(tracker: Any, result: dict[str, Any]) -> dict[str, str]:
     return tags
 
 
-def train_with_mlflow(cfg: ExperimentConfig, resume: bool = False, on_iteration: Any = None) -> dict[str, Any]:
+def train_with_mlflow(cfg: ExperimentConfig, resume: bool = False, on_iteration: Any = None,
+                      allow_config_change: bool = False) -> dict[str, Any]:
     """`agent-r1 train` logged to MLflow (experiment `train.experiment`, run named after the run
     folder). The MLflow run id goes on the run's card; a resumed run is a new MLflow run tagged with
     the one it continues."""
     from agent_r1.runs.run import Run
     from agent_r1.tracking import RunTracker, git_tags, machine_tags
 
-    run = Run.open(cfg, resume)
+    run = Run.open(cfg, resume, allow_config_change=allow_config_change)
     cfg, folder = run.cfg, run.folder
     before = read_record(folder).get("mlflow_run_id")
     tree = cfg.to_dict()

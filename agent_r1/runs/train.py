@@ -127,14 +127,14 @@ def set_aside_previous_run(out: Path) -> Path | None:
 
 
 def run_train(cfg: ExperimentConfig, resume: bool = False, sink: Any = None,
-              on_iteration: Any = None) -> dict[str, Any]:
+              on_iteration: Any = None, allow_config_change: bool = False) -> dict[str, Any]:
     """`agent-r1 train`: `Run.open(cfg, resume).train(...)`. Trains from `train.init_from` (a folder,
     `sft` = the matching warm start, or empty = a fresh model) into the run's own folder (a new one
     unless `train.out_dir` pins it); with `resume`, continues from the latest complete checkpoint in
     `train.out_dir`. Returns the result (final metrics, folder, checkpoint and its hash)."""
     from agent_r1.runs.run import Run
 
-    run = Run.open(cfg, resume)
+    run = Run.open(cfg, resume, allow_config_change=allow_config_change)
     print(f"run folder: {run.folder}", flush=True)
     return run.train(sink=sink, on_iteration=on_iteration)
 
