@@ -116,7 +116,10 @@ def set_aside_previous_run(out: Path) -> Path | None:
         n += 1
         dest = out / "previous" / f"{stamp}_{n}"
     dest.mkdir(parents=True)
-    moved = [name for name in RUN_ARTIFACTS if (out / name).exists()]
+    from agent_r1.runs.config_file import SECRETS_FILE
+
+    # the config's secrets go with its config.json: the moved run is resumable (runs/config_file.py)
+    moved = [name for name in (*RUN_ARTIFACTS, SECRETS_FILE) if (out / name).exists()]
     for name in moved:
         os.replace(out / name, dest / name)
     ckpt.fsync_path(dest)

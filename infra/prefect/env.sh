@@ -6,9 +6,9 @@ export PREFECT_SERVER_ANALYTICS_ENABLED=false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="${PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS:-300}"
 export PREFECT_PORT="${PREFECT_PORT:-4200}"
 export PREFECT_API_URL="${PREFECT_API_URL:-http://127.0.0.1:$PREFECT_PORT/api}"
-# Whoever can create a flow run of train-agent makes this machine train (and, before flows/steps.py
-# refused code keys, ran commands): every API call needs a credential, and only the server's own
-# page may call it from a browser. The credential: PREFECT_SERVER_API_AUTH_STRING or
+# Whoever can create a flow run of train-agent makes this machine train (flows/steps.py refuses
+# parameters that name code or commands): every API call needs a credential, and only the server's
+# own page may call it from a browser. The credential: PREFECT_SERVER_API_AUTH_STRING or
 # PREFECT_API_AUTH_STRING ('user:password') when given, else one generated once into a file only
 # this user can read; it is never printed. `source infra/prefect/env.sh` gives a shell the client side.
 AUTH_FILE="${AGENT_R1_PREFECT_AUTH_FILE:-$PREFECT_HOME/api_auth}"

@@ -101,3 +101,18 @@ def test_the_warm_start_card_holds_no_secret():
     text = card_text("abc123", {"env": tree["env"], "seed": 0}, 1.5)
     _assert_clean(text, "warm_start.json")
     assert json.loads(text)["hash"] == "abc123"
+
+
+def test_a_run_moved_aside_keeps_its_secrets(tmp_path):
+    """A fresh start in a folder with history moves the old run to previous/<time>/, itself a run
+    folder that `--resume` continues: its secrets go with it."""
+    from agent_r1.runs.run import Run
+
+    cfg = load_config(None, {**_overrides(), "train.out_dir": str(tmp_path / "run"),
+                             "train.runs_dir": str(tmp_path / "runs")})
+    run = Run.open(cfg, resolve_start=False, log=lambda *a: None)
+    (run.folder / "metrics.jsonl").write_text('{"step": 1}\n')
+    Run.open(cfg, resolve_start=False, log=lambda *a: None)  # starts over: the first run is set aside
+    (previous,) = (run.folder / "previous").iterdir()
+    assert Run.load(previous).cfg.env.mcp_servers[0].env["SRV_TOKEN"] == SECRETS["env"]
+    assert Run.load(run.folder).cfg.env.mcp_servers[0].env["SRV_TOKEN"] == SECRETS["env"]
