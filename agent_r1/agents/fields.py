@@ -11,12 +11,13 @@ than training on a behaviour it did not ask for.
 - the run's (read, then overridden, and listed in the record's `info["ignored"]`): temperature, top_p,
   seed, presence_penalty, frequency_penalty, logit_bias: the trainer scores tokens at the run's
   sampling distribution, so a call sampled at another one would not be trainable;
-- bookkeeping that changes nothing sampled: user, metadata, store, service_tier, stream_options;
+- bookkeeping that changes nothing sampled: user, metadata, store, service_tier, stream_options,
+  prompt_cache_key, safety_identifier;
 - accepted only at the value that changes nothing: response_format text, parallel_tool_calls true,
   modalities ["text"];
 - refused: tool_choice required or a named function (sampling is not constrained: the policy's
   own choice is what is trained), legacy functions / function_call (send tools / tool_choice),
-  audio, prediction, web_search_options, reasoning_effort.
+  audio, prediction, web_search_options, reasoning_effort, verbosity.
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ def _refused(why: str) -> Check:
 FIELDS: dict[str, Check] = {
     **{k: _any for k in ("model", "messages", "tools", "max_tokens", "max_completion_tokens", "stop", "n",
                          "stream", "logprobs", *RUN_DECIDES)},  # parse_request checks their values
-    **{k: _any for k in ("user", "metadata", "store", "service_tier", "stream_options")},
+    **{k: _any for k in ("user", "metadata", "store", "service_tier", "stream_options", "prompt_cache_key",
+                         "safety_identifier")},
     "tool_choice": _tool_choice,
     "top_logprobs": _top_logprobs,
     "response_format": _response_format,
@@ -85,6 +87,7 @@ FIELDS: dict[str, Check] = {
     "prediction": _refused("predicted outputs are not supported"),
     "web_search_options": _refused("web search is not supported: give the agent a search tool"),
     "reasoning_effort": _refused("reasoning_effort is not supported: the policy's sampling is the run's"),
+    "verbosity": _refused("verbosity is not supported: the policy's sampling is the run's"),
 }
 
 
