@@ -41,6 +41,7 @@ from typing import Any
 from agent_r1.agents.batcher import Batcher
 from agent_r1.agents.protocol import ChatRequest, RequestError, error_body, parse_completion, parse_request
 from agent_r1.agents.records import CallRecord, Recorder, SessionError
+from agent_r1.agents.token_bytes import token_bytes, token_text
 from agent_r1.rollout.chat import ChatCodec
 from agent_r1.rollout.engine import GenerationEngine, GenerationOutput, SamplingParams
 from agent_r1.rollout.loop import _eos_ids
@@ -231,10 +232,12 @@ class Endpoint:
 
     def _logprobs(self, ids: list[int], logprobs: list[float]) -> dict[str, Any]:
         """OpenAI's `choices[0].logprobs` for the content tokens: each one's text, log-prob (under the
-        run's sampling distribution, as recorded) and UTF-8 bytes; no alternatives (top_logprobs 0)."""
-        tokens = [self.codec.decode([i]) for i in ids]
-        return {"content": [{"token": t, "logprob": float(lp), "bytes": list(t.encode("utf-8")), "top_logprobs": []}
-                            for t, lp in zip(tokens, logprobs)], "refusal": None}
+        run's sampling distribution, as recorded) and own bytes (token_bytes.py); no alternatives."""
+        tok = self.codec.tokenizer
+        special = set(getattr(tok, "all_special_ids", ())) | set(getattr(tok, "added_tokens_decoder", {}))
+        raw = [token_bytes(tok, i, i in special) for i in ids]
+        return {"content": [{"token": token_text(b), "logprob": float(lp), "bytes": list(b), "top_logprobs": []}
+                            for b, lp in zip(raw, logprobs)], "refusal": None}
 
     def _build_app(self) -> Any:
         from fastapi import FastAPI

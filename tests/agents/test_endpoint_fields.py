@@ -85,3 +85,15 @@ def test_an_unknown_model_is_refused_and_the_served_one_named(policy):
         ok = c.chat.completions.create(model="policy", messages=QUESTION, response_format={"type": "text"},
                                        parallel_tool_calls=True, user="u1", metadata={"k": "v"})
     assert ok.model == "policy" and ok.choices[0].message.content == "x"
+
+
+def test_logprob_bytes_are_each_tokens_own_bytes_even_inside_a_character(policy):
+    _, tokenizer = policy
+    text = "Telumas ☕ é"  # characters a small byte-level vocabulary splits across tokens
+    _, ep = _serve(tokenizer, [text])
+    with ep:
+        resp = client(ep, ep.open_session()).chat.completions.create(model="policy", messages=QUESTION,
+                                                                     logprobs=True)
+    content = resp.choices[0].logprobs.content
+    assert b"".join(bytes(c.bytes) for c in content) == text.encode("utf-8")
+    assert resp.choices[0].message.content == text
