@@ -39,7 +39,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_r1.agents.batcher import Batcher
-from agent_r1.agents.protocol import ChatRequest, RequestError, error_body, parse_completion, parse_request
+from agent_r1.agents.protocol import (ChatRequest, RequestError, error_body, parse_completion, parse_request,
+                                     renders_tool_calls)
 from agent_r1.agents.records import CallRecord, Recorder, SessionError
 from agent_r1.agents.token_bytes import token_bytes, token_text
 from agent_r1.rollout.chat import ChatCodec
@@ -89,6 +90,8 @@ class Endpoint:
         self.codec = ChatCodec(tokenizer)
         self.recorder = recorder or Recorder()
         self.stop_ids = tuple(dict.fromkeys(_eos_ids(engine, self.codec)))
+        self.renders_tool_calls = renders_tool_calls(tokenizer)  # said once when a history needs it
+        self._said_tool_calls = False
         self.batcher: Batcher | None = None
         self._server: Any = None
         self._thread: threading.Thread | None = None
@@ -182,6 +185,12 @@ class Endpoint:
         if not self.recorder.known(session):
             raise SessionError(session)
         req = parse_request(body, self.config.model_name)
+        if not self.renders_tool_calls and not self._said_tool_calls and any(m.get("tool_calls") for m in req.messages):
+            self._said_tool_calls = True
+            log.warning("the policy's chat template drops an assistant message's tool_calls: the calls the policy "
+                        "wrote are missing from the re-rendered history, so every tool round trip starts a new "
+                        "step (agent/drift); use a template that renders them (model.chat_template: qwen2.5-brief "
+                        "or qwen2.5 for a local model)")
         prompt = self.codec.prompt_ids(req.messages, tools=req.tools)
         cfg = self.config
         room = cfg.max_total_tokens - len(prompt)

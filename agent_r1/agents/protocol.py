@@ -171,3 +171,17 @@ def parse_completion(text: str) -> tuple[str | None, list[dict[str, Any]]]:
 def error_body(message: str, kind: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
     """OpenAI's error shape; the `openai` client puts `message` in the exception it raises."""
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+_PROBE_TOOL = "agent_r1_probe_tool"
+
+
+def renders_tool_calls(tokenizer: Any) -> bool:
+    """Whether the chat template writes an assistant message's tool_calls (ChatML as written for local
+    models writes the text only). A template that cannot render the probe at all is not judged here."""
+    probe = [{"role": "user", "content": "u"}, {"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": _PROBE_TOOL, "arguments": {}}}]}]
+    try:
+        return _PROBE_TOOL in tokenizer.apply_chat_template(probe, tokenize=False)
+    except Exception:  # noqa: BLE001  (its own rendering errors surface on the first call)
+        return True

@@ -5,6 +5,9 @@ an unknown model, unknown fields) are refused instead of being dropped without a
 
 from __future__ import annotations
 
+import copy
+import logging
+
 import openai
 import pytest
 
@@ -97,3 +100,21 @@ def test_logprob_bytes_are_each_tokens_own_bytes_even_inside_a_character(policy)
     content = resp.choices[0].logprobs.content
     assert b"".join(bytes(c.bytes) for c in content) == text.encode("utf-8")
     assert resp.choices[0].message.content == text
+
+
+def test_a_template_that_drops_tool_calls_is_named_when_a_history_holds_one(policy, caplog):
+    from agent_r1.models.chat_template import CHATML_TEMPLATE
+
+    _, tokenizer = policy
+    chatml = copy.deepcopy(tokenizer)
+    chatml.chat_template = CHATML_TEMPLATE  # renders an assistant turn's text only
+    history = QUESTION + [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "search", "arguments": '{"query": "Karivo"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "Karivo was born in Telumas."}]
+    for tok, warned in ((chatml, True), (tokenizer, False)):
+        caplog.clear()
+        _, ep = _serve(tok, ["x"])
+        with ep, caplog.at_level(logging.WARNING, logger="agent_r1.agents.endpoint"):
+            client(ep, ep.open_session()).chat.completions.create(model="policy", messages=history, tools=TOOLS)
+        assert ("drops an assistant message's tool_calls" in caplog.text) is warned, caplog.text
