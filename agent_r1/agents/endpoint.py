@@ -240,8 +240,9 @@ class Endpoint:
         return 0
 
     def _logprobs(self, ids: list[int], logprobs: list[float]) -> dict[str, Any]:
-        """OpenAI's `choices[0].logprobs` for the content tokens: each one's text, log-prob (under the
-        run's sampling distribution, as recorded) and own bytes (token_bytes.py); no alternatives."""
+        """OpenAI's `choices[0].logprobs` for the reply's tokens as sampled (a tool call's text included,
+        the end-of-turn token left out): each one's text, log-prob (under the run's sampling
+        distribution, as recorded) and own bytes (token_bytes.py); no alternatives."""
         tok = self.codec.tokenizer
         special = set(getattr(tok, "all_special_ids", ())) | set(getattr(tok, "added_tokens_decoder", {}))
         raw = [token_bytes(tok, i, i in special) for i in ids]
