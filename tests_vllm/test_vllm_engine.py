@@ -44,8 +44,14 @@ def engine(policy):
     from agent_r1.rollout.vllm_engine import VLLMEngine, VLLMOptions
 
     model, tokenizer = policy
-    eng = VLLMEngine.from_model(model, tokenizer, dtype="float32", options=VLLMOptions(kv_cache_gib=1),
-                                max_model_len=1024)
+    # the engine core and its worker in this process (vLLM's uni executor): the CPU build otherwise
+    # starts both as processes of their own, each importing vLLM and torch (about 20 of a start's 40 s).
+    # What runs is the same model runner and weight-sync path; the topology a run uses (engine core
+    # and worker processes, inside a Ray actor) is the Ray test's, at the end of this module.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        eng = VLLMEngine.from_model(model, tokenizer, dtype="float32", options=VLLMOptions(kv_cache_gib=1),
+                                    max_model_len=1024)
     yield eng
     eng.close()
 
