@@ -14,11 +14,12 @@ What is honoured from a request and what the run decides:
   they stay in the prompt and a call comes back as text), `max_tokens` / `max_completion_tokens`
   (capped by the run's `max_tokens` and by `max_total_tokens` - prompt length), `stop` strings (left
   out of the content and of the record alike), `logprobs` (the sampled tokens' log-probs, no
-  alternatives); `model` must be the served name;
+  alternatives), `stream` (the finished call sent as Server-Sent Events: streaming.py); `model` must
+  be the served name;
 - the run's: temperature, top-p, top-k (the request's are ignored: the trainer recomputes log-probs at
   the run's temperature, so only tokens sampled at it are trainable), and the seed: a session opened
   with one (`open_session(seed=...)`) seeds its k-th call with (seed, k), whatever it is batched with;
-- refused with a 400 naming the field: `n` > 1, `stream`, non-text content parts, a prompt longer
+- refused with a 400 naming the field: `n` > 1, non-text content parts, a prompt longer
   than the run allows, and every field or value listed as refused in fields.py (tool_choice required
   or named, response_format json, legacy functions, ...) or not listed there at all.
 The session is the bearer token, so an unmodified client carries it; an unknown one is a 401.
@@ -42,6 +43,7 @@ from agent_r1.agents.batcher import Batcher
 from agent_r1.agents.protocol import (ChatRequest, RequestError, error_body, parse_completion, parse_request,
                                      renders_tool_calls)
 from agent_r1.agents.records import CallRecord, Recorder, SessionError
+from agent_r1.agents.streaming import chat_chunks, sse_lines
 from agent_r1.agents.token_bytes import token_bytes, token_text
 from agent_r1.rollout.chat import ChatCodec
 from agent_r1.rollout.engine import GenerationEngine, GenerationOutput, SamplingParams
@@ -251,7 +253,7 @@ class Endpoint:
 
     def _build_app(self) -> Any:
         from fastapi import FastAPI
-        from fastapi.responses import JSONResponse
+        from fastapi.responses import JSONResponse, StreamingResponse
         from starlette.concurrency import run_in_threadpool
 
         app = FastAPI(title="agent-r1 policy endpoint", docs_url=None, redoc_url=None, openapi_url=None)
@@ -274,7 +276,9 @@ class Endpoint:
             return JSONResponse({"object": "list", "data": [{"id": self.config.model_name, "object": "model",
                                                              "created": 0, "owned_by": "agent-r1"}]})
 
-        async def chat(request: Any) -> Any:
+        async def answer(request: Any, write: Any) -> Any:
+            """Authenticates, reads the body and runs one call; `write(session, body)` is the API's own
+            part (an async function returning the HTTP response), errors answered in OpenAI's shape."""
             session = session_of(request)
             if not session or not self.recorder.known(session):
                 return unauthorized(session)
@@ -284,12 +288,7 @@ class Endpoint:
                 return JSONResponse(error_body("the request body is not valid JSON", "invalid_request_error"),
                                     status_code=400)
             try:
-                # generation blocks: it runs in a worker thread, so the server keeps answering
-                req, prompt, budget, seed = await run_in_threadpool(self._prepare, session, body)
-                # awaited, not waited for in a thread: a hundred agents waiting on one batch hold no
-                # threads (the server's thread pool would otherwise cap the batch at its size)
-                out = await asyncio.wrap_future(self._batcher().submit(prompt, budget, req.stop, seed))
-                return JSONResponse(self._answer(session, req, prompt, out))
+                return await write(session, body)
             except RequestError as exc:
                 return JSONResponse(error_body(str(exc), "invalid_request_error", exc.param), status_code=400)
             except SessionError:  # closed while generating
@@ -298,6 +297,24 @@ class Endpoint:
                 log.exception("chat completion failed")
                 return JSONResponse(error_body(f"generation failed: {type(exc).__name__}: {exc}", "server_error"),
                                     status_code=500)
+
+        async def completion(session: str, body: Any) -> tuple[ChatRequest, dict[str, Any]]:
+            # rendering runs in a worker thread, so the server keeps answering
+            req, prompt, budget, seed = await run_in_threadpool(self._prepare, session, body)
+            # awaited, not waited for in a thread: a hundred agents waiting on one batch hold no
+            # threads (the server's thread pool would otherwise cap the batch at its size)
+            out = await asyncio.wrap_future(self._batcher().submit(prompt, budget, req.stop, seed))
+            return req, self._answer(session, req, prompt, out)
+
+        async def write_chat(session: str, body: Any) -> Any:
+            req, done = await completion(session, body)
+            if req.stream:  # generated whole, then sent as the chunks a streamed call reads (streaming.py)
+                return StreamingResponse(sse_lines(chat_chunks(done, req.include_usage)),
+                                         media_type="text/event-stream")
+            return JSONResponse(done)
+
+        async def chat(request: Any) -> Any:
+            return await answer(request, write_chat)
 
         app.add_route("/v1/models", models, methods=["GET"])
         app.add_route("/v1/chat/completions", chat, methods=["POST"])

@@ -7,12 +7,13 @@ refused too: an agent that relies on something the endpoint does not know hears 
 than training on a behaviour it did not ask for.
 
 - read by `parse_request` (protocol.py): model, messages, tools, tool_choice (auto | none), max_tokens,
-  max_completion_tokens, stop, n (1), stream (false), logprobs, top_logprobs (0);
+  max_completion_tokens, stop, n (1), stream (Server-Sent Events: streaming.py), stream_options
+  (include_usage; include_obfuscation is accepted and writes no padding), logprobs, top_logprobs (0);
 - the run's (read, then overridden, and listed in the record's `info["ignored"]`): temperature, top_p,
   seed, presence_penalty, frequency_penalty, logit_bias: the trainer scores tokens at the run's
   sampling distribution, so a call sampled at another one would not be trainable;
-- bookkeeping that changes nothing sampled: user, metadata, store, service_tier, stream_options,
-  prompt_cache_key, safety_identifier;
+- bookkeeping that changes nothing sampled: user, metadata, store, service_tier, prompt_cache_key,
+  safety_identifier;
 - accepted only at the value that changes nothing: response_format text, parallel_tool_calls true,
   modalities ["text"];
 - refused: tool_choice required or a named function (sampling is not constrained: the policy's
@@ -72,9 +73,8 @@ def _refused(why: str) -> Check:
 
 FIELDS: dict[str, Check] = {
     **{k: _any for k in ("model", "messages", "tools", "max_tokens", "max_completion_tokens", "stop", "n",
-                         "stream", "logprobs", *RUN_DECIDES)},  # parse_request checks their values
-    **{k: _any for k in ("user", "metadata", "store", "service_tier", "stream_options", "prompt_cache_key",
-                         "safety_identifier")},
+                         "stream", "stream_options", "logprobs", *RUN_DECIDES)},  # parse_request checks them
+    **{k: _any for k in ("user", "metadata", "store", "service_tier", "prompt_cache_key", "safety_identifier")},
     "tool_choice": _tool_choice,
     "top_logprobs": _top_logprobs,
     "response_format": _response_format,

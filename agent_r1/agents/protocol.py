@@ -39,6 +39,8 @@ class ChatRequest:
     ignored: list[str] = field(default_factory=list)  # fields read but overridden by the run
     tool_choice: str = "auto"  # auto | none (none: the tools stay in the prompt, a call comes back as text)
     logprobs: bool = False  # return the sampled tokens' log-probs (choices[0].logprobs.content)
+    stream: bool = False  # answer as Server-Sent Events (streaming.py), generated whole first
+    include_usage: bool = False  # stream_options.include_usage: a last chunk with the usage
 
 
 def _need(cond: bool, message: str, param: str) -> None:
@@ -61,7 +63,11 @@ def parse_request(body: Any, served_model: str | None = None) -> ChatRequest:
     n = body.get("n", 1)
     _need(n in (1, None), f"n={n!r}: this endpoint samples one choice per call (n=1); call again for more "
                           "samples, each call is recorded as its own step", "n")
-    _need(not body.get("stream"), "stream=true is not supported yet; call without streaming", "stream")
+    _need(isinstance(body.get("stream", False), (bool, type(None))), "stream must be true or false", "stream")
+    options = body.get("stream_options") or {}
+    _need(isinstance(options, dict) and set(options) <= {"include_usage", "include_obfuscation"}
+          and all(isinstance(v, (bool, type(None))) for v in options.values()),
+          "stream_options may hold include_usage and include_obfuscation (true or false) only", "stream_options")
     messages = body.get("messages")
     _need(isinstance(messages, list) and len(messages) > 0, "messages must be a non-empty list", "messages")
     out = [_message(m, i) for i, m in enumerate(messages)]
@@ -91,7 +97,8 @@ def parse_request(body: Any, served_model: str | None = None) -> ChatRequest:
     # the session's other calls (no drift), and whatever it writes comes back as text
     return ChatRequest(out, tools or None, max_tokens, tuple(stop or ()), temperature,
                        body.get("model") or "", ignored, tool_choice=body.get("tool_choice") or "auto",
-                       logprobs=bool(body.get("logprobs")))
+                       logprobs=bool(body.get("logprobs")), stream=bool(body.get("stream")),
+                       include_usage=bool(options.get("include_usage")))
 
 
 def _message(m: Any, i: int) -> dict[str, Any]:
