@@ -49,6 +49,13 @@ def set_local_auth(temp_dir: str, insecure: bool) -> None:
     _reload_ray_config()
 
 
+def follow_environment() -> None:
+    """Before joining a cluster: this process's auth mode as RAY_AUTH_MODE says now. A local Ray
+    started earlier in the process left it in token mode, and the driver would then demand a token
+    from the workers of a cluster that runs without auth (its actors die calling back)."""
+    _reload_ray_config()
+
+
 def _reload_ray_config() -> None:
     """This process's Ray reads the auth mode once into its cached config; an earlier Ray of the same
     process (tests, a notebook) would keep the old mode. Re-read it, as Ray's own token setup does."""

@@ -59,7 +59,7 @@ from agent_r1.training.distributed import num_learners
 from agent_r1.training.dynamic_sampling import fill_batch
 from agent_r1.training.metrics_log import JsonlMetrics, MetricsSink
 from agent_r1.training.ray_actors import close_actors, max_staleness
-from agent_r1.training.ray_auth import set_local_auth
+from agent_r1.training.ray_auth import follow_environment, set_local_auth
 from agent_r1.training.ray_learners import LearnerGroup
 from agent_r1.training.trainer import fit_loop, log_finite
 from agent_r1.trajectory import Trajectory
@@ -92,6 +92,7 @@ def init_ray(rc: RayConfig) -> bool:
         return False
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no network calls home
     if rc.address:
+        follow_environment()  # the cluster's auth, as the environment says (ray_auth.py)
         ray.init(address=rc.address)
         return True
     temp_dir = ray_temp_dir(rc)

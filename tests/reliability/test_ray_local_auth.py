@@ -97,3 +97,22 @@ def test_a_process_without_the_token_cannot_join_the_local_ray(short_temp, monke
             assert proc.returncode != 0 and "JOINED" not in proc.stdout, (mode, proc.stdout[-500:])
     finally:
         ray.shutdown()
+
+
+def test_joining_a_cluster_follows_the_environment_after_a_local_token_ray(monkeypatch, short_temp):
+    """A local Ray switched this process to token mode; a later join of a cluster without auth (as
+    RAY_AUTH_MODE=disabled says) must not keep demanding the token of that cluster's workers."""
+    import ray
+    from ray._raylet import AuthenticationMode, get_authentication_mode
+
+    from agent_r1.training.ray_trainer import init_ray
+
+    modes = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **kw: modes.append(get_authentication_mode()))
+    for key in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.delenv(key, raising=False)
+    init_ray(RayConfig(temp_dir=short_temp))
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    init_ray(RayConfig(address="127.0.0.1:1"))
+    assert modes == [AuthenticationMode.TOKEN, AuthenticationMode.DISABLED]
