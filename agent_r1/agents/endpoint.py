@@ -22,6 +22,8 @@ What is honoured from a request and what the run decides:
 - refused with a 400 naming the field: `n` > 1, non-text content parts, a prompt longer
   than the run allows, and every field or value listed as refused in fields.py (tool_choice required
   or named, response_format json, legacy functions, ...) or not listed there at all.
+`POST /v1/responses` takes the Responses API subset the OpenAI Agents SDK sends (responses_api.py,
+responses_fields.py) and runs it as the chat call of the same conversation: the same record.
 The session is the bearer token, so an unmodified client carries it; an unknown one is a 401.
 
 Calls that arrive together are generated as one batch (batcher.py): many agents running at once
@@ -43,6 +45,7 @@ from agent_r1.agents.batcher import Batcher
 from agent_r1.agents.protocol import (ChatRequest, RequestError, error_body, parse_completion, parse_request,
                                      renders_tool_calls)
 from agent_r1.agents.records import CallRecord, Recorder, SessionError
+from agent_r1.agents.responses_api import to_chat_body, to_response
 from agent_r1.agents.streaming import chat_chunks, sse_lines
 from agent_r1.agents.token_bytes import token_bytes, token_text
 from agent_r1.rollout.chat import ChatCodec
@@ -313,9 +316,22 @@ class Endpoint:
                                          media_type="text/event-stream")
             return JSONResponse(done)
 
+        async def write_response(session: str, body: Any) -> Any:
+            chat_body = to_chat_body(body)  # the same call on the chat path: rendered and recorded as one
+            try:
+                _, done = await completion(session, chat_body)
+            except RequestError as exc:  # what the chat path names `messages` is the Responses `input`
+                raise RequestError(str(exc), "input" if (exc.param or "").startswith("messages") else exc.param)
+            cfg = self.config
+            return JSONResponse(to_response(done, body, cfg.temperature, cfg.top_p))
+
         async def chat(request: Any) -> Any:
             return await answer(request, write_chat)
 
+        async def responses(request: Any) -> Any:
+            return await answer(request, write_response)
+
         app.add_route("/v1/models", models, methods=["GET"])
         app.add_route("/v1/chat/completions", chat, methods=["POST"])
+        app.add_route("/v1/responses", responses, methods=["POST"])
         return app

@@ -91,14 +91,19 @@ FIELDS: dict[str, Check] = {
 }
 
 
-def refusal(body: dict[str, Any]) -> tuple[str, str] | None:
-    """(field, why) of the first field the endpoint cannot honour, or None."""
+def first_refusal(body: dict[str, Any], registry: dict[str, Check], route: str, source: str) -> tuple[str, str] | None:
+    """(field, why) of the first field of `body` that `registry` cannot honour, or None."""
     for key, value in body.items():
-        check = FIELDS.get(key)
+        check = registry.get(key)
         if check is None:
-            return key, (f"unsupported field {key!r}: this endpoint reads {sorted(FIELDS)} "
-                         "(agent_r1/agents/fields.py says what it does with each)")
+            return key, (f"unsupported field {key!r}: {route} reads {sorted(registry)} "
+                         f"({source} says what it does with each)")
         why = check(value)
         if why is not None:
             return key, why
     return None
+
+
+def refusal(body: dict[str, Any]) -> tuple[str, str] | None:
+    """(field, why) of the first chat-completions field the endpoint cannot honour, or None."""
+    return first_refusal(body, FIELDS, "this endpoint", "agent_r1/agents/fields.py")
