@@ -111,7 +111,8 @@ def _function_call(item: dict[str, Any], where: str, out: list[dict[str, Any]]) 
 
 def _function_call_output(item: dict[str, Any], where: str, out: list[dict[str, Any]]) -> None:
     _need(isinstance(item.get("call_id"), str), f"{where}.call_id must be a string", f"{where}.call_id")
-    out.append({"role": "tool", "tool_call_id": item["call_id"], "content": _text(item.get("output"), f"{where}.output")})
+    out.append({"role": "tool", "tool_call_id": item["call_id"],
+                "content": _text(item.get("output"), f"{where}.output")})
 
 
 ITEMS = {"message": _message, "function_call": _function_call, "function_call_output": _function_call_output}
@@ -138,23 +139,25 @@ def to_response(completion: dict[str, Any], body: dict[str, Any], temperature: f
     message, cut = choice["message"], choice["finish_reason"] == "length"
     output: list[dict[str, Any]] = []
     if message.get("content") is not None or not message.get("tool_calls"):
-        output.append({"type": "message", "id": f"msg_{uuid.uuid4().hex}", "status": "incomplete" if cut else "completed",
-                       "role": "assistant", "content": [{"type": "output_text", "text": message.get("content") or "",
-                                                         "annotations": [], "logprobs": []}]})
+        text = {"type": "output_text", "text": message.get("content") or "", "annotations": [], "logprobs": []}
+        output.append({"type": "message", "id": f"msg_{uuid.uuid4().hex}", "role": "assistant",
+                       "status": "incomplete" if cut else "completed", "content": [text]})
     for call in message.get("tool_calls") or []:
         output.append({"type": "function_call", "id": f"fc_{uuid.uuid4().hex}", "status": "completed",
                        "call_id": call["id"], "name": call["function"]["name"],
                        "arguments": call["function"]["arguments"]})
     usage = completion["usage"]
     return {
-        "id": f"resp_{uuid.uuid4().hex}", "object": "response", "created_at": completion.get("created", int(time.time())),
+        "id": f"resp_{uuid.uuid4().hex}", "object": "response",
+        "created_at": completion.get("created", int(time.time())),
         "status": "incomplete" if cut else "completed", "error": None,
         "incomplete_details": {"reason": "max_output_tokens"} if cut else None,
         "instructions": body.get("instructions"), "max_output_tokens": body.get("max_output_tokens"),
         "model": completion["model"], "output": output, "parallel_tool_calls": True,
         "previous_response_id": None, "reasoning": None, "store": False,
         "temperature": temperature, "top_p": top_p, "text": {"format": {"type": "text"}},
-        "tool_choice": body.get("tool_choice") or "auto", "tools": body.get("tools") or [], "truncation": "disabled",
+        "tool_choice": body.get("tool_choice") or "auto", "tools": body.get("tools") or [],
+        "truncation": "disabled",
         "usage": {"input_tokens": usage["prompt_tokens"], "input_tokens_details": {"cached_tokens": 0},
                   "output_tokens": usage["completion_tokens"], "output_tokens_details": {"reasoning_tokens": 0},
                   "total_tokens": usage["total_tokens"]},

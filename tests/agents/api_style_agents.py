@@ -94,6 +94,6 @@ def streaming_agent(client, sample: dict) -> str:
         if not calls:
             checked = True
             messages.append({"role": "user", "content": CHECK})
-        messages += [{"role": "tool", "tool_call_id": c["id"], "content": _run_search(c["function"]["arguments"], sample)}
-                     for c in calls]
+        messages += [{"role": "tool", "tool_call_id": c["id"],
+                      "content": _run_search(c["function"]["arguments"], sample)} for c in calls]
     return content or ""
