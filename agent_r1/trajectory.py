@@ -19,6 +19,20 @@ from typing import Any
 import torch
 
 
+class ObservationIds(list):
+    """An observation's token ids that know how many of their leading tokens close the action's turn
+    (`close`): after an action that ended without sampling the end-of-turn token (a stop string, the
+    token budget) the template's own close (`<|im_end|>`) opens the observation; after one that sampled
+    it, it does not. Those tokens are context like the rest (trained on as observation, mask 0); only
+    GiGPO's step anchor (`collate`'s context_keys) leaves them out, so an equal tool result is one
+    anchor however the action ended. The count rides on the ids because the rollout loop stores the
+    codec's ids on the turn as they come (and pickling to and from Ray workers keeps it)."""
+
+    def __init__(self, ids: Any = (), close: int = 0):
+        super().__init__(ids)
+        self.close = close
+
+
 @dataclass
 class Turn:
     """One agent step: the sampled action and what the environment answered."""
@@ -35,6 +49,15 @@ class Turn:
     observation_truncated: bool = False
     masked: bool = False  # sampled but never trained on (a truncated action: rollout.mask_truncated_turns)
     info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def observation_close(self) -> int:
+        """How many leading observation tokens close this turn's action (ObservationIds); 0 for plain ids."""
+        return getattr(self.observation_ids, "close", 0)
+
+    @observation_close.setter
+    def observation_close(self, count: int) -> None:
+        self.observation_ids = ObservationIds(self.observation_ids, close=count)
 
 
 @dataclass
@@ -160,7 +183,8 @@ def collate(trajectories: list[Trajectory], pad_token_id: int) -> dict[str, Any]
     Padding is 0 in every mask. For turn-level estimators (algos/step_advantages.py): turn_index
     (long `[batch, seq]`: k on every token of turn k, its action and its observation, masked turns
     included; -1 on prompt and padding) and context_keys (per row, one digest per turn of the newest
-    context the turn acts on: the prompt's ids for turn 0, turn k-1's observation ids for turn k).
+    context the turn acts on: the prompt's ids for turn 0, turn k-1's observation ids for turn k, less
+    the leading tokens that close turn k-1's action: ObservationIds).
     """
     if not trajectories:
         raise ValueError("collate() got no trajectories")
@@ -187,7 +211,7 @@ def collate(trajectories: list[Trajectory], pad_token_id: int) -> dict[str, Any]
         for k, turn in enumerate(traj.turns):
             end = pos + len(turn.action_ids) + len(turn.observation_ids)
             turn_index[i, pos:end], pos = k, end
-            keys.append(_digest(turn.observation_ids))
+            keys.append(_digest(turn.observation_ids[turn.observation_close:]))  # what the env answered
         context_keys.append(keys[:len(traj.turns)])
     return {
         "input_ids": input_ids,

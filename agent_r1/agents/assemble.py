@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from agent_r1.agents.records import CallRecord
 from agent_r1.agents.retries import used_calls
-from agent_r1.trajectory import Trajectory, Turn
+from agent_r1.trajectory import ObservationIds, Trajectory, Turn
 
 
 @dataclass
@@ -42,10 +42,12 @@ class AssembleStats:
 
 
 def build_trajectories(records: Sequence[CallRecord], sample_id: str, sample: dict | None = None,
-                       decode: Callable[[list[int]], str] | None = None, session_id: str = ""
-                       ) -> tuple[list[Trajectory], AssembleStats]:
+                       decode: Callable[[list[int]], str] | None = None, session_id: str = "",
+                       turn_close_ids: Sequence[int] = ()) -> tuple[list[Trajectory], AssembleStats]:
     """Records of one session, in call order -> (steps, stats). `decode` fills the texts (logs only);
-    `session_id` marks every step as the session's (a group estimator counts the session once)."""
+    `session_id` marks every step as the session's (a group estimator counts the session once);
+    `turn_close_ids`: the end-of-turn ids (the endpoint's stop ids), so an observation that opens with
+    the template's close of an action that did not sample it counts it (trajectory.ObservationIds)."""
     stats = AssembleStats(calls=len(records))
     records, stats.abandoned = used_calls(records)
     steps: list[Trajectory] = []
@@ -57,7 +59,12 @@ def build_trajectories(records: Sequence[CallRecord], sample_id: str, sample: di
         continues = bool(steps) and len(rec.prompt_ids) >= len(context) and rec.prompt_ids[:len(context)] == context
         if continues:
             last = steps[-1].turns[-1]
-            last.observation_ids = list(rec.prompt_ids[len(context):])
+            obs = rec.prompt_ids[len(context):]
+            # a completion cut by a stop string or its budget holds no end-of-turn token: the re-rendered
+            # history closes the turn first; GiGPO's anchor leaves that token out (collate)
+            closed = bool(last.action_ids) and last.action_ids[-1] in turn_close_ids
+            closes = bool(obs) and obs[0] in turn_close_ids and not closed
+            last.observation_ids = ObservationIds(obs, close=int(closes))
             if decode is not None:
                 last.observation_text = decode(last.observation_ids)
         else:

@@ -163,7 +163,8 @@ class AgentRollout:
                 empty_errors += bool(error)
                 continue
             steps, stats = build_trajectories(calls, str(sample["id"]), sample, decode=codec.decode,
-                                              session_id=f"{sample['id']}/{j}")  # never the session's key
+                                              session_id=f"{sample['id']}/{j}",  # never the session's key
+                                              turn_close_ids=ep.stop_ids)
             assign_outcome(steps, 0.0 if error else value, answer)
             counts = {**vars(stats), "sessions": 1, "errors": int(bool(error))}
             steps[0].metrics.update({f"agent/count/{k}": float(v) for k, v in counts.items()})

@@ -17,6 +17,7 @@ import re
 from typing import Any
 
 from agent_r1.envs.formats import Observation
+from agent_r1.trajectory import ObservationIds
 
 log = logging.getLogger(__name__)
 
@@ -137,12 +138,17 @@ class ChatCodec:
                 ids = ids[:share]
             content += ids
         if inline:
-            return content, truncated
+            return ObservationIds(content), truncated
         before = self.glue_before
         eos_text = self.tokenizer.convert_ids_to_tokens(self.eos_token_id)
-        if action_ids and action_ids[-1] == self.eos_token_id and before.startswith(eos_text):
-            before = before[len(eos_text):]
-        return self.encode(before) + content + self.encode(self.glue_after), truncated
+        closes = before.startswith(eos_text)
+        if action_ids and action_ids[-1] == self.eos_token_id and closes:
+            before, closes = before[len(eos_text):], False
+        ids = self.encode(before) + content + self.encode(self.glue_after)
+        # the action did not sample the end-of-turn token, so the template's close opens the observation:
+        # counted, so GiGPO's anchor sees the same tool result either way (trajectory.ObservationIds)
+        close = self.encode(eos_text) if closes else []
+        return ObservationIds(ids, close=len(close) if ids[:len(close)] == close else 0), truncated
 
 
 def _fair_shares(lengths: list[int], budget: int) -> list[int]:
