@@ -23,7 +23,8 @@ What is honoured from a request and what the run decides:
   than the run allows, and every field or value listed as refused in fields.py (tool_choice required
   or named, response_format json, legacy functions, ...) or not listed there at all.
 `POST /v1/responses` takes the Responses API subset the OpenAI Agents SDK sends (responses_api.py,
-responses_fields.py) and runs it as the chat call of the same conversation: the same record.
+responses_fields.py; streamed: responses_stream.py) and runs it as the chat call of the same
+conversation: the same record.
 The session is the bearer token, so an unmodified client carries it; an unknown one is a 401.
 
 Calls that arrive together are generated as one batch (batcher.py): many agents running at once
@@ -46,6 +47,7 @@ from agent_r1.agents.protocol import (ChatRequest, RequestError, error_body, par
                                      renders_tool_calls)
 from agent_r1.agents.records import CallRecord, Recorder, SessionError
 from agent_r1.agents.responses_api import to_chat_body, to_response
+from agent_r1.agents.responses_stream import response_events, sse_events
 from agent_r1.agents.streaming import chat_chunks, sse_lines
 from agent_r1.agents.token_bytes import token_bytes, token_text
 from agent_r1.rollout.chat import ChatCodec
@@ -322,8 +324,10 @@ class Endpoint:
                 _, done = await completion(session, chat_body)
             except RequestError as exc:  # what the chat path names `messages` is the Responses `input`
                 raise RequestError(str(exc), "input" if (exc.param or "").startswith("messages") else exc.param)
-            cfg = self.config
-            return JSONResponse(to_response(done, body, cfg.temperature, cfg.top_p))
+            final = to_response(done, body, self.config.temperature, self.config.top_p)
+            if body.get("stream"):  # generated whole, then sent as the Responses events (responses_stream.py)
+                return StreamingResponse(sse_events(response_events(final)), media_type="text/event-stream")
+            return JSONResponse(final)
 
         async def chat(request: Any) -> Any:
             return await answer(request, write_chat)

@@ -43,6 +43,7 @@ def to_chat_body(body: Any) -> dict[str, Any]:
     refused = refusal(body)
     if refused is not None:
         raise RequestError(refused[1], refused[0])
+    _need(isinstance(body.get("stream", False), (bool, type(None))), "stream must be true or false", "stream")
     instructions = body.get("instructions")
     _need(instructions is None or isinstance(instructions, str), "instructions must be a string", "instructions")
     messages = [{"role": "system", "content": instructions}] if instructions else []

@@ -7,12 +7,13 @@ is refused too. The subset is what the OpenAI Agents SDK sends by default (`Open
 - mapped onto the chat path (responses_api.py): model, input, instructions, tools (function tools;
   `strict` accepted, not enforced: sampling is not constrained, a call whose arguments do not parse
   comes back as text), tool_choice (auto | none), parallel_tool_calls (true), max_output_tokens;
+  stream (the finished response sent as its event stream: responses_stream.py), stream_options
+  (include_obfuscation, accepted; no padding is written);
 - the run's (read, overridden, listed in the record's `info["ignored"]`): temperature, top_p;
 - bookkeeping that changes nothing sampled: user, metadata, store, service_tier, prompt_cache_key,
   prompt_cache_retention, safety_identifier;
 - accepted only at the value that changes nothing: include [] (the SDK sends an empty list),
-  truncation "disabled", text {"format": {"type": "text"}}, reasoning null, background false,
-  stream false;
+  truncation "disabled", text {"format": {"type": "text"}}, reasoning null, background false;
 - refused: previous_response_id and conversation (nothing is stored: send the whole input, as the
   Agents SDK does by default), prompt (stored prompts), top_logprobs, max_tool_calls, and every other
   value of the fields above.
@@ -61,13 +62,19 @@ def _false(name: str, why: str) -> Check:
     return lambda value: None if value in (None, False) else f"{name}={value!r} is not supported: {why}"
 
 
+def _stream_options(value: Any) -> str | None:
+    if value is None or (isinstance(value, dict) and set(value) <= {"include_obfuscation"}):
+        return None
+    return f"stream_options={value!r}: /v1/responses reads include_obfuscation only (and writes no padding)"
+
+
 def _top_logprobs(value: Any) -> str | None:
     return None if value in (None, 0) else (f"top_logprobs={value!r} is not supported on /v1/responses; "
                                            "use chat completions with logprobs=true")
 
 
 FIELDS: dict[str, Check] = {
-    **{k: _any for k in ("model", "input", "instructions", "tools", "max_output_tokens", *RUN_DECIDES)},
+    **{k: _any for k in ("model", "input", "instructions", "tools", "max_output_tokens", "stream", *RUN_DECIDES)},
     **{k: _any for k in ("user", "metadata", "store", "service_tier", "prompt_cache_key",
                          "prompt_cache_retention", "safety_identifier")},
     "tool_choice": _tool_choice,
@@ -77,8 +84,7 @@ FIELDS: dict[str, Check] = {
     "text": _text,
     "reasoning": _reasoning,
     "background": _false("background", "the call is answered when it is done"),
-    "stream": _false("stream", "the Responses API's event stream is not implemented; call without streaming "
-                               "(chat completions do stream)"),
+    "stream_options": _stream_options,
     "top_logprobs": _top_logprobs,
     "previous_response_id": _refused("previous_response_id is not supported: the endpoint stores no responses; "
                                      "send the whole conversation as input"),

@@ -2,7 +2,8 @@
 
 - `responses_agent`: the OpenAI Agents SDK's loop (async, `responses.create` with instructions, input
   items and strict function tools; the reply's output items go back as input, dumped as the SDK dumps
-  them, followed by each call's `function_call_output`);
+  them, followed by each call's `function_call_output`); `responses_streaming_agent` the same loop
+  reading each response from its event stream, as `Runner.run_streamed` does;
 - `streaming_agent`: a chat agent that streams every call (`stream=True`, usage included) and adds the
   deltas up itself, tool calls by index.
 
@@ -39,15 +40,27 @@ def _run_search(arguments: str, sample: dict) -> str:
     return search(query, _documents(sample))
 
 
-async def responses_agent(client, sample: dict) -> str:
+async def _response(client, items: list, stream: bool):
+    """One Responses call; streamed, the final response is the one the last event carries (as the
+    Agents SDK's `Runner.run_streamed` takes it)."""
+    kw = {"model": "policy", "instructions": INSTRUCTIONS, "input": items, "tools": RESPONSES_TOOLS, "include": []}
+    if not stream:
+        return await client.responses.create(**kw)
+    final = None
+    async for event in await client.responses.create(stream=True, **kw):
+        if event.type in ("response.completed", "response.incomplete"):
+            final = event.response
+    return final
+
+
+async def responses_agent(client, sample: dict, stream: bool = False) -> str:
     items: list = [{"role": "user", "content": sample["question"]}]
     checked, answer = False, ""
     for _ in range(MAX_CALLS):
-        resp = await client.responses.create(model="policy", instructions=INSTRUCTIONS, input=items,
-                                             tools=RESPONSES_TOOLS, include=[])
-        if resp.object != "response" or resp.usage is None:
+        resp = await _response(client, items, stream)
+        if resp is None or resp.object != "response" or resp.usage is None:
             raise RuntimeError(f"not a response: {resp!r:.200}")
-        CALLS["responses"] += 1
+        CALLS["responses_streamed" if stream else "responses"] += 1
         items += [o.model_dump(exclude_unset=True) for o in resp.output]
         calls = [o for o in resp.output if o.type == "function_call"]
         answer = resp.output_text
@@ -59,6 +72,10 @@ async def responses_agent(client, sample: dict) -> str:
         items += [{"type": "function_call_output", "call_id": c.call_id, "output": _run_search(c.arguments, sample)}
                   for c in calls]
     return answer
+
+
+async def responses_streaming_agent(client, sample: dict) -> str:
+    return await responses_agent(client, sample, stream=True)
 
 
 def _streamed(client, messages: list) -> tuple[str | None, list[dict]]:

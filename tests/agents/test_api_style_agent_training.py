@@ -46,7 +46,8 @@ def _check_masks(step) -> None:
         assert turn.observation_ids
 
 
-@pytest.mark.parametrize("agent, kind", [("responses_agent", "responses"), ("streaming_agent", "streamed")])
+@pytest.mark.parametrize("agent, kind", [("responses_agent", "responses"), ("streaming_agent", "streamed"),
+                                         ("responses_streaming_agent", "responses_streamed")])
 def test_grpo_trains_an_agent_of_each_api_style_through_the_endpoint(tiny_model, tmp_path, agent, kind):
     torch.manual_seed(0)
     model, tok = copy.deepcopy(tiny_model[0]), copy.deepcopy(tiny_model[1])
@@ -88,8 +89,9 @@ def test_grpo_trains_an_agent_of_each_api_style_through_the_endpoint(tiny_model,
     assert second["rollout/logprob_diff_max"] <= 1e-4, second["rollout/logprob_diff_max"]
 
 
-@pytest.mark.parametrize("agent", [api_style_agents.responses_agent, api_style_agents.streaming_agent],
-                         ids=["responses", "streamed"])
+@pytest.mark.parametrize("agent", [api_style_agents.responses_agent, api_style_agents.streaming_agent,
+                                   api_style_agents.responses_streaming_agent],
+                         ids=["responses", "streamed", "responses_streamed"])
 def test_each_api_style_agents_session_is_one_trajectory_with_its_observations_masked(tiny_model, agent):
     tok = copy.deepcopy(tiny_model[1])
     tok.chat_template = QWEN25_TEMPLATE

@@ -101,7 +101,8 @@ def test_a_string_input_calls_only_and_a_cut_reply(policy):
 
 
 @pytest.mark.parametrize("field, value, param", [
-    ("stream", True, "stream"),
+    ("stream", "yes", "stream"),
+    ("stream_options", {"include_usage": True}, "stream_options"),
     ("previous_response_id", "resp_abc", "previous_response_id"),
     ("include", ["reasoning.encrypted_content"], "include"),
     ("tool_choice", "required", "tool_choice"),

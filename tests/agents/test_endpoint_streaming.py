@@ -55,7 +55,8 @@ def test_streamed_tool_calls_come_as_indexed_deltas_the_stream_helper_assembles(
     heads = [tc for tc in calls if tc.id]  # each call opens with its id and name, arguments follow
     assert [(h.index, h.function.name) for h in heads] == [(0, "search"), (1, "search")]
     args = ["".join(tc.function.arguments or "" for tc in calls if tc.index == i) for i in (0, 1)]
-    assert [json.loads(a) for a in args] == [json.loads(t.function.arguments) for t in plain.choices[0].message.tool_calls]
+    plain_calls = plain.choices[0].message.tool_calls
+    assert [json.loads(a) for a in args] == [json.loads(t.function.arguments) for t in plain_calls]
     assert [json.loads(a)["query"] for a in args] == ["Karivo", "Telumas"]
     assert chunks[-1].choices[0].finish_reason == "tool_calls" == plain.choices[0].finish_reason
     assert r_stream.completion_ids == r_plain.completion_ids and r_stream.info == r_plain.info
