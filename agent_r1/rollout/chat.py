@@ -17,13 +17,15 @@ import re
 from typing import Any
 
 from agent_r1.envs.formats import Observation
+from agent_r1.rollout.tool_slots import PATTERN as TOOL_SLOT
+from agent_r1.rollout.tool_slots import ToolSlots
 from agent_r1.trajectory import ObservationIds
 
 log = logging.getLogger(__name__)
 
 _ACTION = "\x00ACTION\x00"
 _OBS = "\x00OBSERVATION\x00"
-_DATA = re.compile("\x00DATA(\\d+)\x00")
+_DATA = re.compile("\x00DATA(\\d+)\x00|" + TOOL_SLOT)  # a message's content | tool text (tool_slots.py)
 _PROBE = " \n <probe> \n "  # a content a verbatim template leaves exactly as it is
 
 
@@ -93,24 +95,43 @@ class ChatCodec:
         return self.encode_parts(parts)
 
     def _render_with_slots(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None):
-        """The rendered prompt as (text, is_data) parts, each string content a data part; None when the
-        template does not insert contents verbatim (checked by rendering them for real)."""
+        """The rendered prompt as (text, is_data) parts, each string content, tool description and
+        tool-call argument a data part; None when the template does not insert contents verbatim
+        (checked by rendering them for real)."""
+        slots = ToolSlots()
+        parts = self._slotted_parts(messages, slots.messages(messages), slots.tools(tools), slots)
+        if slots and "".join(t for t, _ in parts) != self.tokenizer.apply_chat_template(
+                messages, tools=tools or None, tokenize=False, add_generation_prompt=True):
+            log.warning("chat template writes tool text other than as JSON or verbatim; tool descriptions and "
+                        "arguments are encoded as the template's own text")
+            parts = self._slotted_parts(messages, messages, tools, ToolSlots())
+        if messages and messages[-1].get("content") == _PROBE:  # the one-time verbatim check
+            real = self.tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False,
+                                                      add_generation_prompt=True)
+            return parts if "".join(t for t, _ in parts) == real else None
+        return parts
+
+    def _slotted_parts(self, messages: list[dict[str, Any]], rendered: list[dict[str, Any]],
+                       tools: list[dict[str, Any]] | None, slots: ToolSlots) -> list[tuple[str, bool]]:
+        """`rendered` (messages, their tool text slotted) through the template with each content slotted
+        too, cut at the slots into (text, is_data) parts holding `messages`' contents and the slots' text."""
         # an empty content stays empty: templates test it (Qwen2.5 writes "\n" + content only when there
         # is one, as for an assistant turn holding only tool calls), and a slot would read as non-empty
         slotted = [dict(m, content=f"\x00DATA{i}\x00") if isinstance(m.get("content"), str) and m["content"] else m
-                   for i, m in enumerate(messages)]
+                   for i, m in enumerate(rendered)]
         text = self.tokenizer.apply_chat_template(slotted, tools=tools or None, tokenize=False,
                                                   add_generation_prompt=True)
         parts: list[tuple[str, bool]] = []
         pos = 0
         for m in _DATA.finditer(text):
-            parts += [(text[pos:m.start()], False), (messages[int(m.group(1))]["content"], True)]
+            if m.group(1) is not None:
+                data = messages[int(m.group(1))]["content"]
+            else:
+                quoted = text[m.start() - 1:m.start()] == '"' == text[m.end():m.end() + 1]
+                data = slots.text(int(m.group(2)), quoted)
+            parts += [(text[pos:m.start()], False), (data, True)]
             pos = m.end()
         parts.append((text[pos:], False))
-        if messages and messages[-1].get("content") == _PROBE:  # the one-time verbatim check
-            real = self.tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False,
-                                                      add_generation_prompt=True)
-            return parts if "".join(t for t, _ in parts) == real else None
         return parts
 
     def observation_ids(
