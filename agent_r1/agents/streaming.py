@@ -28,11 +28,12 @@ def chat_chunks(completion: dict[str, Any], include_usage: bool = False) -> list
         return {**head, "object": "chat.completion.chunk", **usage_field,
                 "choices": [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}]}
 
-    # content null when the reply is calls only, as OpenAI sends it: an accumulator then reads None back
-    out = [chunk({"role": "assistant", "content": None if message.get("content") is None else ""})]
-    if message.get("content") or choice.get("logprobs"):
-        # the log-probs cover the whole reply as sampled (a call's text too): they ride with the content
-        out.append(chunk({"content": message.get("content") or ""}, logprobs=choice.get("logprobs")))
+    # content null when the reply is calls only, as OpenAI sends it: an accumulator then reads None back.
+    # The log-probs cover the whole reply as sampled (a call's text too): they ride with the content, or
+    # with the first chunk when there is none (an empty content chunk would turn None into "")
+    content, logprobs = message.get("content"), choice.get("logprobs")
+    first = {"role": "assistant", "content": None if content is None else ""}
+    out = [chunk(first), chunk({"content": content}, logprobs=logprobs)] if content else [chunk(first, logprobs=logprobs)]
     for i, call in enumerate(message.get("tool_calls") or []):
         fn = call["function"]
         out.append(chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function",

@@ -95,3 +95,12 @@ def test_the_wire_is_server_sent_events_ending_in_done_and_errors_stay_json(poli
     assert all(e.startswith("data: ") for e in events) and events[-1] == "data: [DONE]"
     assert [json.loads(e[6:])["object"] for e in events[:-1]] == ["chat.completion.chunk"] * (len(events) - 1)
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "stream_options"
+
+
+def test_a_streamed_reply_of_calls_only_keeps_content_none_with_its_logprobs(policy):
+    _, tokenizer = policy
+    plain, chunks, _ = _plain_and_streamed(tokenizer, CALL_TEXT, tools=TOOLS, logprobs=True)
+    assert plain.choices[0].message.content is None
+    assert all(c.choices[0].delta.content is None for c in chunks)  # no empty content delta to add up
+    streamed_lp = [t.logprob for c in chunks if c.choices[0].logprobs for t in c.choices[0].logprobs.content]
+    assert streamed_lp == [t.logprob for t in plain.choices[0].logprobs.content] and streamed_lp
