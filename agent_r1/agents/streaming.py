@@ -33,7 +33,10 @@ def chat_chunks(completion: dict[str, Any], include_usage: bool = False) -> list
     # with the first chunk when there is none (an empty content chunk would turn None into "")
     content, logprobs = message.get("content"), choice.get("logprobs")
     first = {"role": "assistant", "content": None if content is None else ""}
-    out = [chunk(first), chunk({"content": content}, logprobs=logprobs)] if content else [chunk(first, logprobs=logprobs)]
+    if content:
+        out = [chunk(first), chunk({"content": content}, logprobs=logprobs)]
+    else:
+        out = [chunk(first, logprobs=logprobs)]
     for i, call in enumerate(message.get("tool_calls") or []):
         fn = call["function"]
         out.append(chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
