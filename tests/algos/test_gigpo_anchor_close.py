@@ -22,6 +22,8 @@ from agent_r1.rollout.loop import run_rollout
 from agent_r1.sampling import RolloutConfig
 from agent_r1.trajectory import Trajectory, Turn, collate
 from tests.agents import api_style_agents
+from tests.rollout_helpers import RecordingEngine
+from tests.rollout_helpers import make_env_factory as rollout_env_factory
 
 CALL = '<tool_call>\n{"name": "search", "arguments": {"query": "Karivo"}}\n</tool_call>'
 RESULT = "Karivo was born in Telumas."
@@ -118,3 +120,20 @@ def test_agent_rollout_anchors_the_follow_up_alike_after_a_cut_or_an_eos_ended_c
     assert sorted(t.turns[0].truncated for t in trajs) == [False, True]
     keys = collate(trajs, 0)["context_keys"]
     assert keys[0][1] == keys[1][1]  # the same follow-up question: one anchor
+
+
+def test_the_built_in_rollout_keeps_the_codecs_count_on_its_turns(tiny_model):
+    """The loop stores the codec's ids on each turn as they come: the close count reaches collate."""
+    model, tok = tiny_model
+    codec = ChatCodec(tok)
+    trajs = run_rollout(RecordingEngine(model, tok), codec, rollout_env_factory("hermes", None, None),
+                        [{"id": "q1", "question": "Where was Karivo born?", "answers": ["Telumas"]}],
+                        RolloutConfig(max_turns=3, max_tokens_per_turn=12, max_observation_tokens=20,
+                                      max_total_tokens=400, n_samples=4), RewardConfig(), seed=0)
+    shown = [t for traj in trajs for t in traj.turns if t.observation_ids]
+    assert shown  # a random model's calls fail: error observations continue the episodes
+    for turn in shown:
+        ended = turn.action_ids[-1] == codec.eos_token_id
+        assert turn.observation_close == (0 if ended else 1)
+        assert (turn.observation_ids[0] == codec.eos_token_id) == (not ended)
+    assert any(t.observation_close for t in shown)
