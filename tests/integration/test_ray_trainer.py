@@ -159,7 +159,10 @@ def test_local_ray_stays_inside_the_project(ray_session, tmp_path, monkeypatch):
 
     session = Path(ray_session._private.worker._global_node.get_session_dir_path())
     assert session.parent == Path(ray_temp_dir(RayConfig()))  # <project>/.ray (or the short /tmp fallback)
-    assert os.environ.get("RAY_AUTH_MODE") == "disabled"
+    # token auth on, the token private and inside the project's Ray folder (agent_r1/training/ray_auth.py)
+    assert os.environ.get("RAY_AUTH_MODE") == "token"
+    token = Path(os.environ["RAY_AUTH_TOKEN_PATH"])
+    assert token.parent == session.parent and token.stat().st_mode & 0o077 == 0
     monkeypatch.chdir(tmp_path)
     temp = ray_temp_dir(RayConfig())
     assert temp == str(tmp_path / ".ray") or (len(str(tmp_path / ".ray")) > 40 and temp.startswith("/tmp/agent-r1-ray-"))
