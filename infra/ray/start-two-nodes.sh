@@ -3,7 +3,8 @@
 # and node loss without a second machine; tests/integration/test_ray_cluster.py starts the same two processes.
 #
 #   infra/ray/start-two-nodes.sh             # head (3 CPUs) + node2 (1 CPU), pids in $TEMP_DIR/*.pid
-#   RAY_AUTH_MODE=disabled agent-r1 train --params params.yaml --set ray.enabled=true \
+#   RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=/tmp/agent-r1-2n-$(id -u)/auth_token \
+#     agent-r1 train --params params.yaml --set ray.enabled=true \
 #       --set ray.address=127.0.0.1:6380 --set ray.num_workers=2
 #   infra/ray/start-two-nodes.sh kill-node2  # the second node dies (SIGKILL): its worker restarts on the head
 #   infra/ray/start-two-nodes.sh stop        # stops these two nodes only (never `ray stop`: that stops every Ray here)
@@ -11,13 +12,16 @@
 # Each node runs `ray start --block` in a session of its own, so one process group is one node.
 # The head has room for the learner and both workers (3 CPUs), so the run survives losing node2.
 # Ray advertises the machine's routable IP even with --node-ip-address=127.0.0.1, and its gRPC
-# servers listen on every interface: token auth is off here, so use a trusted or firewalled host.
+# servers listen on every interface: token auth is on (infra/ray/auth.sh; RAY_AUTH_MODE=disabled turns
+# it off, for a trusted or firewalled host only).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RAY="${RAY:-.venv/bin/ray}"
 PORT="${RAY_PORT:-6380}"
 TEMP_DIR="${RAY_TEMP_DIR:-/tmp/agent-r1-2n-$(id -u)}"  # socket paths must stay short
-export RAY_AUTH_MODE="${RAY_AUTH_MODE:-disabled}" RAY_USAGE_STATS_ENABLED=0 RAY_worker_niceness=0
+export RAY_USAGE_STATS_ENABLED=0 RAY_worker_niceness=0
+. infra/ray/auth.sh
+ray_auth "$TEMP_DIR"
 # a silent node is declared dead after ~3 s instead of ~15 s
 export RAY_health_check_period_ms=1000 RAY_health_check_timeout_ms=1000 RAY_health_check_failure_threshold=3
 
