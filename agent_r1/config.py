@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from agent_r1.algos.dynamic_sampling import DynamicSamplingConfig
 from agent_r1.algos.rollout_correction import RolloutCorrectionConfig
 from agent_r1.algos.step_advantages import GiGPOConfig
+from agent_r1.envs.factory import apply_kind_defaults, check_kind_keys
 from agent_r1.envs.tool_env import EnvConfig
 from agent_r1.models.build import ModelConfig
 from agent_r1.retrieval.search import DENSE_INDEXES, RRF_MODES, SearchConfig
@@ -207,6 +208,7 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
     for dotted, value in (overrides or {}).items():
         _set_path(tree, dotted, value)
     move_renamed_keys(tree)
+    apply_kind_defaults(tree)  # e.g. openai_agent: a template that renders tool calls, unless one is named
     config = build_section(ExperimentConfig, tree, "")
     validate(config)
     return config
@@ -291,6 +293,7 @@ def validate(c: ExperimentConfig) -> None:
         from agent_r1.agents.agent_ref import check_agent_ref
 
         check_agent_ref(c.env.agent)
+    check_kind_keys(c.env)  # keys the env kind never reads are refused, not ignored
     if ADV_ESTIMATORS.traits(c.algo.adv_estimator).group and c.rollout.n_samples < 2:
         raise ValueError(f"algo.adv_estimator={c.algo.adv_estimator!r} compares samples of one prompt: "
                          f"set rollout.n_samples >= 2 (got {c.rollout.n_samples})")

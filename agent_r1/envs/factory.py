@@ -17,13 +17,83 @@ and chosen with `env.kind: my_env` in params.yaml. What the rollout asks of an e
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from agent_r1.registry import NoTraits, Registry
+from agent_r1.envs.agent_kind import REFUSED, agent_defaults, agent_warm_start
+from agent_r1.registry import Registry
 
 EnvBuilder = Callable[[Any, Any], Callable[[dict[str, Any]], Any]]  # (run config, retriever) -> make_env(sample)
-ENVS: Registry[EnvBuilder, NoTraits] = Registry(
-    "environment", key="env.kind", where="agent_r1.envs.factory.ENVS", plugins="agent_r1.envs")
+Rows = Callable[[], list[dict[str, Any]]]  # the training rows, read only when a kind asks for them
+
+
+@dataclass(frozen=True)
+class EnvTraits:
+    """What an env kind asks of the config, the rows and the warm start (read by config.py, samples.py
+    and runs/warm_start.py instead of naming kinds)."""
+    # the kind's env offers env.tools, so a row's own tools may only narrow them; False: the kind's agent
+    # brings its own tools and a row may name any
+    serves_tools: bool = True
+    # (env key, why): keys the kind never reads; set away from their default, the config is refused
+    refuses: tuple[tuple[str, str], ...] = ()
+    # {dotted key: value} the kind sets where params.yaml leaves the key out, from the raw config tree
+    defaults: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    # the config whose SFT makes this kind's warm start, from the run's and its rows; None: the run's
+    warm_start: Callable[[Any, Rows], Any] | None = None
+
+
+ENVS: Registry[EnvBuilder, EnvTraits] = Registry(
+    "environment", key="env.kind", where="agent_r1.envs.factory.ENVS", plugins="agent_r1.envs", traits=EnvTraits)
+
+# env keys only the openai_agent kind reads: every warm start is keyed with them at their defaults, so the
+# warm start of a run does not depend on which agent (or how many at once) its RL part trains
+AGENT_ONLY_KEYS = ("agent", "agent_concurrency", "agent_timeout_s")
+
+
+def kind_traits(kind: Any) -> EnvTraits:
+    """The traits of env kind `kind`; the defaults for a name no kind has (validation reports it)."""
+    try:
+        return ENVS.traits(kind)
+    except (KeyError, ValueError, TypeError):
+        return EnvTraits()
+
+
+def apply_kind_defaults(tree: dict[str, Any]) -> None:
+    """Sets, in a raw config tree, the defaults its env kind asks for where the tree leaves them out."""
+    env = tree.get("env")
+    traits = kind_traits(env.get("kind", "tool") if isinstance(env, dict) else "tool")
+    for dotted, value in (traits.defaults(tree) if traits.defaults else {}).items():
+        section, key = dotted.split(".")
+        if isinstance(tree.setdefault(section, {}), dict):
+            tree[section].setdefault(key, value)
+
+
+def check_kind_keys(env: Any) -> None:
+    """Refuses env keys the run's kind never reads, set away from their defaults, naming the key."""
+    default = type(env)()
+    for key, why in kind_traits(env.kind).refuses:
+        if getattr(env, key) != getattr(default, key):
+            raise ValueError(f"env.{key} is set, but env.kind={env.kind} {why}")
+
+
+def warm_start_config(cfg: Any, rows: Rows) -> Any:
+    """The config whose SFT makes `cfg`'s warm start (and whose settings key it): the kind's own mapping
+    (openai_agent: the built-in env's, agent_kind.py), with the agent-only keys at their defaults."""
+    hook = kind_traits(cfg.env.kind).warm_start
+    view = hook(cfg, rows) if hook else cfg
+    default = type(view.env)()
+    env = replace(view.env, **{k: getattr(default, k) for k in AGENT_ONLY_KEYS})
+    return replace(view, env=env)
+
+
+def warm_start_changes(cfg: Any, view: Any) -> list[str]:
+    """`section.key: run -> warm start` for the env and SFT settings the warm start's config changes."""
+    out = []
+    for section in ("env", "sft"):
+        mine, theirs = getattr(cfg, section), getattr(view, section)
+        out += [f"{section}.{f.name}: {getattr(mine, f.name)!r} -> {getattr(theirs, f.name)!r}" for f in fields(mine)
+                if f.name not in AGENT_ONLY_KEYS and getattr(mine, f.name) != getattr(theirs, f.name)]
+    return out
 
 
 def make_env_factory(cfg: Any, retriever: Any) -> Callable[[dict[str, Any]], Any]:
@@ -86,7 +156,8 @@ def tool_envs(cfg: Any, retriever: Any) -> Callable[[dict[str, Any]], Any]:
     return make_env
 
 
-@ENVS.register("openai_agent")
+@ENVS.register("openai_agent", serves_tools=False, refuses=REFUSED, defaults=agent_defaults,
+               warm_start=agent_warm_start)
 def openai_agent_envs(cfg: Any, retriever: Any) -> Any:
     """A user's agent function (`env.agent: package.module:function`), trained through the OpenAI-compatible
     endpoint (agents/rollout.py): the returned `make_env` carries its own `run_rollout`, which the rollout

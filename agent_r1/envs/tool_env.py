@@ -104,7 +104,10 @@ def check_sample_env(overrides: Any, env: EnvConfig | None = None, reward: Rewar
     check_limits(new_reward, "reward", label=f"{where}.reward")
     if env is None:
         return new_env, new_reward
-    missing = [t for t in new_env.tools if t not in env.tools]
+    from agent_r1.envs.factory import kind_traits
+
+    # a kind whose agent brings its own tools (openai_agent) offers none of env.tools: a row names the agent's
+    missing = [t for t in new_env.tools if t not in env.tools] if kind_traits(env.kind).serves_tools else []
     if missing:
         raise ValueError(f"{where}.tools asks for {missing}, which the run does not provide (env.tools = "
                          f"{env.tools}); add them, e.g. --set env.tools=[{','.join(env.tools + missing)}]")

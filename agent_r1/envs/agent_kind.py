@@ -1,0 +1,50 @@
+"""What `env.kind: openai_agent` asks of the config, the rows and the SFT warm start.
+
+The agent function brings its own tools: it sends their schemas in its requests and runs the calls
+itself, so the run's `env.tools` and MCP servers are never offered to it, and a row may name tools
+the run does not list. The warm start cannot come from the agent (it has no scripted demos): it is
+the built-in env's warm start for the same task, written as the endpoint samples a turn (chat-template
+turns, hermes `<tool_call>` blocks), over the tools the rows name. A built-in run with the same
+settings (env.format hermes, sft.demo_style chat) therefore makes the same warm start, and finds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+# A locally built model's template when params.yaml names none: it renders an assistant turn's
+# tool_calls, so an agent's re-sent history is the text the policy sampled (chatml drops them: every
+# tool round trip would drift into a new step)
+TOOL_CALL_TEMPLATE = "qwen2.5-brief"
+
+# why each env key this kind never reads is refused when set (nothing is ignored without a word)
+REFUSED = (("mcp_servers", "never calls them: its agent sends its own tools in its requests and runs their "
+                           "calls itself; connect to the MCP servers from the agent (e.g. with the mcp "
+                           "package's client) and remove env.mcp_servers"),)
+
+
+def agent_defaults(tree: dict[str, Any]) -> dict[str, Any]:
+    """{dotted key: value} this kind sets where params.yaml and the overrides leave the key out."""
+    model = tree.get("model")
+    model = model if isinstance(model, dict) else {}
+    if model.get("name_or_path") or "chat_template" in model:  # a model folder brings its own template
+        return {}
+    return {"model.chat_template": TOOL_CALL_TEMPLATE}
+
+
+def demo_tools(rows: list[dict[str, Any]], run_tools: list[str]) -> list[str]:
+    """The tools the warm start's demos call: those the rows name (in the order first named) when
+    every row names its own, else env.tools with the rows' others after them."""
+    named = [(r.get("env") or {}).get("tools") for r in rows]
+    own = list(dict.fromkeys(t for tools in named if tools for t in tools))
+    if named and all(named):
+        return own
+    return list(dict.fromkeys([*run_tools, *own]))
+
+
+def agent_warm_start(cfg: Any, rows: Callable[[], list[dict[str, Any]]]) -> Any:
+    """The built-in env's config whose SFT makes this kind's warm start (see the module's docstring)."""
+    env = replace(cfg.env, kind="tool", format="hermes", tools=demo_tools(rows(), list(cfg.env.tools)))
+    return replace(cfg, env=env, sft=replace(cfg.sft, demo_style="chat"))
