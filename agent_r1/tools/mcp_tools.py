@@ -19,13 +19,16 @@ How the runner's guarantees carry over (runner.py):
 - errors: an `isError` result, a tool that raised on the server (the SDK returns it as `isError`)
   and a protocol error all become failed results whose text the model reads.
 - crash: a stdio server that dies fails the call in flight ("crashed"); the next call starts the
-  server again. A server that cannot be reached again is a dead service: ServiceUnavailableError
-  stops the run, as a dead retriever does.
+  server again. A server that answers none of RESTART_AFTER_TIMEOUTS calls in a row (hung, or a
+  reader that can no longer read it) counts as crashed too: the next call restarts it. A server that
+  cannot be reached again is a dead service: ServiceUnavailableError stops the run, as a dead
+  retriever does.
 - isolation: `isolate = False`, since a forked worker would hold a copy of a connection whose loop
   thread did not survive the fork; the tool's code already runs outside the trainer (the server's
   own process or service), which is what a worker process buys the built-in tools.
 - close: `close()` leaves the client's context, which ends a stdio server's process (the SDK stops
-  its process tree); connections also close at interpreter exit.
+  its process tree), then SIGTERM -> SIGKILL by the server's pid if it still runs; connections also
+  close at interpreter exit, and a stdio server dies with the trainer even on SIGKILL (mcp_stdio.py).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from agent_r1.retrieval.errors import ServiceUnavailableError
+from agent_r1.tools import mcp_stdio
 from agent_r1.tools.base import ToolResult
 
 
@@ -74,20 +78,16 @@ class McpServerConfig:
             raise ValueError(f"MCP server {self.name!r}: transport {self.transport!r} needs {needs!r}")
 
 
-def _stdio_target(cfg: McpServerConfig, errlog: TextIO) -> Any:
-    from mcp.client.stdio import StdioServerParameters, stdio_client
-
-    params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=dict(cfg.env) or None)
-    return stdio_client(params, errlog=errlog)  # a transport the SDK's Client accepts as it is
-
-
-def _http_target(cfg: McpServerConfig, errlog: TextIO) -> Any:
+def _http_target(cfg: McpServerConfig, errlog: TextIO, token: str) -> Any:
     return cfg.url  # the SDK's Client reads a URL string as streamable HTTP
 
 
+#: a stdio server whose calls time out this many times in a row (no answer between) is restarted
+RESTART_AFTER_TIMEOUTS = 3
+
 #: transport -> the config key it needs; how the SDK's `Client` is pointed at it
 TRANSPORTS = {"stdio": "command", "http": "url"}
-_TARGETS = {"stdio": _stdio_target, "http": _http_target}
+_TARGETS = {"stdio": mcp_stdio.stdio_target, "http": _http_target}
 
 
 class McpConnection:
@@ -101,6 +101,7 @@ class McpConnection:
         self._thread: threading.Thread | None = None
         self._client: Any = None
         self._failed: BaseException | None = None
+        self._timeouts = 0  # calls in a row that all timed out
         self.specs: list[Any] = []  # the server's tools (mcp_types.Tool), listed when it connects
         # what stopping needs (loop, thread, stop event, task), without holding self: a connection never
         # closed still ends its server at the interpreter's exit
@@ -113,12 +114,13 @@ class McpConnection:
             if self._thread is not None and self._thread.is_alive() and self._failed is None:
                 return
             self._shutdown(self._box)
-            self._failed = None
+            self._failed, self._timeouts = None, 0
             ready = threading.Event()
             self._loop = asyncio.new_event_loop()
             self._thread = threading.Thread(target=self._run, args=(self._loop, ready), daemon=True,
                                             name=f"mcp-{self.cfg.name or self.cfg.transport}")
-            self._box.update(loop=self._loop, thread=self._thread)
+            # the token finds this session's server process by pid, even one the loop never answered for
+            self._box.update(loop=self._loop, thread=self._thread, token=mcp_stdio.new_token())
             self._thread.start()
             if not ready.wait(self.cfg.connect_timeout_s) or self._failed is not None:
                 why = self._failed or f"no answer within {self.cfg.connect_timeout_s:g}s"
@@ -145,7 +147,7 @@ class McpConnection:
         with contextlib.ExitStack() as files:
             # a server's own logs (tracebacks of its failing tools) can go to a file of their own
             errlog = files.enter_context(open(self.cfg.stderr, "a")) if self.cfg.stderr else sys.stderr
-            await self._session(_TARGETS[self.cfg.transport](self.cfg, errlog), ready, stop)
+            await self._session(_TARGETS[self.cfg.transport](self.cfg, errlog, self._box["token"]), ready, stop)
 
     async def _session(self, target: Any, ready: threading.Event, stop: asyncio.Event) -> None:
         from mcp.client import Client
@@ -174,11 +176,24 @@ class McpConnection:
 
         future = asyncio.run_coroutine_threadsafe(all_of(), self._loop)
         try:
-            return future.result(timeout_s + 5.0)  # the SDK's own timeout answers first
+            results = future.result(timeout_s + 5.0)  # the SDK's own timeout answers first
         except FutureTimeout:  # the loop itself is stuck: abandon it, and start again next call
             future.cancel()
             self._failed = TimeoutError("the connection's event loop did not answer")
             return [_timeout(name, timeout_s) for _ in calls]
+        self._count_timeouts(results)
+        return results
+
+    def _count_timeouts(self, results: list[ToolResult]) -> None:
+        """A server that answers nothing for several calls in a row is treated as crashed: its reader
+        may be dead, or the server hung, and waiting on it would cost every later call its timeout
+        while training goes on. One answer (even an error) resets the count."""
+        if not all(r.metadata.get("error") == "timeout" for r in results):
+            self._timeouts = 0
+            return
+        self._timeouts += 1
+        if self._timeouts >= RESTART_AFTER_TIMEOUTS and self._failed is None:
+            self._failed = TimeoutError(f"no answer to {self._timeouts} calls in a row")
 
     async def _one(self, name: str, arguments: dict[str, Any], timeout_s: float) -> ToolResult:
         try:
@@ -216,7 +231,7 @@ class McpConnection:
         """Leaves the client's context on its loop (ending a stdio server), then stops the thread;
         `grace_s` for a live session to end on its own before its task is cancelled."""
         loop, thread, stop = box.pop("loop", None), box.pop("thread", None), box.pop("stop", None)
-        task = box.pop("task", None)
+        task, token = box.pop("task", None), box.pop("token", None)
         if loop is None or thread is None:
             return
         if thread.is_alive() and stop is not None and not loop.is_closed():
@@ -228,6 +243,9 @@ class McpConnection:
             thread.join(10)
         if not thread.is_alive() and not loop.is_closed():
             loop.close()
+        if token is not None:  # whatever the session's shutdown could not end (a stuck loop, a server
+            # that ignores SIGTERM past the SDK's wait) ends here by its pid
+            mcp_stdio.end_server(mcp_stdio.find_server(token))
 
 
 def _timeout(name: str, timeout_s: float) -> ToolResult:
