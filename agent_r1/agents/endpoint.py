@@ -46,6 +46,7 @@ from agent_r1.agents.batcher import Batcher
 from agent_r1.agents.protocol import (ChatRequest, RequestError, error_body, parse_completion, parse_request,
                                      renders_tool_calls)
 from agent_r1.agents.records import CallRecord, Recorder, SessionError
+from agent_r1.agents.request_body import BodyError, parse_json, read_body
 from agent_r1.agents.responses_api import to_chat_body, to_response
 from agent_r1.agents.responses_stream import response_events, sse_events
 from agent_r1.agents.streaming import chat_chunks, sse_lines
@@ -71,6 +72,10 @@ class EndpointConfig:
     start_timeout_s: float = 30.0
     batch_wait_s: float = 0.005  # how long the first queued call waits for others to join its batch
     max_batch: int = 64  # calls per engine call
+    # bounds on what a caller may make the endpoint hold (request_body.py)
+    max_body_bytes: int = 8 * 2**20  # a larger body is a 413, refused before it is read or tokenised
+    body_timeout_s: float = 60.0  # a body not read within it is a 408
+    max_json_depth: int = 64  # deeper JSON is a 400 (tool schemas nest a few levels, never dozens)
 
     def __post_init__(self) -> None:
         if self.temperature < 0:
@@ -287,11 +292,12 @@ class Endpoint:
             session = session_of(request)
             if not session or not self.recorder.known(session):
                 return unauthorized(session)
-            try:
-                body = await request.json()
-            except ValueError:
-                return JSONResponse(error_body("the request body is not valid JSON", "invalid_request_error"),
-                                    status_code=400)
+            cfg = self.config
+            try:  # bounded and checked here, before anything is rendered or tokenised
+                body = parse_json(await read_body(request, cfg.max_body_bytes, cfg.body_timeout_s),
+                                  cfg.max_json_depth)
+            except BodyError as exc:
+                return JSONResponse(error_body(str(exc), "invalid_request_error"), status_code=exc.status)
             try:
                 return await write(session, body)
             except RequestError as exc:

@@ -51,7 +51,7 @@ def _response_format(value: Any) -> str | None:
 
 
 def _parallel(value: Any) -> str | None:
-    if value in (None, True):
+    if value is None or value is True:  # not `in`: 1 == True
         return None
     return "parallel_tool_calls=false is not supported: the policy may write several calls in one reply"
 
@@ -61,7 +61,7 @@ def _modalities(value: Any) -> str | None:
 
 
 def _top_logprobs(value: Any) -> str | None:
-    if value in (None, 0):
+    if value is None or (type(value) is int and value == 0):  # false is no number
         return None
     return (f"top_logprobs={value!r} is not supported: the engine returns the sampled token's log-prob "
             "only; send logprobs=true with top_logprobs 0 or omitted")

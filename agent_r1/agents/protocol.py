@@ -61,8 +61,9 @@ def parse_request(body: Any, served_model: str | None = None) -> ChatRequest:
           "being trained", "model")
     _need(isinstance(body.get("logprobs", False), (bool, type(None))), "logprobs must be true or false", "logprobs")
     n = body.get("n", 1)
-    _need(n in (1, None), f"n={n!r}: this endpoint samples one choice per call (n=1); call again for more "
-                          "samples, each call is recorded as its own step", "n")
+    _need(n is None or (type(n) is int and n == 1),  # not `in (1, None)`: true == 1
+          f"n={n!r}: this endpoint samples one choice per call (n=1); call again for more samples, each call "
+          "is recorded as its own step", "n")
     _need(isinstance(body.get("stream", False), (bool, type(None))), "stream must be true or false", "stream")
     options = body.get("stream_options") or {}
     _need(isinstance(options, dict) and set(options) <= {"include_usage", "include_obfuscation"}
@@ -90,7 +91,8 @@ def parse_request(body: Any, served_model: str | None = None) -> ChatRequest:
     _need(stop is None or (isinstance(stop, list) and all(isinstance(s, str) and s for s in stop)),
           "stop must be a string or a list of non-empty strings", "stop")
     temperature = body.get("temperature")
-    _need(temperature is None or (isinstance(temperature, (int, float)) and temperature >= 0),
+    _need(temperature is None or (isinstance(temperature, (int, float)) and not isinstance(temperature, bool)
+                                  and temperature >= 0),
           "temperature must be a number >= 0", "temperature")
     ignored = [k for k in RUN_DECIDES if body.get(k) is not None]
     # tool_choice none keeps the tools in the prompt: the policy conditions on the same rendering as on

@@ -59,7 +59,7 @@ def _reasoning(value: Any) -> str | None:
 
 
 def _false(name: str, why: str) -> Check:
-    return lambda value: None if value in (None, False) else f"{name}={value!r} is not supported: {why}"
+    return lambda value: None if value is None or value is False else f"{name}={value!r} is not supported: {why}"
 
 
 def _stream_options(value: Any) -> str | None:
@@ -69,8 +69,9 @@ def _stream_options(value: Any) -> str | None:
 
 
 def _top_logprobs(value: Any) -> str | None:
-    return None if value in (None, 0) else (f"top_logprobs={value!r} is not supported on /v1/responses; "
-                                           "use chat completions with logprobs=true")
+    if value is None or (type(value) is int and value == 0):  # false is no number
+        return None
+    return f"top_logprobs={value!r} is not supported on /v1/responses; use chat completions with logprobs=true"
 
 
 FIELDS: dict[str, Check] = {
