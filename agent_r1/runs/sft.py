@@ -25,8 +25,15 @@ def run_sft(cfg: ExperimentConfig) -> Path:
     from agent_r1.training.demos import build_demos
     from agent_r1.training.sft import print_progress, sft_train
 
+    from agent_r1.envs.factory import warm_start_changes
+    from agent_r1.runs.warm_start import sft_config
+
     set_threads(cfg.train.threads)
     data_dir = ensure_data(cfg)
+    run_cfg, cfg = cfg, sft_config(cfg, data_dir)  # openai_agent: the built-in env's demos (envs/agent_kind.py)
+    changed = warm_start_changes(run_cfg, cfg)
+    if changed:
+        print(f"env.kind={run_cfg.env.kind}: SFT in the built-in env with " + "; ".join(changed), flush=True)
     retriever = open_run_index(cfg, ensure_index(cfg, data_dir))
     model, tokenizer = build_policy(cfg, data_dir)
     samples = load_samples(data_dir / cfg.data.train_file, cfg=cfg)

@@ -1,7 +1,9 @@
 """Warm starts (SFT outputs) as artifacts keyed by what made them.
 
 The key is the hash of (data hash, index hash, seed, model config, SFT config, env config, the
-observation budget): everything that changes the demonstrations or the training on them. The warm
+observation budget): everything that changes the demonstrations or the training on them, taken from
+the config the SFT runs with (`sft_config`: an openai_agent run's is the built-in env's), so keys that
+change neither (env.kind, env.agent, ...) do not split warm starts. The warm
 start lives in `<train.runs_dir>/warm_starts/<hash>/` (or `sft.out_dir` when set: DVC keeps a fixed
 path) with `warm_start.json` naming its hash; every run whose key matches reuses it instead of
 training again. Training happens in a temporary folder renamed into place, under a lock per key, so
@@ -58,7 +60,18 @@ def card_text(key: str, made_of: dict[str, Any], seconds: float) -> str:
                        "seconds": round(seconds, 1)}, indent=1)
 
 
+def sft_config(cfg: ExperimentConfig, data_dir: Path) -> ExperimentConfig:
+    """The config whose SFT makes `cfg`'s warm start: the env kind's own mapping (openai_agent: the
+    built-in env's chat demos over the rows' tools, envs/agent_kind.py), agent-only keys at their
+    defaults. Keyed from it, a warm start made under another kind with the same settings is found."""
+    from agent_r1.envs.factory import warm_start_config
+    from agent_r1.runs.assembly import load_samples
+
+    return warm_start_config(cfg, lambda: load_samples(data_dir / cfg.data.train_file))
+
+
 def ingredients(cfg: ExperimentConfig, data_dir: Path, index_dir: Path, cache: DigestCache | None = None) -> dict[str, Any]:
+    cfg = sft_config(cfg, data_dir)
     tree = cfg.to_dict()
     for (section, key), default in LATER_KEYS.items():
         if tree[section].get(key) == default:
@@ -101,7 +114,13 @@ def ensure_warm_start(cfg: ExperimentConfig, log: Any = print) -> WarmStart:
     data_dir = ensure_data(cfg)
     index_dir = ensure_index(cfg, data_dir)
     cache = digest_cache(cfg)
-    made_of = ingredients(cfg, data_dir, index_dir, cache)
+    from agent_r1.envs.factory import warm_start_changes
+
+    sft_cfg = sft_config(cfg, data_dir)
+    changed = warm_start_changes(cfg, sft_cfg)
+    if changed:
+        log(f"env.kind={cfg.env.kind}: its warm start is the built-in env's with " + "; ".join(changed))
+    made_of = ingredients(sft_cfg, data_dir, index_dir, cache)
     cache.save()
     key = hash_json(made_of)
     store = Path(cfg.train.runs_dir) / WARM_STARTS
@@ -124,7 +143,7 @@ def ensure_warm_start(cfg: ExperimentConfig, log: Any = print) -> WarmStart:
         tmp.mkdir(parents=True)
         log(f"warm start {short(key)}: training ({cfg.sft.steps} SFT steps) into {dest}")
         started = time.perf_counter()
-        sub = _with_out_dir(cfg, tmp)
+        sub = _with_out_dir(sft_cfg, tmp)
         run_sft(sub)
         (tmp / CARD).write_text(card_text(key, made_of, time.perf_counter() - started))
         replace_dir(tmp, dest, *_setting(dest, stored))
