@@ -12,6 +12,8 @@ An env kind is a builder `(cfg, retriever) -> make_env(sample)`, registered by n
         return lambda sample: MyEnv(fmt, sample)
 
 and chosen with `env.kind: my_env` in params.yaml. What the rollout asks of an env is in envs/base.py.
+A kind may declare traits (`EnvTraits`: whether it serves env.tools, keys it refuses, config
+defaults, the config its SFT warm start is made with): `@ENVS.register("my_env", serves_tools=False)`.
 """
 
 from __future__ import annotations
