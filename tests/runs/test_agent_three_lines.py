@@ -4,6 +4,7 @@ although every row names the calculator."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from agent_r1.config import load_config
@@ -23,5 +24,9 @@ def test_three_lines_train_an_outside_agent_on_arithmetic(tmp_path):
     result = run_train(cfg)
     card = read_record(Path(result["out_dir"]))
     assert card["status"] == "finished" and card["iterations"] == 1
+    rows = [json.loads(line) for line in (Path(result["out_dir"]) / "metrics.jsonl").read_text().splitlines()]
+    (trained,) = [r for r in rows if "agent/sessions" in r]
+    assert trained["agent/sessions"] == 4 and trained["agent/calls"] >= 4  # 2 prompts x rollout.n_samples 2
+    assert trained["agent/errors"] == 0
     (warm,) = [p for p in (tmp_path / "runs" / "warm_starts").iterdir() if p.is_dir()]
     assert card["lineage"]["warm_start"].startswith(warm.name)
