@@ -4,7 +4,8 @@ A folder `iter_000010/` holds the policy (save_pretrained), `state.pt` with opti
 states, the data position and the iteration, and `manifest.json` (every file's size and sha256). It is written
 to a temporary folder, fsynced (files, then the folder), renamed into place, and the parent folder
 is fsynced; `latest` names the newest complete checkpoint and is replaced the same way. So a kill
-or a power cut at any moment leaves a usable checkpoint.
+or a power cut at any moment leaves a usable checkpoint. A save that fails (a full disk) removes its
+temporary folder and leaves the previous checkpoint as it was; a full disk raises DiskFullError.
 
 `state.pt` holds tensors and plain data only (dicts, lists, ints, floats, str) and is always read
 with `torch.load(weights_only=True)`: run folders travel between machines and as MLflow artifacts,
@@ -14,6 +15,7 @@ more is refused with `UnsafeCheckpointError`, naming it; its payload never runs.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -50,6 +52,25 @@ class CorruptCheckpointError(CheckpointError):
 
 class NoCheckpointError(CheckpointError):
     """`--resume` found nothing to resume from."""
+
+
+#: a write that found no room: the disk is full, or the user's quota is spent
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def is_disk_full(err: BaseException) -> bool:
+    return isinstance(err, OSError) and err.errno in DISK_FULL_ERRNOS
+
+
+class DiskFullError(RuntimeError):
+    """A write of the run found its disk full: the run stops; the last complete checkpoint is intact.
+    A RuntimeError, so the CLI prints it as the one-line error it is, not a traceback."""
+
+    def __init__(self, folder: str | Path, run: str | Path | None = None, where: str | None = None):
+        self.folder, self.run = Path(folder), run
+        resume = f"`agent-r1 train --resume {run}`" if run else "--resume"
+        super().__init__(f"no space left on the disk holding {where or folder}: the run stopped and its last "
+                         f"complete checkpoint is intact; free space, then resume with {resume}")
 
 
 # --- RNG state as tensors and plain data ---------------------------------------------------------
@@ -103,9 +124,13 @@ def _fsync_tree(folder: Path) -> None:
 def write_text_durably(path: Path, text: str) -> None:
     """Replaces `path` atomically with `text`: temp file, fsync, rename, fsync the folder."""
     tmp = path.parent / f".{path.name}.tmp_{os.getpid()}"
-    tmp.write_text(text)
-    fsync_path(tmp)
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        fsync_path(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a partial temp file would only take space
+        raise
     fsync_path(path.parent)
 
 
@@ -113,10 +138,29 @@ def write_text_durably(path: Path, text: str) -> None:
 
 def save_checkpoint(root: str | Path, iteration: int, model: Any, tokenizer: Any, state: dict[str, Any],
                     keep: int = 2) -> Path:
+    """Writes checkpoint `iteration` under `root` and points `latest` at it. On any failure the temporary
+    folder is removed and the checkpoints already there are as they were; a full disk is DiskFullError."""
     root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
     final = root / f"iter_{iteration:06d}"
     tmp = root / f".tmp_iter_{iteration:06d}_{os.getpid()}"
+    stale = root / f".stale_{final.name}_{os.getpid()}"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        _write_checkpoint(tmp, iteration, model, tokenizer, state)
+        _move_into_place(tmp, final, stale)
+        write_text_durably(root / POINTER_FILE, final.name)
+    except BaseException as err:
+        shutil.rmtree(tmp, ignore_errors=True)  # a half-written save only takes the space a resume needs
+        if is_disk_full(err):
+            raise DiskFullError(root) from err
+        raise
+    shutil.rmtree(stale, ignore_errors=True)
+    _prune(root, keep, final)
+    return final
+
+
+def _write_checkpoint(tmp: Path, iteration: int, model: Any, tokenizer: Any, state: dict[str, Any]) -> None:
+    """Every file of the checkpoint and its manifest into `tmp`, fsynced."""
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
@@ -131,15 +175,20 @@ def save_checkpoint(root: str | Path, iteration: int, model: Any, tokenizer: Any
     (tmp / MANIFEST_FILE).write_text(json.dumps({"iteration": iteration, "sizes": sizes, "sha256": digests},
                                                 indent=1))
     _fsync_tree(tmp)
-    stale = root / f".stale_{final.name}_{os.getpid()}"
-    if final.exists():  # the same iteration saved again: move the old copy away, never leave neither
+
+
+def _move_into_place(tmp: Path, final: Path, stale: Path) -> None:
+    """Renames the complete `tmp` to `final`. The same iteration saved again moves the old copy aside
+    first, and back if the rename fails: never neither."""
+    if final.exists():
         os.replace(final, stale)
-    os.replace(tmp, final)
-    fsync_path(root)
-    write_text_durably(root / POINTER_FILE, final.name)
-    shutil.rmtree(stale, ignore_errors=True)
-    _prune(root, keep, final)
-    return final
+    try:
+        os.replace(tmp, final)
+    except BaseException:
+        if stale.exists() and not final.exists():
+            os.replace(stale, final)
+        raise
+    fsync_path(final.parent)
 
 
 # --- find and load -------------------------------------------------------------------------------

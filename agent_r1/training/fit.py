@@ -4,6 +4,11 @@
 iterations with evaluation, logging and checkpoints on schedule. Kept apart from the trainer so
 the trainer holds only the iteration's arithmetic; `agent_r1.training.trainer` re-exports these
 names, so `from agent_r1.training.trainer import fit_loop` keeps working.
+
+A full disk (ENOSPC, or a spent quota) anywhere in an iteration (a checkpoint, a metrics row, the
+MLflow buffer, the run's card) stops the loop with DiskFullError: which folder, and that the run
+resumes from its last checkpoint once there is space. Carrying on would lose every iteration's
+checkpoint and metrics while the run seemed to train.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from agent_r1.config import ExperimentConfig
+from agent_r1.training.checkpoint import DiskFullError, is_disk_full
 from agent_r1.training.metrics_log import MetricsSink
 
 
@@ -44,7 +50,38 @@ class TrainingBackend(Protocol):
 
 
 def fit_loop(trainer: TrainingBackend, on_iteration: Any = None) -> dict[str, float]:
-    """Iterations with evaluation, logging and checkpoints on schedule; returns the final metrics."""
+    """Iterations with evaluation, logging and checkpoints on schedule; returns the final metrics.
+    A full disk raises DiskFullError naming the folder and the run to resume."""
+    run = trainer.cfg.train.out_dir or None
+    try:
+        return _iterations(trainer, on_iteration)
+    except DiskFullError as err:  # a checkpoint save: it knows its folder, not the run
+        raise DiskFullError(err.folder, run) from err.__cause__
+    except OSError as err:
+        if not is_disk_full(err):
+            raise
+        folders = _written_folders(err, trainer)
+        raise DiskFullError(folders[0], run, where=" or ".join(map(str, folders))) from err
+
+
+def _written_folders(err: OSError, trainer: TrainingBackend) -> list[Path]:
+    """Where the failed write went: the error's file, else every folder the metrics sinks write to
+    (an MLflow buffer's append names no file), else the run folder."""
+    if err.filename:
+        return [Path(err.filename).parent]
+    found: list[Path] = []
+    todo = [getattr(trainer, "sink", None)]
+    while todo:
+        sink = todo.pop(0)
+        buffer = getattr(getattr(getattr(sink, "tracker", None), "channel", None), "buffer", None)
+        for folder in (getattr(buffer, "root", None), getattr(getattr(sink, "path", None), "parent", None)):
+            if isinstance(folder, Path) and folder not in found:
+                found.append(folder)
+        todo.extend(getattr(sink, "also", ()))
+    return found or [Path(trainer.cfg.train.out_dir or ".")]
+
+
+def _iterations(trainer: TrainingBackend, on_iteration: Any) -> dict[str, float]:
     t = trainer.cfg.train
     final: dict[str, float] = {}
     if trainer.iteration == 0 and trainer.eval_samples:

@@ -44,8 +44,15 @@ class JsonlMetrics:
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.items()}
-        with self.path.open("a") as f:
-            f.write(json.dumps({"step": step, **clean}) + "\n")
+        try:
+            with self.path.open("a") as f:
+                f.write(json.dumps({"step": step, **clean}) + "\n")
+        except OSError as err:
+            # a failed write or flush names no file: name it, so a full disk's error says which one. A
+            # torn line left behind is dropped when the run resumes (parse_metrics)
+            if err.filename is None:
+                raise OSError(err.errno, err.strerror, str(self.path)) from err
+            raise
 
 
 def parse_metrics(path: Path, drop_torn_tail: bool = False) -> list[dict[str, Any]]:
@@ -86,8 +93,12 @@ def _aside_name(path: Path) -> Path:
 def _replace_durably(path: Path, text: str) -> None:
     """A kill mid-rewrite must leave the old file whole, never a half-written history."""
     tmp = path.with_name(f".{path.name}.tmp_{os.getpid()}")
-    with tmp.open("w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with tmp.open("w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # the old file is whole; a partial copy would only take space
+        raise
