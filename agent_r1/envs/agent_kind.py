@@ -44,7 +44,25 @@ def demo_tools(rows: list[dict[str, Any]], run_tools: list[str]) -> list[str]:
     return list(dict.fromkeys([*run_tools, *own]))
 
 
+def renders_tool_calls(template: str) -> bool:
+    """Whether a chat template writes an assistant message's tool_calls (chatml writes its text alone)."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    call = {"type": "function", "function": {"name": "probe_tool_name", "arguments": {}}}
+    message = {"role": "assistant", "content": "", "tool_calls": [call]}
+    text = ImmutableSandboxedEnvironment().from_string(template).render(messages=[message], tools=None)
+    return "probe_tool_name" in text
+
+
 def agent_warm_start(cfg: Any, rows: Callable[[], list[dict[str, Any]]]) -> Any:
-    """The built-in env's config whose SFT makes this kind's warm start (see the module's docstring)."""
+    """The built-in env's config whose SFT makes this kind's warm start (see the module's docstring). A
+    locally built model's template must write tool calls: the demos are its assistant turns."""
+    from agent_r1.models.chat_template import CHAT_TEMPLATES
+
+    name = cfg.model.chat_template
+    if not cfg.model.name_or_path and not renders_tool_calls(CHAT_TEMPLATES[name]):
+        raise ValueError(f"env.kind=openai_agent: the warm start's demos are assistant turns with tool calls as "
+                         f"the chat template writes them, and model.chat_template={name!r} drops tool calls; use "
+                         f"{TOOL_CALL_TEMPLATE} (the default under this kind) or qwen2.5, or a model folder")
     env = replace(cfg.env, kind="tool", format="hermes", tools=demo_tools(rows(), list(cfg.env.tools)))
     return replace(cfg, env=env, sft=replace(cfg.sft, demo_style="chat"))

@@ -69,3 +69,15 @@ def test_agent_sft_command_trains(tmp_path):
     cfg = _cfg(tmp_path, **AGENT, **{"sft.out_dir": str(tmp_path / "sft")})
     assert run_sft(cfg) == tmp_path / "sft" / "model"
     assert (tmp_path / "sft" / "model" / "model.safetensors").is_file()
+
+
+def test_agent_warm_start_with_a_template_that_drops_tool_calls_is_refused_naming_the_key(tmp_path):
+    """chat demos need the template to write the calls: named chatml is refused before any SFT step."""
+    import pytest
+
+    from agent_r1.runs.sft import run_sft
+
+    cfg = _cfg(tmp_path, **AGENT, **{"model.chat_template": "chatml", "sft.out_dir": str(tmp_path / "sft")})
+    with pytest.raises(ValueError, match=r"env\.kind=openai_agent.*model\.chat_template='chatml'"):
+        run_sft(cfg)
+    assert not (tmp_path / "sft" / "model").exists()
