@@ -81,3 +81,14 @@ def test_agent_warm_start_with_a_template_that_drops_tool_calls_is_refused_namin
     with pytest.raises(ValueError, match=r"env\.kind=openai_agent.*model\.chat_template='chatml'"):
         run_sft(cfg)
     assert not (tmp_path / "sft" / "model").exists()
+
+
+def test_builtin_env_keys_its_warm_start_with_its_own_env(tmp_path):
+    """The built-in env's warm-start keys stay as they were: its SFT config is the run's own."""
+    from agent_r1.runs.assembly import ensure_data
+    from agent_r1.runs.run import Run
+    from agent_r1.runs.warm_start import ingredients
+
+    cfg = _cfg(tmp_path, **{"env.format": "hermes"})
+    made_of = ingredients(cfg, ensure_data(cfg), Run(cfg).index_dir)
+    assert made_of["env"] == cfg.to_dict()["env"]
