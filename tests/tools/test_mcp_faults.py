@@ -155,6 +155,19 @@ def test_close_ends_a_hung_server_that_ignores_sigterm(raw_script):
     assert pids_running(raw_script, os.getpid()) == []
 
 
+def test_close_ends_the_server_by_pid_when_the_sessions_loop_is_stuck(raw_script):
+    """The session's own shutdown runs on its event loop; with that loop stuck (here: a blocking call
+    put on it), close() still ends a server that ignores SIGTERM, by its pid."""
+    tools, (conn,) = connect_mcp_tools([raw(raw_script, "--ignore-term", "--ignore-eof")], run_timeout_s=5.0)
+    (server,) = pids_running(raw_script, os.getpid())
+    try:
+        conn._loop.call_soon_threadsafe(time.sleep, 20)  # the loop answers nothing until close() gave up on it
+        conn.close()
+        assert not _alive(server)
+    finally:
+        _kill(server)
+
+
 PARENT = textwrap.dedent('''
     import sys, time
     from agent_r1.tools.mcp_tools import McpServerConfig, connect_mcp_tools
