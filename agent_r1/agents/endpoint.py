@@ -76,6 +76,11 @@ class EndpointConfig:
     max_body_bytes: int = 8 * 2**20  # a larger body is a 413, refused before it is read or tokenised
     body_timeout_s: float = 60.0  # a body not read within it is a 408
     max_json_depth: int = 64  # deeper JSON is a 400 (tool schemas nest a few levels, never dozens)
+    # bounds on what any local process may hold open, key or no key (bounded_http.py)
+    max_connections: int = 256  # one more closes the connection idle longest; agents hold ~1 each
+    head_timeout_s: float = 10.0  # a connection with no complete request head within it is closed
+    keep_alive_s: float = 5.0  # an idle keep-alive connection is closed after it (uvicorn's timer)
+    max_head_bytes: int = 16 * 2**10  # a larger request line + headers is a 400 (h11's limit)
 
     def __post_init__(self) -> None:
         if self.temperature < 0:
@@ -137,6 +142,8 @@ class Endpoint:
     def start(self) -> "Endpoint":
         import uvicorn
 
+        from agent_r1.agents.bounded_http import bounded_protocol  # imports uvicorn
+
         if self._thread is not None:
             raise RuntimeError("the endpoint is already started")
         # the socket is bound here, so the port is known (and taken) before the server thread runs
@@ -148,7 +155,14 @@ class Endpoint:
         params = SamplingParams(temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p,
                                 stop_token_ids=self.stop_ids)
         self.batcher = Batcher(self.engine, params, wait_s=cfg.batch_wait_s, max_batch=cfg.max_batch)
-        config = uvicorn.Config(self.app, log_level="warning", lifespan="off", access_log=False)
+        config = uvicorn.Config(
+            self.app, log_level="warning", lifespan="off", access_log=False, ws="none",
+            http=bounded_protocol(cfg.max_connections, cfg.head_timeout_s),  # h11, whatever else is installed
+            h11_max_incomplete_event_size=cfg.max_head_bytes,
+            timeout_keep_alive=cfg.keep_alive_s,  # type: ignore[arg-type]  (a float: a call_later delay)
+            # the protocol keeps connections at max_connections; what this bounds is request tasks,
+            # those whose caller hung up while generating included (503 above it)
+            limit_concurrency=2 * cfg.max_connections)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
                                         name="agent-r1-endpoint", daemon=True)

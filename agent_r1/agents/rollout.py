@@ -128,7 +128,10 @@ class AgentRollout:
                         "the rollout runs it through the endpoint")
 
     def _endpoint(self, engine: Any, codec: Any, config: Any, greedy: bool) -> Endpoint:
-        want = EndpointConfig.from_rollout(config, **({"temperature": 0.0} if greedy else {}))
+        # room for every session's connections (a session may make calls at once): only idle ones are
+        # closed at the cap, but a newcomer is refused when all are busy
+        want = EndpointConfig.from_rollout(config, max_connections=max(256, 4 * self.concurrency),
+                                           **({"temperature": 0.0} if greedy else {}))
         ep = self.endpoint
         if ep is None or ep.engine is not engine or ep.config != want:
             self.close()
