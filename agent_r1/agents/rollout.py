@@ -11,7 +11,8 @@ row (a copy). The function runs any harness and returns the session's reward (a 
 (a string, scored by the run's `reward.metric` against the row's `answers`).
 
 Per rollout: `n_samples` sessions per prompt run concurrently (at most `env.agent_concurrency` at once;
-sync functions in a thread pool, coroutines on one event loop), each within `env.agent_timeout_s`.
+each in a daemon thread of its own, a coroutine on its own event loop there: session_runner.py), each
+within `env.agent_timeout_s`.
 A session's records become steps (assemble.py); every step gets the session's outcome and the prompt's
 `sample_id` and the session's `session_id`, so a group estimator (GRPO) compares the prompt's n sessions
 as one group, each session once whatever its number of steps (algos/sessions.py, as SkyRL's step-wise
@@ -24,69 +25,20 @@ first step (`agent/count/*`) to the iteration's metrics (assemble.agent_metrics)
 
 from __future__ import annotations
 
-import asyncio
-import copy
-import inspect
 import logging
 import math
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 from agent_r1.agents.assemble import assign_outcome, build_trajectories
 from agent_r1.agents.agent_ref import check_agent_ref, load_agent  # noqa: F401  (re-exported)
 from agent_r1.agents.endpoint import Endpoint, EndpointConfig
+from agent_r1.agents.session_runner import SessionResult, run_sessions  # noqa: F401  (re-exported)
 from agent_r1.sampling import SESSION_SEED_STRIDE, mix_seed
 from agent_r1.trajectory import Trajectory
 
 log = logging.getLogger(__name__)
-
-@dataclass
-class SessionResult:
-    value: Any = None  # what the agent returned
-    error: str = ""  # why it gave no usable value: its exception, a timeout, a wrong return type
-
-
-def run_sessions(agent: Callable[..., Any], base_url: str, jobs: list[tuple[dict[str, Any], str]],
-                 concurrency: int, timeout_s: float) -> list[SessionResult]:
-    """Runs `agent(client, sample)` for every (sample, session key), at most `concurrency` at once."""
-    import openai
-
-    is_async = inspect.iscoroutinefunction(agent)
-
-    async def main() -> list[SessionResult]:
-        sem = asyncio.Semaphore(concurrency)
-        pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="agent-r1-agent")
-        loop = asyncio.get_running_loop()
-
-        async def one(sample: dict[str, Any], key: str) -> SessionResult:
-            async with sem:
-                row = copy.deepcopy(sample)
-                client: Any = (openai.AsyncOpenAI if is_async else openai.OpenAI)(base_url=base_url, api_key=key,
-                                                                                  max_retries=0)
-                try:
-                    work = agent(client, row) if is_async else loop.run_in_executor(pool, agent, client, row)
-                    return SessionResult(value=await asyncio.wait_for(work, timeout_s))
-                except asyncio.TimeoutError:
-                    return SessionResult(error=f"timed out after env.agent_timeout_s={timeout_s}s")
-                except Exception as exc:  # noqa: BLE001  (the session's failure, counted; the run continues)
-                    return SessionResult(error=f"{type(exc).__name__}: {exc}")
-                finally:  # its connections; a timed-out sync agent's next call then fails, ending it
-                    await client.close() if is_async else client.close()
-
-        try:
-            return list(await asyncio.gather(*(one(s, k) for s, k in jobs)))
-        finally:
-            pool.shutdown(wait=False, cancel_futures=True)  # a timed-out agent's thread is left to end
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(main())
-    with ThreadPoolExecutor(1) as one_loop:  # called from inside an event loop (a notebook): run on its own
-        return one_loop.submit(asyncio.run, main()).result()
 
 
 def session_reward(value: Any, sample: dict[str, Any], reward: Any) -> tuple[float, str | None, str]:
