@@ -95,7 +95,8 @@ def end_server(pid: int | None, grace_s: float = 2.0) -> None:
     the SDK starts it in a session of its own); nothing when it has already ended."""
     if pid is None:
         return
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 0.0)):
+    # after SIGKILL too: the kill lands asynchronously, and a caller may check the process right after
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
         if not _running_child(pid):
             return
         for send in (os.killpg, os.kill):

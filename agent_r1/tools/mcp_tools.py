@@ -82,7 +82,7 @@ def _http_target(cfg: McpServerConfig, errlog: TextIO, token: str) -> Any:
     return cfg.url  # the SDK's Client reads a URL string as streamable HTTP
 
 
-#: a stdio server whose calls time out this many times in a row (no answer between) is restarted
+#: a server whose calls time out this many times in a row (no answer between) is reconnected (restarted)
 RESTART_AFTER_TIMEOUTS = 3
 
 #: transport -> the config key it needs; how the SDK's `Client` is pointed at it
