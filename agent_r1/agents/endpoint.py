@@ -29,6 +29,10 @@ The session is the bearer token, so an unmodified client carries it; an unknown 
 
 Calls that arrive together are generated as one batch (batcher.py): many agents running at once
 decode together, as the built-in rollout's trajectories do.
+
+Any local process can connect, key or no key, so what it can hold is bounded (the `EndpointConfig`
+bounds): open connections and the time to send a request head (bounded_http.py), a body's size and
+read time, and JSON the later steps could not handle, refused before tokenising (request_body.py).
 """
 
 from __future__ import annotations
@@ -87,6 +91,11 @@ class EndpointConfig:
             raise ValueError(f"temperature={self.temperature} must be >= 0")
         if self.max_tokens < 1 or self.max_total_tokens < 2:
             raise ValueError(f"max_tokens={self.max_tokens} / max_total_tokens={self.max_total_tokens} too small")
+        bounds = {k: getattr(self, k) for k in ("max_body_bytes", "body_timeout_s", "max_json_depth", "max_connections",
+                                                "head_timeout_s", "keep_alive_s", "max_head_bytes")}
+        bad = {k: v for k, v in bounds.items() if not (isinstance(v, (int, float)) and v > 0)}  # NaN fails too
+        if bad:
+            raise ValueError(f"EndpointConfig bounds must be positive numbers: {bad}")
 
     @classmethod
     def from_rollout(cls, rollout: RolloutConfig, **over: Any) -> "EndpointConfig":

@@ -126,3 +126,10 @@ def test_a_body_not_sent_in_time_is_a_408(tokenizer):
         s.settimeout(WAIT_S)
         assert s.recv(4096).startswith(b"HTTP/1.1 408 ")
         assert ask(ep) == "Telumas"
+
+
+@pytest.mark.parametrize("bound", ["max_connections", "head_timeout_s", "max_body_bytes", "body_timeout_s"])
+def test_a_bound_that_is_not_a_positive_number_is_refused(bound):
+    for bad in (0, -1, float("nan")):
+        with pytest.raises(ValueError, match=bound):
+            EndpointConfig(**{bound: bad})
