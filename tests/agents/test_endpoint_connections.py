@@ -7,6 +7,7 @@ A real endpoint on 127.0.0.1 and real sockets. What the server still holds is re
 from __future__ import annotations
 
 import copy
+import json
 import select
 import socket
 from contextlib import contextmanager
@@ -87,6 +88,17 @@ def server_connections(ep) -> int:
     return sum(1 for r in rows if int(r[1].split(":")[1], 16) == port and r[3] == "01")
 
 
+def server_has_read(ep, s: socket.socket) -> bool:
+    """Whether the server side of `s` has read everything sent on it (its receive queue is empty): the
+    server's protocol has then been handed the bytes (uvicorn reads and parses in one callback)."""
+    port, peer = urlparse(ep.base_url).port, s.getsockname()[1]
+    with open("/proc/net/tcp") as f:
+        for r in (line.split() for line in f.readlines()[1:]):
+            if int(r[1].split(":")[1], 16) == port and int(r[2].split(":")[1], 16) == peer:
+                return int(r[4].split(":")[1], 16) == 0
+    return False
+
+
 def test_idle_sockets_beyond_the_cap_are_closed_and_a_keyed_request_still_succeeds(tokenizer):
     with endpoint(tokenizer, max_connections=8, head_timeout_s=300) as ep, sockets(ep, 200) as idle:
         # accepted in order, so every idle socket was accepted before this call's connection
@@ -133,3 +145,25 @@ def test_a_bound_that_is_not_a_positive_number_is_refused(bound):
     for bad in (0, -1, float("nan")):
         with pytest.raises(ValueError, match=bound):
             EndpointConfig(**{bound: bad})
+
+
+def test_at_the_cap_a_connection_with_a_request_in_progress_is_kept_and_the_newcomer_closed(tokenizer):
+    with endpoint(tokenizer, max_connections=2, head_timeout_s=300, body_timeout_s=300) as ep, \
+            sockets(ep, 2) as busy:
+        payload = json.dumps({"model": "policy", "messages": QUESTION}).encode()
+        for s in busy:  # a request head, its body held back: a request in progress
+            s.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "
+                       f"{ep.open_session()}\r\nContent-Type: application/json\r\n"
+                       f"Content-Length: {len(payload)}\r\n\r\n").encode())
+        for _ in range(WAIT_S * 100):
+            if all(server_has_read(ep, s) for s in busy):
+                break
+            select.select([], [], [], 0.01)
+        else:
+            pytest.fail("the server did not read the request heads")
+        with sockets(ep, 1) as (newcomer,):
+            assert closed_by_server(newcomer)
+        for s in busy:  # the requests in progress go on to their answers
+            s.sendall(payload)
+            s.settimeout(WAIT_S)
+            assert s.recv(4096).startswith(b"HTTP/1.1 200 ")
