@@ -7,6 +7,7 @@ turns `train.init_from: sft` into the matching warm start; `start_card` / `finis
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from pathlib import Path
@@ -16,6 +17,8 @@ from agent_r1.config import ExperimentConfig, load_config
 from agent_r1.data.owned import check_replaceable, mark_made
 from agent_r1.runs.folders import RUN_FILE, create_run_dir, default_run_name, find_run, read_record, update_record
 from agent_r1.runs.lineage import checkpoint_hash, data_hash, index_hash
+
+log = logging.getLogger(__name__)
 
 WARM_START_KEYWORD = "sft"
 # what a run folder made before the marker (agent_r1/data/owned.py) holds: its card or its history
@@ -94,9 +97,14 @@ def finish_card(out: Path, iterations: int, final: dict[str, float], checkpoint:
 
 
 def fail_card(out: str | Path, err: BaseException) -> None:
+    """Marks the run's card stopped or failed. On a full or broken disk the card may not be writable
+    either: that is logged, so the error that stopped the run is the one raised."""
     status = "stopped" if isinstance(err, KeyboardInterrupt) else "failed"
     if (Path(out) / RUN_FILE).is_file():
-        update_record(out, status=status, error=f"{type(err).__name__}: {err}"[:500])
+        try:
+            update_record(out, status=status, error=f"{type(err).__name__}: {err}"[:500])
+        except OSError as card_err:
+            log.warning("could not mark %s %s: %s", Path(out) / RUN_FILE, status, card_err)
 
 
 def config_for_resume(ref: str, runs_dir: str, overrides: dict[str, Any] | None = None) -> ExperimentConfig:
