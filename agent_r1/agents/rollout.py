@@ -42,14 +42,27 @@ log = logging.getLogger(__name__)
 
 
 def session_reward(value: Any, sample: dict[str, Any], reward: Any) -> tuple[float, str | None, str]:
-    """(reward, answer, error) of what an agent returned: a number is the reward, a string the answer."""
+    """(reward, answer, error) of what an agent returned: a number is the reward, a string the answer,
+    scored by the row's own reward settings (its `env.reward`, as the built-in env scores the row) on
+    top of the run's `reward`."""
     from agent_r1.rewards.scoring import outcome_reward
 
     if isinstance(value, str):
-        return outcome_reward(value, sample.get("answers") or [], reward), value, ""
+        return outcome_reward(value, sample.get("answers") or [], row_reward(sample, reward)), value, ""
     if isinstance(value, (int, float)) and math.isfinite(value):
         return float(value), None, ""
     return 0.0, None, f"returned {type(value).__name__} {value!r:.80}; return a finite number (the reward) or a str"
+
+
+def row_reward(sample: dict[str, Any], reward: Any) -> Any:
+    """The run's reward config with the row's `env.reward` applied; a bad one is a ValueError naming
+    the row and the key."""
+    env = sample.get("env")
+    if not isinstance(env, dict) or not env.get("reward"):
+        return reward
+    from agent_r1.envs.tool_env import check_sample_env
+
+    return check_sample_env({"reward": env["reward"]}, None, reward, where=f"sample {sample.get('id', '?')!r}: env")[1]
 
 
 def caller_autocast() -> Callable[[], Any] | None:
