@@ -20,7 +20,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from agent_r1.data.schema import Document
 from agent_r1.registry import NoTraits, Registry
-from agent_r1.retrieval.search import COMMAND_TIMEOUT_S, SearchConfig
+from agent_r1.retrieval.search import COMMAND_TIMEOUT_S, SearchConfig, check_url_credentials
 
 MANIFEST = "retriever.json"
 # The most hits one query may ask for: each backend holds k hits per query of a batch in memory, and
@@ -114,6 +114,7 @@ def manifest_of(config: SearchConfig) -> dict[str, Any]:
     """The retriever.json content for `config`: what is needed to reopen its index, nothing secret."""
     data: dict[str, Any] = {"backend": config.backend}
     if config.backend.startswith("elasticsearch"):
+        check_url_credentials(config.server_url(), "search.url")  # a file others may read: never a secret
         data.update(url=config.server_url(), index_name=config.index_name)  # "" written as the address it means
     if config.backend in VECTOR_BACKENDS:
         data.update({name: getattr(config, name) for name in VECTOR_FIELDS})

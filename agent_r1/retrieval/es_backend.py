@@ -47,6 +47,7 @@ from agent_r1.retrieval.es_owner import (  # noqa: F401 (AGENT_R1_MARKER, made_b
     replace_refusal,
     with_owner,
 )
+from agent_r1.retrieval.search import check_url_credentials
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -148,9 +149,7 @@ class ElasticsearchRetriever:
         if config.retry_attempts < 1:
             raise ValueError(f"retry_attempts must be >= 1, got {config.retry_attempts}")
         url = config.server_url()
-        if urlsplit(url).username or urlsplit(url).password:  # it would be printed in errors
-            raise ValueError(f"the Elasticsearch URL holds credentials (user:password@); remove them and set "
-                             f"{ENV_API_KEY} or {ENV_USER}/{ENV_PASSWORD} instead")
+        check_url_credentials(url)  # it would be printed in errors and written to retriever.json
         if config.es_pool_size < 1:
             raise ValueError(f"es_pool_size must be >= 1, got {config.es_pool_size}")
         self.config = config

@@ -33,8 +33,30 @@ This module imports nothing from the project: the config tree (agent_r1/config.p
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import parse_qsl, urlsplit
 
 DEFAULT_ES_URL = "http://127.0.0.1:9200"
+# query parameters that carry a credential (lower-cased, '-' read as '_'): never in a search URL
+SECRET_QUERY_KEYS = frozenset({"api_key", "apikey", "key", "token", "access_token", "auth", "password", "secret"})
+CREDENTIALS_FIX = "set AGENT_R1_ES_API_KEY or AGENT_R1_ES_USER/AGENT_R1_ES_PASSWORD instead"
+
+
+def url_credentials(url: str) -> str:
+    """Where `url` carries a credential ("" where it carries none), named without the secret."""
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        return "its user part (user:password@)"
+    keys = sorted({k for k, _ in parse_qsl(parts.query, keep_blank_values=True)
+                   if k.lower().replace("-", "_") in SECRET_QUERY_KEYS})
+    return f"its query ({', '.join(f'{k}=' for k in keys)})" if keys else ""
+
+
+def check_url_credentials(url: str, what: str = "the Elasticsearch URL") -> None:
+    """Refuses a URL that carries a credential: it would be written to an index folder's retriever.json
+    (a DVC output others may read) and printed in errors."""
+    where = url_credentials(url)
+    if where:
+        raise ValueError(f"{what} holds credentials in {where}; remove them and {CREDENTIALS_FIX}")
 # The Elasticsearch request timeout of work no tool call waits on: building an index (bulk requests of
 # bulk_chunk_size documents, with vectors for the dense backends) and one-off commands.
 COMMAND_TIMEOUT_S = 60.0
