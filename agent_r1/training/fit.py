@@ -55,13 +55,15 @@ def fit_loop(trainer: TrainingBackend, on_iteration: Any = None) -> dict[str, fl
     run = trainer.cfg.train.out_dir or None
     try:
         return _iterations(trainer, on_iteration)
-    except DiskFullError as err:  # a checkpoint save: it knows its folder, not the run
-        raise DiskFullError(err.folder, run) from err.__cause__
-    except OSError as err:
+    except Exception as raised:
+        # a Ray learner's error comes wrapped (RayTaskError(OSError)): its `cause` is what happened
+        err = getattr(raised, "cause", None) if isinstance(getattr(raised, "cause", None), Exception) else raised
+        if isinstance(err, DiskFullError):  # a checkpoint save: it knows its folder, not the run
+            raise DiskFullError(err.folder, run) from (err.__cause__ if err is raised else raised)
         if not is_disk_full(err):
             raise
         folders = _written_folders(err, trainer)
-        raise DiskFullError(folders[0], run, where=" or ".join(map(str, folders))) from err
+        raise DiskFullError(folders[0], run, where=" or ".join(map(str, folders))) from raised
 
 
 def _written_folders(err: OSError, trainer: TrainingBackend) -> list[Path]:
