@@ -15,19 +15,9 @@ import pytest
 
 from agent_r1.agents.endpoint import Endpoint, EndpointConfig
 from agent_r1.models.qwen_template import QWEN25_TEMPLATE
-from agent_r1.rollout.chat import ChatCodec
-from agent_r1.rollout.engine import GenerationOutput
+from tests.agents.test_openai_agent import AnswerEngine
 
 QUESTION = [{"role": "user", "content": "Where was Karivo born?"}]
-
-
-class AnswerEngine:
-    def __init__(self, tokenizer):
-        self.codec = ChatCodec(tokenizer)
-
-    def generate(self, prompts, params):
-        ids = self.codec.encode("Telumas") + [self.codec.eos_token_id]
-        return [GenerationOutput(list(ids), [-0.5] * len(ids), "stop", "<|im_end|>") for _ in prompts]
 
 
 @pytest.fixture(scope="module")
