@@ -44,11 +44,11 @@ GROUPS = {"ray": ("test_ray_trainer.py", "test_async.py", "test_ddp_ray.py", "te
 # first: units are handed out in this order, so that no long unit starts last and leaves one worker
 # running it alone. Only the order depends on these numbers, never what runs; a unit not listed goes
 # after them.
-COST_HINTS = {"ray": 378, "test_ddp.py": 76, "test_dvc.py": 69, "test_deployment.py": 69, "test_flow.py": 66,
-              "test_qwen_pipeline.py": 36, "test_dense.py": 27, "test_mcp.py": 27, "test_trainer.py": 21,
-              "test_concurrent_starts.py": 19, "test_kill_resume.py": 19, "test_retriever_faults.py": 18,
-              "test_determinism.py": 18, "test_ddp_uneven.py": 17, "test_security.py": 16,
-              "test_tracking_buffer.py": 13, "test_traces.py": 11, "test_runs.py": 11}
+COST_HINTS = {"ray": 334, "test_deployment.py": 72, "test_ddp.py": 69, "test_flow.py": 55, "test_dvc.py": 49,
+              "test_qwen_pipeline.py": 36, "test_mcp.py": 27, "test_mcp_faults.py": 26, "test_kill_resume.py": 23,
+              "test_concurrent_starts.py": 20, "test_trainer.py": 18, "test_retriever_faults.py": 18,
+              "test_tracking_buffer.py": 17, "test_security.py": 17, "test_determinism.py": 17,
+              "test_ddp_uneven.py": 14, "test_ray_local_auth.py": 14, "test_runs.py": 13}
 
 
 def worker_count() -> int:
