@@ -53,7 +53,7 @@ def R(spec: str) -> Range:
 
 
 UNIT = R("[0, 1]")
-# Every number has a ceiling that fits one machine (issue 31, item 12): `search.k: 1e12` made tantivy ask
+# Every number has a ceiling that fits one machine: `search.k: 1e12` once made tantivy ask
 # for 16 TB and abort the process. Counts of things held in memory get ceilings a real run never nears;
 # coefficients get ceilings past any sensible setting, so a typo (1e12) fails at load naming the key.
 MANY = 10**9  # iterations, steps, intervals: far past any run

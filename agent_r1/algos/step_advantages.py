@@ -1,4 +1,4 @@
-"""Step-level credit for multi-turn agents: the `gigpo` estimator (issue 33).
+"""Step-level credit for multi-turn agents: the `gigpo` estimator.
 
 GRPO gives every token of a trajectory the same advantage, so a good search in a failed trajectory is
 punished like the bad answer after it. GiGPO (Feng et al. 2025, "Group-in-Group Policy Optimization

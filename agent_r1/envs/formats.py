@@ -33,7 +33,7 @@ class Observation(str):
 
     It is a `str` so the env contract (`StepOutput.observation: str`) and every consumer stay as
     they are; the codec reads `parts` to budget each result's content on its own (the wrapper is
-    never cut, issue 14.4) and to encode data without special-token parsing (issue 15.11).
+    never cut) and to encode data without special-token parsing.
     """
 
     parts: tuple[tuple[str, bool], ...]  # (text, is_data) in order; "".join(texts) == self

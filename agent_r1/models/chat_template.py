@@ -32,7 +32,7 @@ def _qwen25_brief() -> str:
     names only (no default system message, no prose, no schemas). For a small model trained from
     scratch, where Qwen's tools block is most of every prompt: behind it, 1,000 SFT steps did not teach
     the 4-layer chat recipe to copy the question's name into its search; with this block, 2,000 did
-    (docs/results.md, "Issue 34")."""
+    (docs/results.md, "the QA task through the OpenAI endpoint")."""
     from agent_r1.models.qwen_template import qwen_style_template
 
     name = "(tool['function']['name'] if tool['function'] is defined else tool['name'])"

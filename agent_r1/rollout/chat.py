@@ -6,8 +6,8 @@ with sentinel contents and cutting at the sentinels, so any ChatML/Qwen-style te
 without hard-coded strings in the rollout.
 
 Data (message contents: questions, documents, tool output) is encoded without special-token
-parsing: a document holding `<|im_end|>\\n<|im_start|>user` stays text and cannot open a turn
-(issue 15.11). Only the template's glue and a format's own wrapper become special tokens.
+parsing: a document holding `<|im_end|>\\n<|im_start|>user` stays text and cannot open a turn.
+Only the template's glue and a format's own wrapper become special tokens.
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ class ChatCodec:
 
         The format's wrapper (`<information>`, `<tool_response>`) is kept whole and counted first;
         the rest of the budget is shared fairly among the results' contents, each cut on its own, so
-        a long first result can neither cut the closing tag nor hide the later results (issue 14.4).
+        a long first result can neither cut the closing tag nor hide the later results.
         Inline observations (tag format) are appended inside the assistant turn with no glue.
         """
         parts = observation.parts if isinstance(observation, Observation) else ((observation, True),)

@@ -248,7 +248,7 @@ def check_checkpoint(path: str | Path) -> int:
     if manifest.exists():  # checkpoints written before manifests existed are checked by state.pt alone
         try:
             recorded = json.loads(manifest.read_text())
-            sizes, digests = recorded["sizes"], recorded.get("sha256", {})  # sha256: manifests since issue 31
+            sizes, digests = recorded["sizes"], recorded.get("sha256", {})  # sha256: absent in older manifests
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise CorruptCheckpointError(f"{manifest} is unreadable: {e}") from e
         for name, size in sizes.items():
@@ -338,8 +338,8 @@ def _prune(root: Path, keep: int, final: Path) -> None:
 
     Checkpoints named after `final` are from a line the run abandoned: a resume skipped them as
     corrupt and fell back to an older one. Counting them by name would keep the corrupt one and
-    delete the good ones, `final` included, leaving `latest` naming a deleted folder (issue 31,
-    item 14). They are left alone until the run saves that iteration again, which replaces them."""
+    delete the good ones, `final` included, leaving `latest` naming a deleted folder. They are left
+    alone until the run saves that iteration again, which replaces them."""
     for stale in (*root.glob(".tmp_iter_*"), *root.glob(".stale_iter_*")):
         if _left_by_us_or_the_dead(stale):  # another live trainer's save in progress is not ours to delete
             shutil.rmtree(stale, ignore_errors=True)
