@@ -43,7 +43,7 @@ class ChatRequest:
     include_usage: bool = False  # stream_options.include_usage: a last chunk with the usage
 
 
-def _need(cond: bool, message: str, param: str) -> None:
+def need(cond: bool, message: str, param: str | None) -> None:
     if not cond:
         raise RequestError(message, param)
 
@@ -51,49 +51,49 @@ def _need(cond: bool, message: str, param: str) -> None:
 def parse_request(body: Any, served_model: str | None = None) -> ChatRequest:
     """The request, checked; `served_model`: the one model name accepted (None: any). Every field is
     honoured or refused (fields.py)."""
-    _need(isinstance(body, dict), "the request body must be a JSON object", None)  # type: ignore[arg-type]
+    need(isinstance(body, dict), "the request body must be a JSON object", None)
     refused = refusal(body)
     if refused is not None:
         raise RequestError(refused[1], refused[0])
-    _need(isinstance(body.get("model", ""), str), "model must be a string", "model")
-    _need(served_model is None or body.get("model") in (None, "", served_model),
-          f"model {body.get('model')!r} is not served here: this endpoint serves {served_model!r}, the policy "
-          "being trained", "model")
-    _need(isinstance(body.get("logprobs", False), (bool, type(None))), "logprobs must be true or false", "logprobs")
+    need(isinstance(body.get("model", ""), str), "model must be a string", "model")
+    need(served_model is None or body.get("model") in (None, "", served_model),
+         f"model {body.get('model')!r} is not served here: this endpoint serves {served_model!r}, the policy "
+         "being trained", "model")
+    need(isinstance(body.get("logprobs", False), (bool, type(None))), "logprobs must be true or false", "logprobs")
     n = body.get("n", 1)
-    _need(n is None or (type(n) is int and n == 1),  # not `in (1, None)`: true == 1
-          f"n={n!r}: this endpoint samples one choice per call (n=1); call again for more samples, each call "
-          "is recorded as its own step", "n")
-    _need(isinstance(body.get("stream", False), (bool, type(None))), "stream must be true or false", "stream")
+    need(n is None or (type(n) is int and n == 1),  # not `in (1, None)`: true == 1
+         f"n={n!r}: this endpoint samples one choice per call (n=1); call again for more samples, each call "
+         "is recorded as its own step", "n")
+    need(isinstance(body.get("stream", False), (bool, type(None))), "stream must be true or false", "stream")
     options = body.get("stream_options") or {}
-    _need(isinstance(options, dict) and set(options) <= {"include_usage", "include_obfuscation"}
-          and all(isinstance(v, (bool, type(None))) for v in options.values()),
-          "stream_options may hold include_usage and include_obfuscation (true or false) only", "stream_options")
+    need(isinstance(options, dict) and set(options) <= {"include_usage", "include_obfuscation"}
+         and all(isinstance(v, (bool, type(None))) for v in options.values()),
+         "stream_options may hold include_usage and include_obfuscation (true or false) only", "stream_options")
     messages = body.get("messages")
-    _need(isinstance(messages, list) and len(messages) > 0, "messages must be a non-empty list", "messages")
+    need(isinstance(messages, list) and len(messages) > 0, "messages must be a non-empty list", "messages")
     out = [_message(m, i) for i, m in enumerate(messages)]
     tools = body.get("tools")
     if tools is not None:
-        _need(isinstance(tools, list), "tools must be a list", "tools")
+        need(isinstance(tools, list), "tools must be a list", "tools")
         for i, t in enumerate(tools):
-            _need(isinstance(t, dict) and t.get("type", "function") == "function"
-                  and isinstance(t.get("function"), dict) and isinstance(t["function"].get("name"), str),
-                  'each tool must be {"type": "function", "function": {"name": ..., "parameters": ...}}',
-                  f"tools[{i}]")
+            need(isinstance(t, dict) and t.get("type", "function") == "function"
+                 and isinstance(t.get("function"), dict) and isinstance(t["function"].get("name"), str),
+                 'each tool must be {"type": "function", "function": {"name": ..., "parameters": ...}}',
+                 f"tools[{i}]")
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     if max_tokens is not None:
-        _need(isinstance(max_tokens, int) and not isinstance(max_tokens, bool) and max_tokens >= 1,
-              f"max_tokens must be an integer >= 1, got {max_tokens!r}",
-              "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens")
+        need(isinstance(max_tokens, int) and not isinstance(max_tokens, bool) and max_tokens >= 1,
+             f"max_tokens must be an integer >= 1, got {max_tokens!r}",
+             "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens")
     stop = body.get("stop")
     if isinstance(stop, str):
         stop = [stop]
-    _need(stop is None or (isinstance(stop, list) and all(isinstance(s, str) and s for s in stop)),
-          "stop must be a string or a list of non-empty strings", "stop")
+    need(stop is None or (isinstance(stop, list) and all(isinstance(s, str) and s for s in stop)),
+         "stop must be a string or a list of non-empty strings", "stop")
     temperature = body.get("temperature")
-    _need(temperature is None or (isinstance(temperature, (int, float)) and not isinstance(temperature, bool)
+    need(temperature is None or (isinstance(temperature, (int, float)) and not isinstance(temperature, bool)
                                   and temperature >= 0),
-          "temperature must be a number >= 0", "temperature")
+         "temperature must be a number >= 0", "temperature")
     ignored = [k for k in RUN_DECIDES if body.get(k) is not None]
     # tool_choice none keeps the tools in the prompt: the policy conditions on the same rendering as on
     # the session's other calls (no drift), and whatever it writes comes back as text
@@ -105,36 +105,38 @@ def parse_request(body: Any, served_model: str | None = None) -> ChatRequest:
 
 def _message(m: Any, i: int) -> dict[str, Any]:
     where = f"messages[{i}]"
-    _need(isinstance(m, dict), f"{where} must be an object", where)
+    need(isinstance(m, dict), f"{where} must be an object", where)
     role = m.get("role")
-    _need(role in ROLES, f"{where}.role={role!r}; one of {list(ROLES)}", f"{where}.role")
-    content = _text(m.get("content"), f"{where}.content")
+    need(role in ROLES, f"{where}.role={role!r}; one of {list(ROLES)}", f"{where}.role")
+    content = content_text(m.get("content"), f"{where}.content")
     out: dict[str, Any] = {"role": "system" if role == "developer" else role, "content": content}
     if role == "tool":
-        _need(isinstance(m.get("tool_call_id", ""), str), "tool_call_id must be a string", f"{where}.tool_call_id")
+        need(isinstance(m.get("tool_call_id", ""), str), "tool_call_id must be a string", f"{where}.tool_call_id")
         if m.get("tool_call_id"):
             out["tool_call_id"] = m["tool_call_id"]
         if isinstance(m.get("name"), str):
             out["name"] = m["name"]
     calls = m.get("tool_calls")
     if role == "assistant" and calls:
-        _need(isinstance(calls, list), "tool_calls must be a list", f"{where}.tool_calls")
+        need(isinstance(calls, list), "tool_calls must be a list", f"{where}.tool_calls")
         out["tool_calls"] = [_call(c, f"{where}.tool_calls[{j}]") for j, c in enumerate(calls)]
     return out
 
 
-def _text(content: Any, where: str) -> str:
-    """A message's content as the template's string: None -> "", a list of text parts joined."""
+def content_text(content: Any, where: str, part_types: tuple[str, ...] = ("text",),
+                 unsupported: str = "images are not supported") -> str:
+    """A message's content as the template's string: None -> "", a list of text parts (of `part_types`,
+    the first named in the error) joined."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
-    _need(isinstance(content, list), f"{where} must be a string or a list of text parts", where)
+    need(isinstance(content, list), f"{where} must be a string or a list of text parts", where)
     texts = []
     for j, part in enumerate(content):
-        _need(isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str),
-              f"{where}[{j}] must be a text part ({{'type': 'text', 'text': ...}}); images are not supported",
-              f"{where}[{j}]")
+        need(isinstance(part, dict) and part.get("type") in part_types and isinstance(part.get("text"), str),
+             f"{where}[{j}] must be a text part ({{'type': '{part_types[0]}', 'text': ...}}); {unsupported}",
+             f"{where}[{j}]")
         texts.append(part["text"])
     return "".join(texts)
 
@@ -144,8 +146,8 @@ def _call(c: Any, where: str) -> dict[str, Any]:
     templates (Qwen2.5's `arguments | tojson`) expect an object, else they would render it quoted,
     and the re-rendered history would differ from what the model wrote (vLLM converts it the same way)."""
     fn = c.get("function") if isinstance(c, dict) else None
-    _need(isinstance(fn, dict) and isinstance(fn.get("name"), str),
-          f'{where} must be {{"id": ..., "type": "function", "function": {{"name": ..., "arguments": ...}}}}', where)
+    need(isinstance(fn, dict) and isinstance(fn.get("name"), str),
+         f'{where} must be {{"id": ..., "type": "function", "function": {{"name": ..., "arguments": ...}}}}', where)
     args = fn.get("arguments", {})
     if isinstance(args, str):
         try:
@@ -153,7 +155,7 @@ def _call(c: Any, where: str) -> dict[str, Any]:
         except json.JSONDecodeError as exc:
             raise RequestError(f"{where}.function.arguments is not valid JSON ({exc.msg})",
                                f"{where}.function.arguments") from exc
-    _need(isinstance(args, dict), f"{where}.function.arguments must be a JSON object", f"{where}.function.arguments")
+    need(isinstance(args, dict), f"{where}.function.arguments must be a JSON object", f"{where}.function.arguments")
     out = {"type": "function", "function": {"name": fn["name"], "arguments": args}}
     if isinstance(c.get("id"), str):
         out["id"] = c["id"]

@@ -25,30 +25,25 @@ import time
 import uuid
 from typing import Any
 
-from agent_r1.agents.protocol import RequestError
+from agent_r1.agents.protocol import RequestError, content_text, need
 from agent_r1.agents.responses_fields import refusal
 
 ROLES = ("user", "system", "developer", "assistant")
 TEXT_PARTS = ("input_text", "output_text", "text")
 
 
-def _need(cond: bool, message: str, param: str | None) -> None:
-    if not cond:
-        raise RequestError(message, param)
-
-
 def to_chat_body(body: Any) -> dict[str, Any]:
     """The chat-completions body of a Responses request; RequestError names the Responses field."""
-    _need(isinstance(body, dict), "the request body must be a JSON object", None)
+    need(isinstance(body, dict), "the request body must be a JSON object", None)
     refused = refusal(body)
     if refused is not None:
         raise RequestError(refused[1], refused[0])
-    _need(isinstance(body.get("stream", False), (bool, type(None))), "stream must be true or false", "stream")
+    need(isinstance(body.get("stream", False), (bool, type(None))), "stream must be true or false", "stream")
     instructions = body.get("instructions")
-    _need(instructions is None or isinstance(instructions, str), "instructions must be a string", "instructions")
+    need(instructions is None or isinstance(instructions, str), "instructions must be a string", "instructions")
     messages = [{"role": "system", "content": instructions}] if instructions else []
     messages += _messages(body.get("input"))
-    _need(bool(messages), "input must be a non-empty string or list of items", "input")
+    need(bool(messages), "input must be a non-empty string or list of items", "input")
     chat: dict[str, Any] = {"messages": messages}
     for key in ("model", "temperature", "top_p", "tool_choice", "parallel_tool_calls"):
         if body.get(key) is not None:
@@ -57,20 +52,20 @@ def to_chat_body(body: Any) -> dict[str, Any]:
         chat["tools"] = _tools(body["tools"])
     limit = body.get("max_output_tokens")
     if limit is not None:
-        _need(isinstance(limit, int) and not isinstance(limit, bool) and limit >= 1,
-              f"max_output_tokens must be an integer >= 1, got {limit!r}", "max_output_tokens")
+        need(isinstance(limit, int) and not isinstance(limit, bool) and limit >= 1,
+             f"max_output_tokens must be an integer >= 1, got {limit!r}", "max_output_tokens")
         chat["max_completion_tokens"] = limit
     return chat
 
 
 def _tools(tools: Any) -> list[dict[str, Any]]:
-    _need(isinstance(tools, list), "tools must be a list", "tools")
+    need(isinstance(tools, list), "tools must be a list", "tools")
     out = []
     for i, t in enumerate(tools):
-        _need(isinstance(t, dict) and t.get("type") == "function" and isinstance(t.get("name"), str),
-              f"tools[{i}] must be a function tool {{'type': 'function', 'name': ..., 'parameters': ...}}; "
-              f"hosted tools ({t.get('type') if isinstance(t, dict) else t!r}) are not supported: "
-              "give the agent its own function", f"tools[{i}]")
+        need(isinstance(t, dict) and t.get("type") == "function" and isinstance(t.get("name"), str),
+             f"tools[{i}] must be a function tool {{'type': 'function', 'name': ..., 'parameters': ...}}; "
+             f"hosted tools ({t.get('type') if isinstance(t, dict) else t!r}) are not supported: "
+             "give the agent its own function", f"tools[{i}]")
         # the keys in the order given (templates render the schema as JSON, so order is prompt tokens);
         # `strict` is left out: sampling is not constrained, so the policy is not told it is
         out.append({"type": "function", "function": {k: v for k, v in t.items()
@@ -81,27 +76,27 @@ def _tools(tools: Any) -> list[dict[str, Any]]:
 def _messages(items: Any) -> list[dict[str, Any]]:
     if isinstance(items, str):
         return [{"role": "user", "content": items}]
-    _need(isinstance(items, list), "input must be a string or a list of items", "input")
+    need(isinstance(items, list), "input must be a string or a list of items", "input")
     out: list[dict[str, Any]] = []
     for i, item in enumerate(items):
         where = f"input[{i}]"
-        _need(isinstance(item, dict), f"{where} must be an object", where)
+        need(isinstance(item, dict), f"{where} must be an object", where)
         kind = item.get("type", "message" if "role" in item else None)
         read = ITEMS.get(kind)
-        _need(read is not None, f"{where}.type={kind!r} is not supported; one of {sorted(ITEMS)}", f"{where}.type")
+        need(read is not None, f"{where}.type={kind!r} is not supported; one of {sorted(ITEMS)}", f"{where}.type")
         read(item, where, out)
     return out
 
 
 def _message(item: dict[str, Any], where: str, out: list[dict[str, Any]]) -> None:
     role = item.get("role")
-    _need(role in ROLES, f"{where}.role={role!r}; one of {list(ROLES)}", f"{where}.role")
+    need(role in ROLES, f"{where}.role={role!r}; one of {list(ROLES)}", f"{where}.role")
     out.append({"role": role, "content": _text(item.get("content"), f"{where}.content")})
 
 
 def _function_call(item: dict[str, Any], where: str, out: list[dict[str, Any]]) -> None:
     for key in ("call_id", "name", "arguments"):
-        _need(isinstance(item.get(key), str), f"{where}.{key} must be a string", f"{where}.{key}")
+        need(isinstance(item.get(key), str), f"{where}.{key} must be a string", f"{where}.{key}")
     call = {"id": item["call_id"], "type": "function",
             "function": {"name": item["name"], "arguments": item["arguments"]}}
     # a call follows the reply it was part of: its text (a message item) or the calls before it
@@ -111,7 +106,7 @@ def _function_call(item: dict[str, Any], where: str, out: list[dict[str, Any]]) 
 
 
 def _function_call_output(item: dict[str, Any], where: str, out: list[dict[str, Any]]) -> None:
-    _need(isinstance(item.get("call_id"), str), f"{where}.call_id must be a string", f"{where}.call_id")
+    need(isinstance(item.get("call_id"), str), f"{where}.call_id must be a string", f"{where}.call_id")
     out.append({"role": "tool", "tool_call_id": item["call_id"],
                 "content": _text(item.get("output"), f"{where}.output")})
 
@@ -120,18 +115,7 @@ ITEMS = {"message": _message, "function_call": _function_call, "function_call_ou
 
 
 def _text(content: Any, where: str) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    _need(isinstance(content, list), f"{where} must be a string or a list of text parts", where)
-    texts = []
-    for j, part in enumerate(content):
-        _need(isinstance(part, dict) and part.get("type") in TEXT_PARTS and isinstance(part.get("text"), str),
-              f"{where}[{j}] must be a text part ({{'type': 'input_text', 'text': ...}}); images, files and "
-              "refusals are not supported", f"{where}[{j}]")
-        texts.append(part["text"])
-    return "".join(texts)
+    return content_text(content, where, TEXT_PARTS, "images, files and refusals are not supported")
 
 
 def to_response(completion: dict[str, Any], body: dict[str, Any], temperature: float, top_p: float) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from agent_r1.training.trainer import RLTrainer
 from agent_r1.trajectory import collate
 from tests.agents import api_style_agents
 from tests.agents.test_openai_agent import SearchThenAnswerEngine
+from tests.agents.test_openai_agent_training import check_trained_are_the_recorded_calls
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -76,12 +77,8 @@ def test_grpo_trains_an_agent_of_each_api_style_through_the_endpoint(tiny_model,
         assert "agent/drift" in m and "grad_norm" in m and "rollout/logprob_diff_max" in m
     # every call went through the API the agent uses, and every call it made was recorded
     assert api_style_agents.CALLS[kind] == first["agent/calls"] + second["agent/calls"]
-    trained = trainer.last_trajectories
-    recorded = [s for _, _, steps in make_env.last_sessions for s in steps]
-    assert [id(t) for t in trained] == [id(t) for t in recorded]
-    for sample, calls, steps in make_env.last_sessions:
-        assert [t.action_ids for s in steps for t in s.turns] == [c.completion_ids for c in calls]
-        assert [t.action_logprobs for s in steps for t in s.turns] == [c.completion_logprobs for c in calls]
+    trained = check_trained_are_the_recorded_calls(trainer, make_env)
+    for _, _, steps in make_env.last_sessions:
         for step in steps:
             _check_masks(step)
     batch = collate(trained, pad_token_id=tok.pad_token_id or 0)

@@ -45,7 +45,16 @@ def test_grpo_trains_the_example_agent_through_the_endpoint(tiny_model, tmp_path
     for m in (first, second):
         assert m["agent/sessions"] == 8 and m["agent/calls"] >= 8 and "agent/drift" in m and "grad_norm" in m
         assert m["agent/errors"] == 0 and m["agent/empty"] == 0
-    # the trained trajectories are the recorded calls: prompts and actions token for token
+    trained = check_trained_are_the_recorded_calls(trainer, make_env)
+    ids = [t.sample_id for t in trained]  # grouped by prompt, as run_rollout returns them: GRPO's groups
+    assert ids == sorted(ids, key=ids.index) and len(set(ids)) == 2
+    print({k: v for k, v in second.items() if k.startswith(("agent/", "rollout/", "reward", "grad"))})
+    # the engine sampled with the weights the trainer recomputes with (after iteration 1's update)
+    assert second["rollout/logprob_diff_max"] <= 1e-4, second["rollout/logprob_diff_max"]
+
+
+def check_trained_are_the_recorded_calls(trainer, make_env) -> list:
+    """The trained trajectories are the recorded calls: prompts and actions token for token. Returns them."""
     trained = trainer.last_trajectories
     recorded = [s for _, _, steps in make_env.last_sessions for s in steps]
     assert [id(t) for t in trained] == [id(t) for t in recorded]
@@ -53,8 +62,4 @@ def test_grpo_trains_the_example_agent_through_the_endpoint(tiny_model, tmp_path
         assert [t.action_ids for s in steps for t in s.turns] == [c.completion_ids for c in calls]
         assert [t.action_logprobs for s in steps for t in s.turns] == [c.completion_logprobs for c in calls]
         assert steps[0].prompt_ids == calls[0].prompt_ids and steps[0].sample_id == sample["id"]
-    ids = [t.sample_id for t in trained]  # grouped by prompt, as run_rollout returns them: GRPO's groups
-    assert ids == sorted(ids, key=ids.index) and len(set(ids)) == 2
-    print({k: v for k, v in second.items() if k.startswith(("agent/", "rollout/", "reward", "grad"))})
-    # the engine sampled with the weights the trainer recomputes with (after iteration 1's update)
-    assert second["rollout/logprob_diff_max"] <= 1e-4, second["rollout/logprob_diff_max"]
+    return trained
