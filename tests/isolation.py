@@ -10,7 +10,8 @@ collection.
 - scheduling (`--dist loadfile`): a module's tests run on one worker, so a module-scoped fixture
   (a server, a Ray session, a built world) is set up once, not once per worker; the Ray modules
   are one unit, so that no two local Ray clusters (each asking for 3 CPUs) and no two workers'
-  Ray sessions in the project's `.ray/` run at once. (xdist's own `--dist loadgroup` does nothing
+  Ray sessions in the project's `.ray/` run at once; the flow and deployment modules are one unit,
+  so that one Prefect server serves both. (xdist's own `--dist loadgroup` does nothing
   on pytest 9.2: it renames items through `item._nodeid`, which pytest no longer reads.) Units
   known to be long go out first (COST_HINTS).
   The units are for cost and load, not isolation: every fixture makes its own tmp folder (per
@@ -39,12 +40,14 @@ _MADE = "AGENT_R1_TESTS_PREFECT_HOME"  # the PREFECT_HOME a test session made (n
 
 # Test files that run as one unit (one worker, one after the other), and why: see the docstring.
 GROUPS = {"ray": ("test_ray_trainer.py", "test_async.py", "test_ddp_ray.py", "test_ray_cluster.py",
-                  "test_benchmarks_ray_smoke.py", "test_dynamic_sampling_ray.py")}
+                  "test_benchmarks_ray_smoke.py", "test_dynamic_sampling_ray.py"),
+          # one Prefect server for both (tests/integration/conftest.py)
+          "prefect": ("test_flow.py", "test_deployment.py")}
 # Rough seconds per unit under `make test` (benchmarks/suite_time.py's per-module figures), heaviest
 # first: units are handed out in this order, so that no long unit starts last and leaves one worker
 # running it alone. Only the order depends on these numbers, never what runs; a unit not listed goes
 # after them.
-COST_HINTS = {"ray": 334, "test_deployment.py": 72, "test_ddp.py": 69, "test_flow.py": 55, "test_dvc.py": 49,
+COST_HINTS = {"ray": 334, "prefect": 105, "test_ddp.py": 69, "test_dvc.py": 49,
               "test_qwen_pipeline.py": 36, "test_mcp.py": 27, "test_mcp_faults.py": 26, "test_kill_resume.py": 23,
               "test_concurrent_starts.py": 20, "test_trainer.py": 18, "test_retriever_faults.py": 18,
               "test_tracking_buffer.py": 17, "test_security.py": 17, "test_determinism.py": 17,

@@ -1,6 +1,7 @@
-"""Two runs of the deployment `train-agent/local` at once, through a real Prefect server and
-`flows/serve.py --limit 2`: each run gets its own run folder, its own MLflow runs and its own
-checkpoint; the two really overlap in time; the SFT warm start they share is trained once."""
+"""Two runs of the deployment `train-agent/local` at once, through a real Prefect server (shared with
+test_flow.py: tests/integration/conftest.py) and `flows/serve.py --limit 2`: each run gets its own run
+folder, its own MLflow runs, lineage and checkpoint, and neither touches the other's; the two really
+overlap in time; the SFT warm start they share is trained once."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import pytest
 import yaml
 
 from tests.pipeline_helpers import write_micro_params
-from tests.servers import free_port, stop, wait_http
+from tests.servers import stop
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -98,13 +99,11 @@ def _ts(value: str) -> float:
 
 
 @pytest.mark.slow
-def test_two_deployment_runs_at_once(tmp_path):
+def test_two_deployment_runs_at_once(tmp_path, prefect_server):
     started = time.perf_counter()
-    port = free_port()
-    api = f"http://127.0.0.1:{port}/api"
+    api = prefect_server.api
     mlflow_uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": api,
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "300",
            # the served flow asks for scheduled runs every second, not every 10 s (Prefect's default): a
            # triggered run starts at once instead of waiting for the next poll
            "PREFECT_RUNNER_POLL_FREQUENCY": "1",
@@ -112,20 +111,16 @@ def test_two_deployment_runs_at_once(tmp_path):
            "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
     params = _params(tmp_path)
     runs_dir = tmp_path / "runs"
-    logs = {name: tmp_path / f"{name}.log" for name in ("server", "serve")}
+    logs = {"serve": tmp_path / "serve.log"}
     files = {name: path.open("w") for name, path in logs.items()}
     procs = []
     try:
-        procs.append(subprocess.Popen([str(VENV_BIN / "prefect"), "server", "start", "--host", "127.0.0.1",
-                                       "--port", str(port)], env=env, cwd=ROOT, stdout=files["server"],
-                                      stderr=subprocess.STDOUT, start_new_session=True))
         # nothing is made beforehand: both runs start on a fresh data folder, index and MLflow store,
         # which they build under locks (runs/assembly.py, tracking/transport.py) once between them
-        wait_http(f"{api}/health", procs[0], 240)
-        procs.append(subprocess.Popen([sys.executable, "flows/serve.py", "--params", str(params), "--limit", "2"],
+        procs.append(subprocess.Popen([sys.executable, "-m", "flows.serve", "--params", str(params), "--limit", "2"],
                                       env=env, cwd=ROOT, stdout=files["serve"], stderr=subprocess.STDOUT,
                                       start_new_session=True))
-        _wait_deployment(api, procs[1], logs["serve"], 180)
+        _wait_deployment(api, procs[0], logs["serve"], 180)
         ids = _trigger_both(env)
         flow_runs = _wait_runs(api, ids, logs["serve"], 900)
         for algo, fr in flow_runs.items():
@@ -138,6 +133,9 @@ def test_two_deployment_runs_at_once(tmp_path):
 
         # MLflow: one parent run per flow run, each finished, with its own params, folder and checkpoint
         from mlflow.tracking import MlflowClient
+
+        from agent_r1.runs.folders import list_runs
+        from agent_r1.runs.lineage import checkpoint_hash
 
         client = MlflowClient(tracking_uri=mlflow_uri)
         exp = client.get_experiment_by_name("agent-r1")
@@ -171,6 +169,12 @@ def test_two_deployment_runs_at_once(tmp_path):
             assert summary["final_em"] == card["evaluation"][summary["eval_set"]]["rl"]
             assert summary["trainer_final_eval_em"] == card["final_eval_em"]
             assert summary["tracking"]["pending"] == 0 and summary["tracking"]["rejected"] == 0
+            # the evaluate stage scored exactly this checkpoint: its EM is the trainer's final held-out EM
+            assert summary["final_em"] == summary["trainer_final_eval_em"]
+            # the checkpoint on disk, read after both runs ended, is still the one its card hashed
+            assert checkpoint_hash(card["checkpoint"]) == card["checkpoint_sha256"]
+            assert parent.info.run_name == folder.name
+            assert all(tags[f"lineage.{k}"] == card["lineage"][k] for k in ("data", "index", "warm_start", "checkpoint"))
             config = json.loads((folder / "config.json").read_text())
             assert config["algo"]["adv_estimator"] == algo and config["train"]["out_dir"] == str(folder)
 
@@ -187,6 +191,7 @@ def test_two_deployment_runs_at_once(tmp_path):
 
         # two folders, nothing of one in the other
         assert folders["grpo"] != folders["rloo"]
+        assert {r["name"] for r in list_runs(runs_dir, "agent-r1")} == {f.name for f in folders.values()}
         assert sorted(p.name for p in (runs_dir / "agent-r1").iterdir()) == sorted(f.name for f in folders.values())
         for algo, folder in folders.items():
             other = folders[ALGOS[1 - ALGOS.index(algo)]]
@@ -200,9 +205,9 @@ def test_two_deployment_runs_at_once(tmp_path):
         assert len(stored) == 1 and stored[0].is_dir() and (stored[0] / "warm_start.json").is_file()
         assert sorted(r.data.tags["warm_start.reused"] for r in sft_children) == ["false", "true"]
         assert {r.data.tags["warm_start.hash"][:len(stored[0].name)] for r in sft_children} == {stored[0].name}
-        for folder in folders.values():
-            lineage = json.loads((folder / "run.json").read_text())["lineage"]
-            assert lineage["warm_start"].startswith(stored[0].name)
+        lineages = [json.loads((folder / "run.json").read_text())["lineage"] for folder in folders.values()]
+        assert all(lineage["warm_start"].startswith(stored[0].name) for lineage in lineages)
+        assert lineages[0]["data"] == lineages[1]["data"]  # the data both built at once, once
     finally:
         for proc in reversed(procs):
             stop(proc)

@@ -1,27 +1,30 @@
-"""The `train-agent` Prefect flow end to end on a micro config, then the MLflow store read back; task
-caching; and the deployment `train-agent/local` triggered by name against a started Prefect server."""
+"""The `train-agent` Prefect flow end to end on a micro config, in this process against a real Prefect
+server (the one test_deployment.py's two concurrent deployment runs use: tests/integration/conftest.py),
+then the MLflow store read back; and task caching."""
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.pipeline_helpers import write_micro_params
 
-ROOT = Path(__file__).resolve().parents[2]
-VENV_BIN = Path(sys.executable).parent
-
 
 @pytest.fixture(scope="module")
-def harness():
-    from prefect.testing.utilities import prefect_test_harness
+def harness(prefect_server):
+    """This process's flows report to the shared server; their logs and events are delivered before
+    the module ends (as prefect_test_harness does), so none is sent after the server stops."""
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+    from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    with prefect_test_harness(server_startup_timeout=120):
+    with temporary_settings(updates={PREFECT_API_URL: prefect_server.api}):
         yield
+        APILogWorker.drain_all(timeout=30)
+        EventsWorker.drain_all(timeout=30)
 
 
 @pytest.fixture()
@@ -122,61 +125,6 @@ def test_flow_end_to_end_micro(harness, mlflow_store, tmp_path, monkeypatch):
     for label in ("rl", "start"):
         for key in ("em", "f1", "search_first_rate", "mean_turns"):
             assert fresh[label][key] == pytest.approx(reused[label][key]), (label, key)
-
-
-def test_two_flow_runs_never_collide(harness, mlflow_store, tmp_path):
-    """Issue 17's sequence: run A, then run B with other overrides, through the flow. Each keeps its
-    own folder, final checkpoint, MLflow run and evaluation; B reuses A's warm start."""
-    import yaml
-    from mlflow.tracking import MlflowClient
-
-    from agent_r1.runs.folders import list_runs, read_record
-    from agent_r1.runs.lineage import checkpoint_hash
-    from flows.train_agent import train_agent
-
-    params = write_micro_params(tmp_path / "params.yaml", tmp_path)
-    tree = yaml.safe_load(params.read_text())
-    tree["sft"]["out_dir"], tree["train"]["out_dir"], tree["train"]["init_from"] = "", "", "sft"
-    tree["train"]["runs_dir"] = str(tmp_path / "runs")
-    params.write_text(yaml.safe_dump(tree))
-    cwd = os.getcwd()
-    try:
-        a = train_agent(params=str(params), overrides={"train.eval_size": 3}, dvc="off", experiment="collide")
-        a_hash = checkpoint_hash(a["checkpoint"])
-        b = train_agent(params=str(params), dvc="off", experiment="collide",
-                        overrides={"train.eval_size": 3, "algo.adv_estimator": "rloo", "train.iterations": 3})
-    finally:
-        os.chdir(cwd)
-    runs = {r["name"]: r for r in list_runs(tmp_path / "runs", "collide")}
-    assert len(runs) == 2 and {Path(a["run_dir"]).name, Path(b["run_dir"]).name} == set(runs)
-    client = MlflowClient(tracking_uri=mlflow_store)
-    for summary, iters in ((a, 2), (b, 3)):
-        folder = Path(summary["run_dir"])
-        card = read_record(folder)
-        # its own final checkpoint, intact after the other run, in its own folder, hashed on its card
-        assert Path(summary["checkpoint"]).resolve().parent == folder.resolve() / "checkpoints"
-        assert summary["checkpoint"].endswith(f"iter_{iters:06d}")
-        assert checkpoint_hash(summary["checkpoint"]) == card["checkpoint_sha256"] == summary["checkpoint_sha256"]
-        # the evaluate stage scored exactly that checkpoint: its EM is the trainer's own final held-out EM
-        assert summary["final_em"] == summary["trainer_final_eval_em"] == card["final_eval_em"]
-        assert card["evaluation"]["test"]["rl"] == summary["final_em"] and card["status"] == "finished"
-        run = client.get_run(summary["mlflow_run_id"])
-        assert card["mlflow_run_id"] == run.info.run_id and run.info.run_name == folder.name
-        tags = run.data.tags
-        assert tags["run.dir"] == str(folder) and tags["checkpoint.sha256"] == card["checkpoint_sha256"]
-        assert {tags[f"lineage.{k}"] for k in ("data", "index", "warm_start", "checkpoint")} == \
-            {card["lineage"][k] for k in ("data", "index", "warm_start", "checkpoint")}
-        evaluate = client.search_runs([run.info.experiment_id], f"tags.mlflow.parentRunId = '{run.info.run_id}' "
-                                      "and tags.stage = 'evaluate'")[0]
-        assert evaluate.data.tags["checkpoint.sha256"] == card["checkpoint_sha256"]
-    assert checkpoint_hash(a["checkpoint"]) == a_hash
-    assert a["lineage"]["warm_start"] == b["lineage"]["warm_start"] and a["lineage"]["data"] == b["lineage"]["data"]
-    # the warm start: trained by A, reused by B (one folder in the store)
-    sft_runs = {r.data.tags["mlflow.parentRunId"]: r for r in client.search_runs(
-        [client.get_experiment_by_name("collide").experiment_id], "tags.stage = 'sft'")}
-    assert sft_runs[a["mlflow_run_id"]].data.tags["warm_start.reused"] == "false"
-    assert sft_runs[b["mlflow_run_id"]].data.tags["warm_start.reused"] == "true"
-    assert len([p for p in (tmp_path / "runs/warm_starts").iterdir() if p.is_dir()]) == 1
 
 
 def test_data_tasks_are_cached(harness, tmp_path):
