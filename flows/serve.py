@@ -1,11 +1,13 @@
 """Serves the deployment `train-agent/local` from this process (a long-running listener).
 
     infra/prefect/server.sh &            # a local Prefect server on 127.0.0.1:4200
-    infra/prefect/serve.sh               # this script, with PREFECT_API_URL pointing at it
+    infra/prefect/serve.sh               # `python -m flows.serve`, with PREFECT_API_URL pointing at it
     prefect deployment run train-agent/local --watch
     prefect deployment run train-agent/local -p overrides='{"train.iterations": 5}' --watch
 
-Each flow run executes in a subprocess of this one, in the project root. `--limit N` lets N flow
+Run it from the project root (`python -m` makes `flows` importable from there). Each flow run executes
+in a subprocess of this one, in the project root, which Prefect puts on the import path when it loads
+`flows/train_agent.py` by its path. `--limit N` lets N flow
 runs go at once (tests/integration/test_deployment.py runs two): each trains into a run folder of its own
 (runs/<experiment>/<flow run name>) under its own MLflow run; a warm start they share is trained once.
 """
@@ -14,18 +16,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from flows.steps import SERVED_PARAMS_ENV  # noqa: E402
-from flows.train_agent import train_agent  # noqa: E402  (sets PREFECT_HOME etc. before prefect loads)
+from flows.steps import ROOT, SERVED_PARAMS_ENV
+from flows.train_agent import train_agent  # sets PREFECT_HOME etc. before prefect loads
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m flows.serve", description=__doc__.splitlines()[0])
     p.add_argument("--name", default="local")
     p.add_argument("--params", default="params.yaml", help="default params file of the deployment")
     p.add_argument("--limit", type=int, default=1,

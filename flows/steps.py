@@ -65,7 +65,7 @@ def check_flow_parameters(params: str | None, overrides: dict[str, Any] | None) 
     if served and params is not None and (ROOT / params).resolve() != (ROOT / served).resolve():
         raise ValueError(f"flow parameter params={params!r}: this deployment serves {served!r} only (a params "
                          "file names the code and commands a run may start); change settings with overrides, or "
-                         "serve another params file on the serving machine (flows/serve.py --params)")
+                         "serve another params file on the serving machine (python -m flows.serve --params)")
 
 
 def _config(params: str | None, overrides: dict[str, Any] | None):

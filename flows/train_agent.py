@@ -8,7 +8,7 @@ from it (`Run.load`), so a task, a retried task and a cache key all see the run'
 Run it:
     python -m flows.train_agent                       # params.yaml, a local (ephemeral) Prefect API
     python -m flows.train_agent --set train.iterations=5
-    python flows/serve.py                             # serve deployment `train-agent/local`, then:
+    python -m flows.serve                             # serve deployment `train-agent/local`, then:
     prefect deployment run train-agent/local -p overrides='{"train.iterations": 5}' --watch
 
 MLflow: one parent run per flow run (params, tags, final metrics, the evaluation table) and one child
@@ -26,8 +26,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # a served/worker run loads this file by path
-    sys.path.insert(0, str(ROOT))
 
 
 def _prefect_env() -> None:

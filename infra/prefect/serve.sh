@@ -4,4 +4,4 @@
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 wait_for_prefect
-exec python flows/serve.py "$@"
+exec python -m flows.serve "$@"
