@@ -17,8 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from flows.steps import ROOT, SERVED_PARAMS_ENV
-from flows.train_agent import train_agent  # sets PREFECT_HOME etc. before prefect loads
+from flows.steps import ROOT, SERVED_PARAMS_ENV, program_environment
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -32,6 +31,9 @@ def main(argv: list[str] | None = None) -> None:
     # flow runs (subprocesses of this one) take their settings from this file only: a flow run's
     # `params` naming another file is refused (flows/steps.py check_flow_parameters)
     os.environ[SERVED_PARAMS_ENV] = str((ROOT / args.params).resolve())
+    program_environment()
+    from flows.train_agent import train_agent  # after the environment: Prefect reads it on import
+
     train_agent.serve(name=args.name, parameters={"params": args.params}, tags=["agent-r1"], limit=args.limit,
                       description="Train a tool-using agent: data -> index -> SFT -> RL -> evaluation")
 

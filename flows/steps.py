@@ -1,4 +1,5 @@
-"""The train-agent flow's helpers that need no Prefect: the config, DVC steps, and task cache keys."""
+"""The train-agent flow's helpers that need no Prefect: the config, DVC steps, task cache keys, and the
+environment a flow program sets before Prefect loads."""
 
 from __future__ import annotations
 
@@ -29,6 +30,17 @@ SERVING_MACHINE_ONLY: dict[str, str] = {
 }
 #: Set by flows/serve.py and infra/prefect/worker.sh: the params file the deployment serves
 SERVED_PARAMS_ENV = "AGENT_R1_SERVED_PARAMS"
+
+
+def program_environment() -> None:
+    """Prefect's state lives in the project, never phones home, and gets time to start on 2 cores;
+    settings the caller gave win. Called where a flow runs as a program, before Prefect is imported
+    (it reads its settings once, on import); importing a flow module changes no environment."""
+    os.environ.setdefault("PREFECT_HOME", str(ROOT / ".prefect"))
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "300")
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
 
 
 def overrides_tag(overrides: dict[str, Any] | None) -> str:

@@ -25,26 +25,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from flows.steps import (
+    ROOT, _config, check_flow_parameters, data_key, dvc_repro, embed_key, index_key, overrides_tag,
+    program_environment, use_dvc)
 
-
-def _prefect_env() -> None:
-    """Prefect's state lives in the project, never phones home, and gets time to start on 2 cores."""
-    os.environ.setdefault("PREFECT_HOME", str(ROOT / ".prefect"))
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "300")
-    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-    os.environ.setdefault("DO_NOT_TRACK", "1")
-
-
-_prefect_env()
+if __name__ == "__main__":  # run as a program: Prefect reads its settings once, when it is imported below
+    program_environment()
 
 from prefect import flow, get_run_logger, task  # noqa: E402
 from prefect.artifacts import create_progress_artifact, update_progress_artifact  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 
-from flows.steps import (  # noqa: E402
-    _config, check_flow_parameters, data_key, dvc_repro, embed_key, index_key, overrides_tag, use_dvc)
 from agent_r1.runs.run import Run  # noqa: E402
 
 
