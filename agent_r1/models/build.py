@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_r1.models.lora import LoraConfig
+from agent_r1.models.lora import ADAPTER_CONFIG, LoraConfig, adapter_base, is_adapter_folder, set_adapter_base
 
 
 @dataclass
@@ -67,8 +67,6 @@ def load_model(name_or_path: str | Path, dtype: str = "float32"):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from agent_r1.models.lora import is_adapter_folder, load_adapter_model
-
     path = Path(name_or_path)
     if not path.exists() and (str(name_or_path).startswith((".", "/")) or path.suffix):
         raise FileNotFoundError(
@@ -82,6 +80,32 @@ def load_model(name_or_path: str | Path, dtype: str = "float32"):
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
+
+
+def load_adapter_model(path: str | Path, base: str | Path | None = None, dtype: str = "float32",
+                       trainable: bool = True) -> tuple[Any, Any]:
+    """(peft model, tokenizer) from an adapter folder (models/lora.py) over `base` (default: the one
+    it records), loaded through `load_model`."""
+    from peft import PeftModel
+
+    path = Path(path)
+    base = str(base or adapter_base(path))
+    if not base:
+        raise FileNotFoundError(f"adapter folder {str(path)!r} does not name its base model "
+                                f"(base_model_name_or_path in {ADAPTER_CONFIG} is empty); pass the base folder")
+    if Path(base).is_absolute() and not Path(base).exists():
+        raise FileNotFoundError(f"adapter folder {str(path)!r} was trained on {base!r}, which does not exist "
+                                "here; pass the base model folder (e.g. `agent-r1 export --base DIR`)")
+    model, tokenizer = load_model(base, dtype)
+    if (path / "tokenizer_config.json").exists():  # the run's tokenizer, if it was saved with the adapter
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(path))
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+    peft_model = PeftModel.from_pretrained(model, str(path), is_trainable=trainable)
+    set_adapter_base(peft_model, base)
+    return peft_model, tokenizer
 
 
 def save_model(model: Any, tokenizer: Any, out_dir: str | Path) -> Path:

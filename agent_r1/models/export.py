@@ -33,8 +33,8 @@ def resolve_checkpoint(path: str | Path) -> Path:
 def export_model(checkpoint: str | Path, out_dir: str | Path, merge: bool = False,
                  base: str | Path | None = None, dtype: str = "float32") -> Path:
     from agent_r1.data.owned import claim_folder
-    from agent_r1.models.build import load_model, save_model
-    from agent_r1.models.lora import is_adapter_folder, load_adapter_model, merged, save_adapter
+    from agent_r1.models.build import load_adapter_model, load_model, save_model
+    from agent_r1.models.lora import is_adapter_folder, merged, save_adapter
 
     src = resolve_checkpoint(checkpoint)
     out = Path(out_dir)

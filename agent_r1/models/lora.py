@@ -1,5 +1,6 @@
 """LoRA through peft: the `model.lora` config, adapters on a policy, the reference policy as the
-same weights with the adapters switched off, adapter checkpoints and a merged export.
+same weights with the adapters switched off, adapter checkpoints and a merged export. Loading an
+adapter folder is `models/build.py`'s `load_model`, which loads the base first.
 
 The reference is the base with adapters disabled (as TRL and verl do with `ref_in_actor`), so a
 LoRA run holds one copy of the base weights. An adapter folder is what `save_pretrained` writes
@@ -115,33 +116,6 @@ def is_adapter_folder(path: str | Path) -> bool:
 
 def adapter_base(path: str | Path) -> str:
     return json.loads((Path(path) / ADAPTER_CONFIG).read_text()).get("base_model_name_or_path") or ""
-
-
-def load_adapter_model(path: str | Path, base: str | Path | None = None, dtype: str = "float32",
-                       trainable: bool = True) -> tuple[Any, Any]:
-    """(peft model, tokenizer) from an adapter folder over `base` (default: the one it records)."""
-    from peft import PeftModel
-
-    from agent_r1.models.build import load_model
-
-    path = Path(path)
-    base = str(base or adapter_base(path))
-    if not base:
-        raise FileNotFoundError(f"adapter folder {str(path)!r} does not name its base model "
-                                f"(base_model_name_or_path in {ADAPTER_CONFIG} is empty); pass the base folder")
-    if Path(base).is_absolute() and not Path(base).exists():
-        raise FileNotFoundError(f"adapter folder {str(path)!r} was trained on {base!r}, which does not exist "
-                                "here; pass the base model folder (e.g. `agent-r1 export --base DIR`)")
-    model, tokenizer = load_model(base, dtype)
-    if (path / "tokenizer_config.json").exists():  # the run's tokenizer, if it was saved with the adapter
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(str(path))
-        if tokenizer.pad_token_id is None:
-            tokenizer.pad_token = tokenizer.eos_token
-    peft_model = PeftModel.from_pretrained(model, str(path), is_trainable=trainable)
-    set_adapter_base(peft_model, base)
-    return peft_model, tokenizer
 
 
 def merged(model: Any) -> Any:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_r1.rollout.engine import GenerationEngine, TransformersEngine
-from agent_r1.rollout.vllm_engine import VLLMOptions
+from agent_r1.sampling import VLLMOptions
 
 
 @dataclass

@@ -25,7 +25,7 @@ from typing import Any
 
 from agent_r1.models.served_folder import write_model_folder
 from agent_r1.rollout.engine import GenerationOutput, SamplingParams
-from agent_r1.sampling import VLLMOptions  # noqa: F401  (`rollout.vllm`, re-exported)
+from agent_r1.sampling import VLLMOptions
 from agent_r1.rollout.vllm_scratch import scratch_prefix, sweep_stale
 from agent_r1.rollout.vllm_worker import WORKER_EXTENSION
 
