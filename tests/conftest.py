@@ -39,12 +39,16 @@ SAMPLES = REPO / "samples"
 @pytest.fixture(autouse=True, scope="session")
 def _session_mlflow_store(tmp_path_factory):
     """Runs the tests start (`agent-r1 train` logs to MLflow by default; subprocesses inherit this)
-    go to a store of the session's own, never the project's mlruns/. A test that sets its own wins."""
+    go to a store of the session's own, never the project's mlruns/. A test that sets its own wins.
+    The store is a copy of a migrated one (tests/mlflow_store.py): creating it costs 5-10 s of CPU."""
+    from tests.mlflow_store import fresh_store
+
     root = tmp_path_factory.mktemp("mlflow")
-    keys = {"MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}", "AGENT_R1_MLFLOW_BUFFER": str(root / "buffer")}
+    keys = ("MLFLOW_TRACKING_URI", "AGENT_R1_MLFLOW_BUFFER")
     before = {k: os.environ.get(k) for k in keys}
-    for key, value in keys.items():
-        os.environ.setdefault(key, value)
+    if before["MLFLOW_TRACKING_URI"] is None:
+        os.environ["MLFLOW_TRACKING_URI"] = fresh_store(root)
+    os.environ.setdefault("AGENT_R1_MLFLOW_BUFFER", str(root / "buffer"))
     yield root
     for key, value in before.items():
         if value is None:

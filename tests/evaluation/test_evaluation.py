@@ -23,6 +23,7 @@ from agent_r1.evaluation.modes import EVAL_MODES, EvalContext, get_mode
 from agent_r1.rollout.engine import GenerationOutput
 from agent_r1.trajectory import Trajectory, Turn
 from tests.conftest import REPO, SAMPLES
+from tests.mlflow_store import fresh_store
 
 BUDGET = {"rollout.max_turns": 2, "rollout.max_tokens_per_turn": 12, "rollout.max_total_tokens": 400,
           "train.threads": 1, "search.k": 2}
@@ -165,7 +166,7 @@ def test_cli_eval_writes_json(world, tmp_path, capsys):
 
 def test_log_to_mlflow_only_inside_an_active_run(tmp_path, monkeypatch):
     import mlflow
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", fresh_store(tmp_path))
     monkeypatch.chdir(tmp_path)  # a SQLite store's default artifact root is ./mlruns of the cwd
     report = {"results": {"rag": {"hotpotqa": {"em": 12.5, "n": 8.0}}}}
     assert log_to_mlflow(report) is False  # no active run: nothing logged, nothing started

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.mlflow_store import fresh_store
 from tests.pipeline_helpers import write_micro_params
 
 
@@ -29,9 +30,7 @@ def harness(prefect_server):
 
 @pytest.fixture()
 def mlflow_store(tmp_path, monkeypatch):
-    store = tmp_path / "mlruns"
-    store.mkdir()
-    uri = f"sqlite:///{store / 'mlflow.db'}"
+    uri = fresh_store(tmp_path / "mlruns")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("AGENT_R1_MLFLOW_BUFFER", str(tmp_path / "buffer"))
     return uri

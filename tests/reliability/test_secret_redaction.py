@@ -8,6 +8,7 @@ import json
 import stat
 
 from agent_r1.config import load_config
+from tests.mlflow_store import fresh_store
 
 SECRETS = {"env": "mcpenv-SECRET-1a2b", "flag": "mcpflag-SECRET-3c4d", "inline": "mcpinline-SECRET-5e6f",
            "userinfo": "mcpuser-SECRET-7a8b", "query": "mcpquery-SECRET-9c0d", "es": "eskey-SECRET-1f2e",
@@ -55,7 +56,7 @@ def test_mlflow_params_hold_no_secret(tmp_path):
     from agent_r1.tracking import RunTracker
 
     tree = load_config(None, _overrides()).to_dict()
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = fresh_store(tmp_path)
     tracker = RunTracker("redact", experiment="redact", tracking_uri=uri, buffer_dir=tmp_path / "buffer", verbose=False)
     tracker.log_config(tree)
     tracker.child("train").log_config(tree)

@@ -14,6 +14,7 @@ import pytest
 
 from agent_r1.tools.calculator import CalculatorError, evaluate
 from tests.es_fixture import REPO_ROOT, es_server  # noqa: F401
+from tests.mlflow_store import fresh_store
 
 PACKAGE = REPO_ROOT / "agent_r1"
 API_KEY, USER, PASSWORD = "sk-agentr1-APIKEY-7f3e9c", "agentr1-user-51c2", "pw-agentr1-SECRET-9d8b"
@@ -212,7 +213,7 @@ def test_credentials_never_reach_mlflow_params_or_tags(tmp_path, monkeypatch):
     tree = cfg.to_dict()
     flat = flatten_params(tree)
     _assert_clean(json.dumps(flat), "flattened params")
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = fresh_store(tmp_path)
     tracker = RunTracker("security", experiment="security", tracking_uri=uri, buffer_dir=tmp_path / "buffer",
                          tags=machine_tags(tree), verbose=False)
     tracker.log_config(tree)

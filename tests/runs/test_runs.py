@@ -13,6 +13,7 @@ import pytest
 from agent_r1.config import load_config
 from agent_r1.runs.folders import create_run_dir, list_runs, read_record, update_record
 from agent_r1.runs.lineage import checkpoint_hash, data_hash, hash_json
+from tests.mlflow_store import fresh_store
 from tests.pipeline_helpers import unpinned_micro
 
 
@@ -188,7 +189,7 @@ def test_cli_train_is_an_mlflow_run_with_its_lineage(tmp_path, monkeypatch, caps
 
     from agent_r1.cli import main
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = fresh_store(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("AGENT_R1_MLFLOW_BUFFER", str(tmp_path / "buffer"))
     sets = [f"{k}={v}" for k, v in _overrides(tmp_path, **{"train.experiment": "cli"}).items()
@@ -216,7 +217,7 @@ def test_card_names_the_mlflow_run_made_later_from_the_buffer(tmp_path, monkeypa
     from agent_r1.runs.tracked import train_with_mlflow
     from agent_r1.tracking.filelock import FileLock
 
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", fresh_store(tmp_path))
     monkeypatch.setenv("AGENT_R1_MLFLOW_BUFFER", str(tmp_path / "buffer"))
     other = FileLock(tmp_path / "buffer" / ".flush.lock")  # the other process's hold (its own descriptor)
     assert other.acquire(blocking=False)

@@ -12,6 +12,7 @@ import pytest
 from agent_r1.tracking import (MlflowSink, RunTracker, dvc_lock_hashes, flatten_params, trajectory_rows)
 from agent_r1.trajectory import Trajectory, Turn
 from tests.mlflow_server import start_mlflow_server, stop
+from tests.mlflow_store import fresh_store
 from tests.servers import free_port
 
 
@@ -88,8 +89,7 @@ def _check_store(uri: str, parent_id: str) -> None:
 
 
 def test_sqlite_store_round_trip(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
-    (tmp_path / "store").mkdir()
+    uri = fresh_store(tmp_path / "store")
     tracker = RunTracker("unit", experiment="unit", tracking_uri=uri, buffer_dir=tmp_path / "buffer")
     assert tracker.run_id
     _log_everything(tracker, tmp_path / "ckpts")
