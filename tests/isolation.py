@@ -2,9 +2,9 @@
 `-n $(TEST_WORKERS)`): hooks that tests/conftest.py re-exports, so they run in every worker before
 collection.
 
-- PREFECT_HOME: a folder of this process's own. `flows/train_agent.py` otherwise points Prefect at
-  the project's `.prefect/` on import (where `make run` keeps its state), and the task results a
-  test caches would land beside a user's run and be shared by the workers.
+- PREFECT_HOME: a folder of this process's own. Prefect otherwise keeps its state and the task
+  results a test caches in the user's ~/.prefect, beside a user's runs and shared by the workers
+  (`make run` and `python -m flows.train_agent` point it at the project's `.prefect/`).
 - torch threads: each of N workers gets cores // N intra-op threads (at least one). Two workers with
   two threads each on two cores spin against each other: the small-tensor tests then ran 3-5x slower.
 - scheduling (`--dist loadfile`): a module's tests run on one worker, so a module-scoped fixture
