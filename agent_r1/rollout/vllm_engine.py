@@ -59,13 +59,6 @@ def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def select_engine(model: Any, tokenizer: Any, prefer: str = "auto", **options: Any) -> Any:
-    """The generation engine for `model` (see `agent_r1.rollout.engines.build_engine`)."""
-    from agent_r1.rollout.engines import EngineOptions, build_engine
-
-    return build_engine(prefer, model, tokenizer, EngineOptions(**options))
-
-
 def check_vllm_usable() -> None:
     """Raises with what is missing when vLLM cannot run here."""
     if not vllm_available():

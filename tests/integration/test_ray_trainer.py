@@ -174,7 +174,7 @@ def test_local_ray_stays_inside_the_project(ray_session, tmp_path, monkeypatch):
 def test_engine_selection_without_vllm_or_gpu(tiny_model, monkeypatch):
     from agent_r1.rollout import vllm_engine
     from agent_r1.rollout.engine import TransformersEngine
-    from agent_r1.rollout.vllm_engine import select_engine
+    from agent_r1.rollout.engines import select_engine
 
     model, tok = tiny_model
     monkeypatch.setattr(vllm_engine, "cuda_available", lambda: False)
