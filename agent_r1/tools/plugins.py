@@ -17,8 +17,8 @@ import warnings
 from importlib import metadata
 from typing import Any
 
+from agent_r1.registry import Registry
 from agent_r1.tools.base import Tool
-from agent_r1.tools.registry import TOOL_FACTORIES
 
 ENTRY_POINT_GROUP = "agent_r1.tools"
 
@@ -35,16 +35,18 @@ def discover_tool_plugins() -> dict[str, metadata.EntryPoint]:
     return found
 
 
-def register_tool_plugins() -> list[str]:
-    """Adds a lazy registry entry for each plugin whose name is not taken; returns the names added.
+def register_tool_plugins(factories: Registry[Any, Any]) -> list[str]:
+    """Adds a lazy entry to `factories` (the tool registry) for each plugin whose name is not taken;
+    returns the names added. The registry is passed in so that this module never imports it (the
+    registry calls this on a lookup miss).
 
     A name that a built-in or an already registered tool holds keeps that tool (with a warning).
     """
     added = []
     for name, ep in discover_tool_plugins().items():
-        current = TOOL_FACTORIES.get(name)
+        current = factories.get(name)
         if current is None:
-            TOOL_FACTORIES.register(name, PluginToolFactory(ep))
+            factories.register(name, PluginToolFactory(ep))
             added.append(name)
         elif not (isinstance(current, PluginToolFactory) and current.entry_point.value == ep.value):
             warnings.warn(f"tool plugin {name!r} from {_origin(ep)} is ignored: the name is already "

@@ -49,7 +49,7 @@ def get_tool_factory(name: str) -> ToolFactory:
     if name not in TOOL_FACTORIES:
         from agent_r1.tools.plugins import register_tool_plugins
 
-        register_tool_plugins()
+        register_tool_plugins(TOOL_FACTORIES)
     if name not in TOOL_FACTORIES:
         known = ", ".join(available_tools()) or "none"
         raise ValueError(f"unknown tool {name!r}; registered tools: {known}. Register one with @tool, "

@@ -225,7 +225,7 @@ def test_entry_point_tools_are_discovered_lazily(plugin_package):
     from agent_r1.tools.search import SearchTool
 
     with pytest.warns(UserWarning, match=r"tool plugin 'search' from .* is ignored: the name is already registered"):
-        register_tool_plugins()
+        register_tool_plugins(TOOL_FACTORIES)
     assert TOOL_FACTORIES["search"] is SearchTool  # a plugin cannot take a built-in's name
 
 

@@ -31,9 +31,6 @@ KNOWN: dict[frozenset[str], str] = {
                "agent_r1.envs.tool_env", "agent_r1.rollout.loop"}):
         "the env factory builds agent rollouts, whose endpoint runs the rollout loop over ToolEnv, "
         "which asks the factory for its kind's traits",
-    frozenset({"agent_r1.tools.plugins", "agent_r1.tools.registry"}):
-        "plugins.register_tool_plugins() fills the registry's TOOL_FACTORIES, which the registry's "
-        "lookup calls; tests/envs/test_extending.py calls it without the registry",
 }
 
 
