@@ -8,12 +8,19 @@ imports no engine (docs/architecture.md) while the loop reads the same typed sec
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-# the generation engines rollout/engines.py builds (ENGINES there holds exactly these names, a test
-# keeps the two equal); "auto" = vLLM when it is installed and a CUDA GPU is visible
-ENGINE_NAMES = ("transformers", "vllm")
-ENGINE_CHOICES = ("auto", *ENGINE_NAMES)
+from agent_r1.registry import NoTraits, Registry
+
+_BUILDERS = "agent_r1.rollout.engines"
+#: `rollout.engine` name -> builder(model, tokenizer, EngineOptions) -> a GenerationEngine. It sits here,
+#: below the config tree, so validation reads the names without importing an engine; the builders
+#: register in rollout/engines.py, imported on the first lookup of a built-in name.
+ENGINES: Registry[Callable[[Any, Any, Any], Any], NoTraits] = Registry(
+    "generation engine", key="rollout.engine", where="agent_r1.sampling.ENGINES",
+    builtins={"auto": _BUILDERS, "transformers": _BUILDERS, "vllm": _BUILDERS})
 
 
 @dataclass

@@ -221,7 +221,8 @@ def test_in_process_grpo_with_vllm_chosen_by_config_keeps_engine_and_trainer_in_
     new weights, so iteration 2's log-prob gap stays at float rounding; with LoRA too (adapters merged
     into what the engine serves)."""
     from agent_r1.cli import main
-    from agent_r1.rollout import engines
+    from agent_r1.rollout import engines  # noqa: F401  (its built-in engines register before the scratch copy)
+    from agent_r1.sampling import ENGINES
     from tests.pipeline_helpers import write_micro_params
 
     built = []
@@ -239,33 +240,35 @@ def test_in_process_grpo_with_vllm_chosen_by_config_keeps_engine_and_trainer_in_
         engine_with(engine, model)
         return Borrowed()
 
-    monkeypatch.setitem(engines.ENGINES, "vllm", shared)
-    monkeypatch.chdir(tmp_path)
-    params = write_micro_params(tmp_path / "params.yaml", root=tmp_path)
-    assert main(["train", "--params", str(params), "--no-mlflow", "--set", f"train.init_from={qwen128}",
-                 "--set", "env.format=hermes", "--set", "rollout.engine=vllm", "--set", "rollout.temperature=0.7",
-                 "--set", "train.device=cpu", "--set", "train.eval_every=0", "--set", "train.eval_size=2",
-                 "--set", "train.prompts_per_iter=2", "--set", "train.lr=1e-2",
-                 # a random policy earns no reward, so every advantage is 0: the entropy bonus is what
-                 # moves the weights (and so what a stale engine would miss)
-                 "--set", "algo.entropy_coef=0.01", "--set", "algo.skip_zero_advantage=false",
-                 "--set", f"model.lora.r={lora_r}", "--set", "train.precision=fp32",
-                 # one checkpoint (the last iteration's) instead of one per iteration: nothing here reads them
-                 "--set", "train.checkpoint_every=2"]) == 0
-    assert built == [engine]
-    metrics = [json.loads(line) for line in (tmp_path / "runs" / "default" / "metrics.jsonl").read_text().splitlines()]
-    trained = [m for m in metrics if m.get("step", 0) > 0]
-    assert len(trained) == 2 and trained[0]["grad_norm"] > 0  # iteration 1 changed the weights
-    assert trained[1]["rollout/logprob_diff_max"] <= TOL
-    assert trained[1]["rollout/weight_syncs"] >= 2 and trained[1]["rollout/weight_sync_s"] > 0
+    with ENGINES.scratch():  # the shared engine stands in for vLLM during this test only
+        ENGINES.register("vllm", shared, replace=True)
+        monkeypatch.chdir(tmp_path)
+        params = write_micro_params(tmp_path / "params.yaml", root=tmp_path)
+        assert main(["train", "--params", str(params), "--no-mlflow", "--set", f"train.init_from={qwen128}",
+                     "--set", "env.format=hermes", "--set", "rollout.engine=vllm", "--set", "rollout.temperature=0.7",
+                     "--set", "train.device=cpu", "--set", "train.eval_every=0", "--set", "train.eval_size=2",
+                     "--set", "train.prompts_per_iter=2", "--set", "train.lr=1e-2",
+                     # a random policy earns no reward, so every advantage is 0: the entropy bonus is what
+                     # moves the weights (and so what a stale engine would miss)
+                     "--set", "algo.entropy_coef=0.01", "--set", "algo.skip_zero_advantage=false",
+                     "--set", f"model.lora.r={lora_r}", "--set", "train.precision=fp32",
+                     # one checkpoint (the last iteration's) instead of one per iteration: nothing here reads them
+                     "--set", "train.checkpoint_every=2"]) == 0
+        assert built == [engine]
+        metrics = [json.loads(line)
+                   for line in (tmp_path / "runs" / "default" / "metrics.jsonl").read_text().splitlines()]
+        trained = [m for m in metrics if m.get("step", 0) > 0]
+        assert len(trained) == 2 and trained[0]["grad_norm"] > 0  # iteration 1 changed the weights
+        assert trained[1]["rollout/logprob_diff_max"] <= TOL
+        assert trained[1]["rollout/weight_syncs"] >= 2 and trained[1]["rollout/weight_sync_s"] > 0
 
-    # `agent-r1 eval` chooses its engine by the same key
-    report = tmp_path / "eval.json"
-    assert main(["eval", "--model", str(qwen128), "--mode", "agent", "--params", str(params),
-                 "--set", "env.format=hermes", "--set", "rollout.engine=vllm", "--device", "cpu", "-n", "2",
-                 "--set", "train.precision=fp32",  # eval's engine dtype follows it: `auto` is bf16 in native mode
-                 "--questions", str(tmp_path / "data" / "synthetic" / "test.jsonl"), "--json", str(report)]) == 0
-    assert built == [engine, engine] and json.loads(report.read_text())
+        # `agent-r1 eval` chooses its engine by the same key
+        report = tmp_path / "eval.json"
+        assert main(["eval", "--model", str(qwen128), "--mode", "agent", "--params", str(params),
+                     "--set", "env.format=hermes", "--set", "rollout.engine=vllm", "--device", "cpu", "-n", "2",
+                     "--set", "train.precision=fp32",  # eval's engine dtype follows it: `auto` is bf16 in native mode
+                     "--questions", str(tmp_path / "data" / "synthetic" / "test.jsonl"), "--json", str(report)]) == 0
+        assert built == [engine, engine] and json.loads(report.read_text())
 
 
 def test_ray_rollout_workers_on_vllm_sample_with_the_learners_weights(qwen128, tmp_path, monkeypatch):

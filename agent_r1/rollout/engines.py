@@ -9,12 +9,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from agent_r1.rollout.engine import GenerationEngine, TransformersEngine
-from agent_r1.sampling import VLLMOptions
+from agent_r1.sampling import ENGINES, VLLMOptions
 
 
 @dataclass
@@ -44,6 +43,7 @@ def options_from_config(cfg: Any, device: str = "", precision: str = "") -> Engi
                          seed=cfg.seed, max_model_len=r.vllm.max_model_len or r.max_total_tokens, vllm=r.vllm)
 
 
+@ENGINES.register("transformers")
 def _transformers(model: Any, tokenizer: Any, options: EngineOptions) -> GenerationEngine:
     from agent_r1.rollout import vllm_engine
 
@@ -53,6 +53,7 @@ def _transformers(model: Any, tokenizer: Any, options: EngineOptions) -> Generat
     return TransformersEngine(model, tokenizer, device=device)
 
 
+@ENGINES.register("vllm")
 def _vllm(model: Any, tokenizer: Any, options: EngineOptions) -> GenerationEngine:
     from agent_r1.rollout import vllm_engine
 
@@ -61,26 +62,21 @@ def _vllm(model: Any, tokenizer: Any, options: EngineOptions) -> GenerationEngin
                                              seed=options.seed, max_model_len=options.max_model_len)
 
 
-ENGINES: dict[str, Callable[[Any, Any, EngineOptions], GenerationEngine]] = {
-    "transformers": _transformers,
-    "vllm": _vllm,
-}
-ENGINE_CHOICES = ("auto", *ENGINES)  # agent_r1/sampling.py names the same ones for the config's check
-
-
-def resolve_engine(name: str) -> str:
-    """The engine "auto" means here; other names as they are."""
+def auto_engine() -> str:
+    """The engine "auto" builds here: vLLM where it is installed and a CUDA GPU is visible, else transformers."""
     from agent_r1.rollout import vllm_engine
 
-    if name not in ENGINE_CHOICES:
-        raise ValueError(f"engine {name!r} is unknown; choose one of {list(ENGINE_CHOICES)}")
-    if name == "auto":
-        return "vllm" if vllm_engine.vllm_available() and vllm_engine.cuda_available() else "transformers"
-    return name
+    return "vllm" if vllm_engine.vllm_available() and vllm_engine.cuda_available() else "transformers"
+
+
+@ENGINES.register("auto")
+def _auto(model: Any, tokenizer: Any, options: EngineOptions) -> GenerationEngine:
+    return ENGINES[auto_engine()](model, tokenizer, options)
 
 
 def build_engine(name: str, model: Any, tokenizer: Any, options: EngineOptions | None = None) -> GenerationEngine:
-    return ENGINES[resolve_engine(name)](model, tokenizer, options or EngineOptions())
+    """The engine `name` (a `rollout.engine` value) names; an unknown name lists the known ones."""
+    return ENGINES[name](model, tokenizer, options or EngineOptions())
 
 
 def select_engine(model: Any, tokenizer: Any, prefer: str = "auto", **options: Any) -> GenerationEngine:

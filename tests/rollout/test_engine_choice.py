@@ -73,13 +73,26 @@ def test_engine_options_follow_the_run(qwen):
 
 
 def test_rollout_engine_chooses_the_in_process_engine_from_the_registry(qwen, monkeypatch):
-    from agent_r1.rollout import engines
+    from agent_r1.rollout import engines, vllm_engine
+    from agent_r1.sampling import ENGINES
 
     model, tokenizer = qwen
     assert isinstance(engines.build_engine("transformers", model, tokenizer), TransformersEngine)
     chosen = []
-    monkeypatch.setitem(engines.ENGINES, "vllm", lambda m, t, o: chosen.append(o) or "a vllm engine")
-    assert engines.build_engine("vllm", model, tokenizer) == "a vllm engine" and len(chosen) == 1
+
+    def fake(model, tokenizer, options):
+        chosen.append(options)
+        return "a vllm engine"
+
+    with ENGINES.scratch():
+        ENGINES.register("vllm", fake, replace=True)
+        assert engines.build_engine("vllm", model, tokenizer) == "a vllm engine" and len(chosen) == 1
+        monkeypatch.setattr(vllm_engine, "vllm_available", lambda: True)
+        monkeypatch.setattr(vllm_engine, "cuda_available", lambda: True)
+        assert engines.build_engine("auto", model, tokenizer) == "a vllm engine"  # "auto" looks up the same registry
+    assert ENGINES["vllm"] is not fake and len(chosen) == 2  # the real builder is back after the block
+    with pytest.raises(ValueError, match=r"unknown generation engine 'tgi'; known: \['auto', 'transformers', 'vllm'"):
+        engines.build_engine("tgi", model, tokenizer)
 
 
 def test_an_engine_without_processed_logprobs_refuses_a_temperature_other_than_1():

@@ -21,20 +21,22 @@ class _Index:
 
 def test_a_learner_rank_evaluates_with_the_transformers_engine_whatever_rollout_engine_says(tiny_model, tmp_path,
                                                                                             monkeypatch):
-    from agent_r1.rollout import engines
+    from agent_r1.rollout import engines  # noqa: F401  (its built-in engines register before the scratch copy)
+    from agent_r1.sampling import ENGINES
     from agent_r1.training.ray_actors import Learner
 
     def no_vllm(*a, **k):
         raise AssertionError("the learner built a vLLM engine")
 
-    monkeypatch.setitem(engines.ENGINES, "vllm", no_vllm)
-    model, tok = tiny_model
-    cfg = load_config(None, {"train.out_dir": str(tmp_path / "run"), "train.device": "cpu",
-                             "rollout.engine": "vllm", "ray.enabled": True})
-    parts = SimpleNamespace(model=copy.deepcopy(model), tokenizer=tok, reference=None, latest=None, index_dir="",
-                            train_samples=SAMPLES, eval_samples=SAMPLES[:2])
-    run = SimpleNamespace(cfg=cfg, resume=False, parts=lambda: parts, open_index=lambda index_dir: _Index(),
-                          env_factory=lambda retriever: make_env_factory("tag"))
-    learner = Learner(run)
-    assert isinstance(learner.trainer.engine, TransformersEngine)
-    assert learner.trainer.engine.model is learner.trainer.model  # reads the weights it trains
+    with ENGINES.scratch():
+        ENGINES.register("vllm", no_vllm, replace=True)
+        model, tok = tiny_model
+        cfg = load_config(None, {"train.out_dir": str(tmp_path / "run"), "train.device": "cpu",
+                                 "rollout.engine": "vllm", "ray.enabled": True})
+        parts = SimpleNamespace(model=copy.deepcopy(model), tokenizer=tok, reference=None, latest=None, index_dir="",
+                                train_samples=SAMPLES, eval_samples=SAMPLES[:2])
+        run = SimpleNamespace(cfg=cfg, resume=False, parts=lambda: parts, open_index=lambda index_dir: _Index(),
+                              env_factory=lambda retriever: make_env_factory("tag"))
+        learner = Learner(run)
+        assert isinstance(learner.trainer.engine, TransformersEngine)
+        assert learner.trainer.engine.model is learner.trainer.model  # reads the weights it trains
