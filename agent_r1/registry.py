@@ -110,7 +110,10 @@ class Registry(Mapping[str, T], Generic[T, M]):
     @contextlib.contextmanager
     def scratch(self) -> Iterator[Registry[T, M]]:
         """`with REG.scratch(): ...`: whatever the block registers, replaces or removes is undone after it
-        (tests, notebooks)."""
+        (tests, notebooks). The built-ins' modules are imported first: one imported inside the block
+        registers there, and a module is imported once per process, so its entries would not come back."""
+        for module in sorted(set(self.builtins.values())):
+            importlib.import_module(module)
         items, traits = dict(self._items), dict(self._traits)
         try:
             yield self

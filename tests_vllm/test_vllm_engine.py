@@ -221,7 +221,6 @@ def test_in_process_grpo_with_vllm_chosen_by_config_keeps_engine_and_trainer_in_
     new weights, so iteration 2's log-prob gap stays at float rounding; with LoRA too (adapters merged
     into what the engine serves)."""
     from agent_r1.cli import main
-    from agent_r1.rollout import engines  # noqa: F401  (its built-in engines register before the scratch copy)
     from agent_r1.sampling import ENGINES
     from tests.pipeline_helpers import write_micro_params
 

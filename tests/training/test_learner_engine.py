@@ -21,7 +21,6 @@ class _Index:
 
 def test_a_learner_rank_evaluates_with_the_transformers_engine_whatever_rollout_engine_says(tiny_model, tmp_path,
                                                                                             monkeypatch):
-    from agent_r1.rollout import engines  # noqa: F401  (its built-in engines register before the scratch copy)
     from agent_r1.sampling import ENGINES
     from agent_r1.training.ray_actors import Learner
 
