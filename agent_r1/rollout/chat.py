@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
+import weakref
 from typing import Any
 
 from agent_r1.envs.formats import Observation
@@ -27,6 +29,21 @@ _ACTION = "\x00ACTION\x00"
 _OBS = "\x00OBSERVATION\x00"
 _DATA = re.compile("\x00DATA(\\d+)\x00|" + TOOL_SLOT)  # a message's content | tool text (tool_slots.py)
 _PROBE = " \n <probe> \n "  # a content a verbatim template leaves exactly as it is
+
+# A fast tokenizer sets whether special-token text is parsed as a flag on its shared Rust tokenizer,
+# per call, then encodes with the GIL released: a trusted and a data encode on one tokenizer from two
+# threads (endpoint, rollout) can each run under the other's flag. One lock per tokenizer object,
+# shared by every codec on it, keyed weakly so a dropped tokenizer takes its lock with it.
+_ENCODE_LOCKS: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
+_LOCKS_LOCK = threading.Lock()
+
+
+def _encode_lock(tokenizer: Any) -> threading.Lock:
+    lock = _ENCODE_LOCKS.get(tokenizer)
+    if lock is None:
+        with _LOCKS_LOCK:
+            lock = _ENCODE_LOCKS.setdefault(tokenizer, threading.Lock())
+    return lock
 
 
 class ChatCodec:
@@ -56,13 +73,15 @@ class ChatCodec:
 
     def encode(self, text: str) -> list[int]:
         """Trusted text (template glue, the model's own action text): special tokens are parsed."""
-        return self.tokenizer.encode(text, add_special_tokens=False)
+        with _encode_lock(self.tokenizer):
+            return self.tokenizer.encode(text, add_special_tokens=False)
 
     def encode_data(self, text: str) -> list[int]:
         """Data (questions, documents, tool output): special-token text stays ordinary text."""
         if not text:
             return []
-        return self.tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+        with _encode_lock(self.tokenizer):
+            return self.tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=False)
