@@ -115,11 +115,11 @@ def test_the_design_page_lists_every_forbidden_arrow():
             assert shown in page, f"docs/architecture.md does not place {name!r} on a layer"
 
 
-def test_the_config_checks_engine_names_without_importing_an_engine():
+def test_the_config_checks_engine_names_without_importing_an_engine(tmp_path):
     # the engine registry sits below the config tree and knows its built-in names before their module loads
     code = ("import sys; from agent_r1.config import load_config; load_config(overrides={'rollout.engine': 'vllm'}); "
             "assert 'agent_r1.rollout.engines' not in sys.modules, 'checking rollout.engine imported the engines'")
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT.parent)
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=tmp_path)  # a fresh process, any folder
 
 
 def test_no_command_module_left_in_a_library_package():
