@@ -50,6 +50,7 @@ from agent_r1.agents.batcher import Batcher
 from agent_r1.agents.protocol import (ChatRequest, RequestError, error_body, parse_completion, parse_request,
                                      renders_tool_calls)
 from agent_r1.agents.records import CallRecord, Recorder, SessionError
+from agent_r1.agents.replies import reply_key
 from agent_r1.agents.request_body import BodyError, parse_json, read_body
 from agent_r1.agents.responses_api import to_chat_body, to_response
 from agent_r1.agents.responses_stream import response_events, sse_events
@@ -220,13 +221,16 @@ class Endpoint:
         if not self.recorder.known(session):
             raise SessionError(session)
         req = parse_request(body, self.config.model_name)
-        if not self.renders_tool_calls and not self._said_tool_calls and any(m.get("tool_calls") for m in req.messages):
+        # a reply the session was given, sent back unchanged, is written as sampled (replies.py)
+        sampled = self.recorder.sampled(session, req.messages)
+        if not self.renders_tool_calls and not self._said_tool_calls and any(
+                m.get("tool_calls") for i, m in enumerate(req.messages) if i not in sampled):
             self._said_tool_calls = True
-            log.warning("the policy's chat template drops an assistant message's tool_calls: the calls the policy "
-                        "wrote are missing from the re-rendered history, so every tool round trip starts a new "
-                        "step (agent/drift); use a template that renders them (model.chat_template: qwen2.5-brief "
-                        "or qwen2.5 for a local model)")
-        prompt = self.codec.prompt_ids(req.messages, tools=req.tools)
+            log.warning("the policy's chat template drops an assistant message's tool_calls: calls sent back "
+                        "other than as the endpoint returned them are missing from the re-rendered history, so "
+                        "such a round trip starts a new step (agent/drift); use a template that renders them "
+                        "(model.chat_template: qwen2.5-brief or qwen2.5 for a local model)")
+        prompt = self.codec.prompt_ids(req.messages, tools=req.tools, sampled=sampled)
         cfg = self.config
         room = cfg.max_total_tokens - len(prompt)
         if room < 1:
@@ -252,7 +256,8 @@ class Endpoint:
         self.recorder.add(session, CallRecord(
             prompt_ids=list(prompt), completion_ids=ids, completion_logprobs=logprobs,
             finish_reason=finish, messages=len(req.messages), temperature=cfg.temperature,
-            info={"tool_calls": [c["function"]["name"] for c in calls], "ignored": req.ignored}))
+            info={"tool_calls": [c["function"]["name"] for c in calls], "ignored": req.ignored}),
+            reply=reply_key(content, calls))
         message: dict[str, Any] = {"role": "assistant", "content": content}
         if calls:
             message["tool_calls"] = calls

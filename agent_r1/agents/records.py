@@ -5,7 +5,7 @@ A session is one agent run (one sample). Every chat-completion call of that sess
 template), the ids it sampled and their log-probs. Nothing is decoded and re-tokenised, so the
 trajectories built from the records (assemble.py) train on exactly what was sampled. A session opened
 with a seed also counts its seeded calls here, so the k-th call's seed (endpoint.py) lives and dies with
-the session's records.
+the session's records; so do the replies it was given (replies.py), which stay after `take`.
 
 Agents call the endpoint from many threads at once (one server thread per request), so every access
 goes through one lock.
@@ -16,6 +16,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from typing import Any
+
+from agent_r1.agents.replies import Replies, ReplyKey
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,7 @@ class _Session:
     calls: list[CallRecord] = field(default_factory=list)
     seed: int | None = None
     seeded: int = 0  # the index the next seeded call gets
+    replies: Replies = field(default_factory=Replies)
 
 
 class Recorder:
@@ -77,11 +80,23 @@ class Recorder:
             state.seeded += 1
             return state.seed, state.seeded - 1
 
-    def add(self, session: str, record: CallRecord) -> None:
+    def add(self, session: str, record: CallRecord, reply: ReplyKey | None = None) -> None:
+        """Records the call; with `reply` (the key of the message returned for it), remembers that the
+        message was sampled as the record's completion ids."""
         with self._lock:
             if session not in self._sessions:  # closed while its call was generating: the call is dropped
                 raise SessionError(session)
-            self._sessions[session].calls.append(record)
+            state = self._sessions[session]
+            state.calls.append(record)
+            if reply is not None:
+                state.replies.add(reply, record.messages, record.completion_ids)
+
+    def sampled(self, session: str, messages: list[dict[str, Any]]) -> dict[int, tuple[int, ...]]:
+        """Message index -> sampled ids, for the assistant messages equal to a reply the session was
+        given (replies.py); empty for a session not open."""
+        with self._lock:
+            state = self._sessions.get(session)
+            return state.replies.sampled(messages) if state is not None else {}
 
     def take(self, session: str) -> list[CallRecord]:
         """The session's calls so far, in the order they finished; the session keeps going, empty."""

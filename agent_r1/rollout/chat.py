@@ -8,6 +8,9 @@ without hard-coded strings in the rollout.
 Data (message contents: questions, documents, tool output) is encoded without special-token
 parsing: a document holding `<|im_end|>\\n<|im_start|>user` stays text and cannot open a turn.
 Only the template's glue and a format's own wrapper become special tokens.
+
+A reply the policy sampled and the caller sent back unchanged (`prompt_ids(sampled=...)`) is written
+as the ids that were sampled, special tokens and all: the history then holds what the policy saw.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ import logging
 import re
 import threading
 import weakref
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 from agent_r1.envs.formats import Observation
 from agent_r1.rollout.tool_slots import PATTERN as TOOL_SLOT
@@ -29,6 +33,7 @@ _ACTION = "\x00ACTION\x00"
 _OBS = "\x00OBSERVATION\x00"
 _DATA = re.compile("\x00DATA(\\d+)\x00|" + TOOL_SLOT)  # a message's content | tool text (tool_slots.py)
 _PROBE = " \n <probe> \n "  # a content a verbatim template leaves exactly as it is
+_REPLY = "\x00REPLY\x00"  # what the template renders where a sampled reply's ids go
 
 # A fast tokenizer sets whether special-token text is parsed as a flag on its shared Rust tokenizer,
 # per call, then encodes with the GIL released: a trusted and a data encode on one tokenizer from two
@@ -36,6 +41,17 @@ _PROBE = " \n <probe> \n "  # a content a verbatim template leaves exactly as it
 # shared by every codec on it, keyed weakly so a dropped tokenizer takes its lock with it.
 _ENCODE_LOCKS: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
 _LOCKS_LOCK = threading.Lock()
+
+
+class Sampled(NamedTuple):
+    """A prompt part written as the ids the policy sampled; `text` is what the template rendered in
+    their place (so the checks that compare renders read it)."""
+
+    text: str
+    ids: tuple[int, ...]
+
+
+Part = tuple[str, bool] | Sampled  # (text, is_data), or ids as sampled
 
 
 def _encode_lock(tokenizer: Any) -> threading.Lock:
@@ -68,6 +84,7 @@ class ChatCodec:
         specials = sorted({t.content for t in tokenizer.added_tokens_decoder.values() if t.special}, key=len,
                           reverse=True)
         self._special_ids = {t: tokenizer.convert_tokens_to_ids(t) for t in specials}
+        self._special_text = {i: t for t, i in self._special_ids.items()}
         self._special_re = re.compile("|".join(map(re.escape, specials))) if specials else None
         self._verbatim = self._render_with_slots(base[:1] + [{"role": "user", "content": _PROBE}], None) is not None
 
@@ -86,14 +103,24 @@ class ChatCodec:
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=False)
 
-    def encode_parts(self, parts: list[tuple[str, bool]] | tuple[tuple[str, bool], ...]) -> list[int]:
-        """(text, is_data) pieces in order: special tokens are parsed in the trusted pieces only.
+    def encode_parts(self, parts: Sequence[Part]) -> list[int]:
+        """(text, is_data) pieces in order: special tokens are parsed in the trusted pieces only;
+        a `Sampled` piece is its ids as they are.
 
         Text runs across piece boundaries are encoded together, so when no data holds special-token
         text the ids equal `encode("".join(texts))` exactly."""
         ids: list[int] = []
         run: list[str] = []
-        for text, is_data in parts:
+        after = ""  # the special token a sampled reply ended on: the template's own copy is dropped
+        for part in parts:
+            if isinstance(part, Sampled):
+                ids += self.encode_data("".join(run)) + list(part.ids)
+                run, after = [], self._special_text.get(part.ids[-1], "") if part.ids else ""
+                continue
+            text, is_data = part
+            if after and not is_data and text.startswith(after):
+                text = text[len(after):]
+            after = ""
             if is_data or self._special_re is None:
                 run.append(text)
                 continue
@@ -105,25 +132,32 @@ class ChatCodec:
             run.append(text[pos:])
         return ids + self.encode_data("".join(run))
 
-    def prompt_ids(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> list[int]:
-        parts = self._render_with_slots(messages, tools) if self._verbatim else None
+    def prompt_ids(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                   sampled: Mapping[int, Sequence[int]] | None = None) -> list[int]:
+        """The prompt ids of `messages` (with the generation prompt). `sampled`: message index -> the ids
+        the policy sampled for that assistant message, written in its place (the template's header and
+        close around them; a close the reply sampled itself is not written twice)."""
+        sampled = sampled or {}
+        shown = [{"role": "assistant", "content": _REPLY} if i in sampled else m for i, m in enumerate(messages)]
+        parts = self._render_with_slots(shown, tools, sampled) if self._verbatim else None
         if parts is None:  # a template that rewrites contents: its own render, parsed as before
             log.warning("chat template does not insert message contents verbatim; the prompt is encoded whole")
             return self.encode(self.tokenizer.apply_chat_template(
                 messages, tools=tools or None, tokenize=False, add_generation_prompt=True))
         return self.encode_parts(parts)
 
-    def _render_with_slots(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None):
+    def _render_with_slots(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                           sampled: Mapping[int, Sequence[int]] | None = None) -> list[Part] | None:
         """The rendered prompt as (text, is_data) parts, each string content, tool description and
-        tool-call argument a data part; None when the template does not insert contents verbatim
-        (checked by rendering them for real)."""
-        slots = ToolSlots()
-        parts = self._slotted_parts(messages, slots.messages(messages), slots.tools(tools), slots)
+        tool-call argument a data part, each message in `sampled` its ids; None when the template does
+        not insert contents verbatim (checked by rendering them for real)."""
+        slots, sampled = ToolSlots(), sampled or {}
+        parts = self._slotted_parts(messages, slots.messages(messages), slots.tools(tools), slots, sampled)
         if slots and "".join(t for t, _ in parts) != self.tokenizer.apply_chat_template(
                 messages, tools=tools or None, tokenize=False, add_generation_prompt=True):
             log.warning("chat template writes tool text other than as JSON or verbatim; tool descriptions and "
                         "arguments are encoded as the template's own text")
-            parts = self._slotted_parts(messages, messages, tools, ToolSlots())
+            parts = self._slotted_parts(messages, messages, tools, ToolSlots(), sampled)
         if messages and messages[-1].get("content") == _PROBE:  # the one-time verbatim check
             real = self.tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False,
                                                       add_generation_prompt=True)
@@ -131,7 +165,8 @@ class ChatCodec:
         return parts
 
     def _slotted_parts(self, messages: list[dict[str, Any]], rendered: list[dict[str, Any]],
-                       tools: list[dict[str, Any]] | None, slots: ToolSlots) -> list[tuple[str, bool]]:
+                       tools: list[dict[str, Any]] | None, slots: ToolSlots,
+                       sampled: Mapping[int, Sequence[int]]) -> list[Part]:
         """`rendered` (messages, their tool text slotted) through the template with each content slotted
         too, cut at the slots into (text, is_data) parts holding `messages`' contents and the slots' text."""
         # an empty content stays empty: templates test it (Qwen2.5 writes "\n" + content only when there
@@ -140,11 +175,16 @@ class ChatCodec:
                    for i, m in enumerate(rendered)]
         text = self.tokenizer.apply_chat_template(slotted, tools=tools or None, tokenize=False,
                                                   add_generation_prompt=True)
-        parts: list[tuple[str, bool]] = []
+        parts: list[Part] = []
         pos = 0
         for m in _DATA.finditer(text):
+            index = int(m.group(1)) if m.group(1) is not None else -1
+            if index in sampled:
+                parts += [(text[pos:m.start()], False), Sampled(messages[index]["content"], tuple(sampled[index]))]
+                pos = m.end()
+                continue
             if m.group(1) is not None:
-                data = messages[int(m.group(1))]["content"]
+                data = messages[index]["content"]
             else:
                 quoted = text[m.start() - 1:m.start()] == '"' == text[m.end():m.end() + 1]
                 data = slots.text(int(m.group(2)), quoted)

@@ -2,9 +2,10 @@
 (tests/agents/api_style_agents.py) through the endpoint, `env.kind: openai_agent`, 2 iterations on a tiny
 model: the trained trajectories are the recorded calls, their action masks cover exactly the sampled
 tokens (tool results and template glue masked), and the run's metrics are there. A random tiny model's
-replies rarely re-tokenise as sampled (every call a new step, agent/drift), so the same agents also run
-on a scripted engine whose replies do: one trajectory per session, its tool results and the follow-up
-question masked between the trained turns."""
+replies rarely re-tokenise as sampled, but the agents send them back unchanged and the endpoint writes
+them as sampled (agents/replies.py): no session splits (agent/drift 0). The same agents also run on a
+scripted engine that searches then answers: one trajectory per session, its tool results and the
+follow-up question masked between the trained turns."""
 
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ def test_grpo_trains_an_agent_of_each_api_style_through_the_endpoint(tiny_model,
     for m in (first, second):
         assert m["agent/sessions"] == SESSIONS and m["agent/errors"] == 0 and m["agent/empty"] == 0
         assert m["agent/calls"] >= 2 * SESSIONS  # each session asks at least twice (the self-check)
-        assert "agent/drift" in m and "grad_norm" in m and "rollout/logprob_diff_max" in m
+        assert m["agent/drift"] == 0 and "grad_norm" in m and "rollout/logprob_diff_max" in m
     # every call went through the API the agent uses, and every call it made was recorded
     assert api_style_agents.CALLS[kind] == first["agent/calls"] + second["agent/calls"]
     trained = check_trained_are_the_recorded_calls(trainer, make_env)
