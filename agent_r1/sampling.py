@@ -23,6 +23,9 @@ ENGINES: Registry[Callable[[Any, Any, Any], Any], NoTraits] = Registry(
     builtins={"auto": _BUILDERS, "transformers": _BUILDERS, "vllm": _BUILDERS})
 
 
+ENGINE_CORES = ("auto", "inline", "process")  # rollout.vllm.engine_core
+
+
 @dataclass
 class VLLMOptions:
     """`rollout.vllm`: how a vLLM engine is built (ignored by the transformers engine)."""
@@ -30,8 +33,17 @@ class VLLMOptions:
     kv_cache_gib: float = 1.0  # CPU build: its KV cache in GiB (VLLM_CPU_KVCACHE_SPACE)
     max_model_len: int = 0  # 0 = rollout.max_total_tokens
     enforce_eager: bool = True  # no CUDA graphs / torch.compile: starts in seconds, not minutes
+    # where vLLM's engine core (scheduler and model runner) runs: `process` (vLLM's default: a process of
+    # its own beside the caller, which overlaps scheduling with a GPU's work), `inline` (in the caller's
+    # process), `auto` (inline on the CPU build, process elsewhere). On these 2 cores the CPU build
+    # started in 12.5 s inline against 54.9 s as processes, at the same tokens/s: the extra processes
+    # each import vLLM and torch and compete with the model for the same cores
+    # (benchmarks/vllm_cpu.py --engine-core)
+    engine_core: str = "auto"
 
     def __post_init__(self) -> None:
+        if self.engine_core not in ENGINE_CORES:
+            raise ValueError(f"rollout.vllm.engine_core={self.engine_core!r}: choose one of {', '.join(ENGINE_CORES)}")
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise ValueError(f"rollout.vllm.gpu_memory_utilization={self.gpu_memory_utilization} must be in (0, 1]")
         if self.kv_cache_gib <= 0:

@@ -58,7 +58,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def start_vllm(cell: Any, kv_cache_gib: float) -> tuple[Any, float]:
     """vLLM over the cell's warm start, long enough for its prompts plus N tokens; (engine, seconds)."""
-    from agent_r1.rollout.vllm_engine import VLLMEngine, VLLMOptions
+    from agent_r1.rollout.vllm_engine import VLLMEngine
+    from agent_r1.sampling import VLLMOptions
 
     t0 = time.perf_counter()
     longest = max(len(p) for p in cell.prompt_ids) + cell.tokens

