@@ -366,6 +366,12 @@ VLLM_CPU: list[Figure] = at(SCALING_MD, [
     Figure("vllm cpu: parameters", VC, "model.parameters", num(1, scale=1e-6), "folder of @@M parameters"),
     Figure("vllm cpu: log-prob gap at T 0.7", VC, "logprob_gap_max_t07", lambda v: f"{v:.1e}",
            "log-prob of a sampled token was @@."),
+    Figure("vllm cpu, core as processes: start", "vllm_cpu_process.json", "vllm_start_s", num(1),
+           "start took @@ s and it sampled"),
+    Figure("vllm cpu, core as processes: tokens/s", "vllm_cpu_process.json", "vllm_tokens_per_s", num(1),
+           "s and it sampled @@ tokens/s against"),
+    Figure("vllm cpu, core as processes: transformers tokens/s", "vllm_cpu_process.json",
+           "transformers_tokens_per_s", num(1), "engine's @@ in that run."),
 ])
 
 VR = "vllm_rollout.json"
