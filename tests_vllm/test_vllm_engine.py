@@ -62,6 +62,7 @@ def test_the_cpu_builds_engine_core_runs_in_the_callers_process(engine):
     children = [" ".join(p.cmdline()) + p.name() for p in psutil.Process().children(recursive=True)]
     assert not [c for c in children if "EngineCore" in c or "VLLM::Worker" in c], children
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in os.environ
+    assert torch.set_num_threads.__name__ == "set_num_threads"  # torch's own, not the CPU worker's no-op
     assert engine.generate([[101, 102, 103]], SamplingParams(max_new_tokens=3))[0].token_ids
 
 

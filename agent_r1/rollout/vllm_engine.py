@@ -80,12 +80,18 @@ def engine_core_mode(options: VLLMOptions) -> str:
 @contextlib.contextmanager
 def _engine_core_env(mode: str) -> Iterator[None]:
     """vLLM reads VLLM_ENABLE_V1_MULTIPROCESSING when an engine is built: 0 keeps the engine core in this
-    process (its in-process client). Set for the build only, then restored."""
+    process (its in-process client). Set for the build only, then restored. The CPU build's worker also
+    replaces `torch.set_num_threads` in its process with a no-op (its threads are bound by then); inline
+    that process is the trainer's, whose `train.threads` must keep working, so the function is put back."""
+    import torch
+
     key, before = "VLLM_ENABLE_V1_MULTIPROCESSING", os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")
+    set_num_threads = torch.set_num_threads
     os.environ[key] = "0" if mode == "inline" else "1"
     try:
         yield
     finally:
+        torch.set_num_threads = set_num_threads
         if before is None:
             os.environ.pop(key, None)
         else:

@@ -37,6 +37,18 @@ def test_the_setting_vllm_reads_is_set_for_the_build_and_restored(monkeypatch, b
     assert os.environ.get(KEY) == before
 
 
+def test_torchs_set_num_threads_survives_an_engine_build(monkeypatch):
+    """vLLM's CPU worker swaps torch.set_num_threads for a no-op in its process; built inline, that
+    process is the trainer's, so the build puts torch's own back."""
+    import torch
+
+    own = torch.set_num_threads
+    monkeypatch.setattr(torch, "set_num_threads", own)  # restored after the test whatever happens
+    with vllm_engine._engine_core_env("inline"):
+        torch.set_num_threads = lambda n: None  # what the CPU worker does
+    assert torch.set_num_threads is own
+
+
 def test_an_unknown_engine_core_is_refused_naming_the_key():
     assert load_config(None, {"rollout.vllm.engine_core": "inline"}).rollout.vllm.engine_core == "inline"
     with pytest.raises(ValueError, match=r"rollout\.vllm\.engine_core='threads'.*auto, inline, process"):
