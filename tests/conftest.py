@@ -28,6 +28,7 @@ def pytest_configure(config) -> None:
 
 def pytest_collection_modifyitems(items) -> None:
     precision_modes.mark_mode_tests(items)
+    isolation.order_items(items)
 
 
 REPO = Path(__file__).resolve().parents[1]

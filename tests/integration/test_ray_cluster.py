@@ -68,19 +68,37 @@ class Cluster:
                                              "--disable-usage-stats", *args], stdout=log, stderr=subprocess.STDOUT,
                                             env={**os.environ, **ENV}, start_new_session=True)
 
-    def alive_nodes(self) -> int:
-        out = subprocess.run([RAY, "status", f"--address={self.address}"], check=False, capture_output=True, text=True,
-                             env={**os.environ, **ENV}, timeout=60).stdout
-        active = out.split("Active:")[-1].split("Pending:")[0] if "Active:" in out else ""
-        return sum(1 for line in active.splitlines() if line.strip().split(" ")[-1].startswith("node_"))
+    def connect(self, timeout: float = 120.0) -> None:
+        """This process joins as a driver once the head answers (its GCS port open, then the trainer's
+        own `init_ray` with `ray.address`): the module's node counts are read through it (`ray.nodes()`),
+        not a `ray status` process per poll, each of which imported Ray's CLI for about 2 s of CPU."""
+        from agent_r1.config import RayConfig
+        from agent_r1.training.ray_trainer import init_ray
+
+        host, port = self.address.split(":")
+        deadline = time.monotonic() + timeout
+        while True:
+            self._check_running()
+            try:
+                socket.create_connection((host, int(port)), timeout=1).close()
+                init_ray(RayConfig(address=self.address))
+                return
+            except (OSError, ConnectionError):
+                assert time.monotonic() < deadline, f"the head at {self.address} did not answer in {timeout} s"
+                time.sleep(0.25)
 
     def wait_nodes(self, n: int, timeout: float = 120.0) -> None:
+        import ray
+
         deadline = time.monotonic() + timeout
-        while self.alive_nodes() != n:
-            for name, proc in self.nodes.items():
-                assert proc.poll() is None, f"ray node {name} exited: {(self.logs / f'{name}.log').read_text()[-2000:]}"
+        while sum(node["Alive"] for node in ray.nodes()) != n:
+            self._check_running()
             assert time.monotonic() < deadline, f"the cluster did not reach {n} nodes in {timeout} s"
-            time.sleep(1)
+            time.sleep(0.25)
+
+    def _check_running(self) -> None:
+        for name, proc in self.nodes.items():
+            assert proc.poll() is None, f"ray node {name} exited: {(self.logs / f'{name}.log').read_text()[-2000:]}"
 
     def remember_tree(self, name: str) -> None:
         """Workers are sessions of their own (the raylet spawns them so): find them through the tree."""
@@ -107,9 +125,9 @@ class Cluster:
     def stop(self) -> None:
         for name in self.nodes:
             self.kill(name, signal.SIGTERM)  # `ray start --block` stops its node on SIGTERM
-        # a graceful stop, given 5 s: the head's took the whole 15 s it was once given (at about 15 s of
-        # the module's 80), and whatever is left is killed below by the pids this cluster spawned
-        deadline = time.monotonic() + 5
+        # a graceful stop, given 2 s (the head's once took the whole 15 s it was given): whatever is left
+        # is killed below by the pids this cluster spawned, and the temp dir goes with the module
+        deadline = time.monotonic() + 2
         for proc in self.nodes.values():
             try:
                 proc.wait(max(0.1, deadline - time.monotonic()))
@@ -132,18 +150,23 @@ def cluster():
     temp = tempfile.mkdtemp(prefix="ar1c-", dir="/tmp")
     port = _free_port()
     c = Cluster(address=f"127.0.0.1:{port}", temp_dir=temp, logs=Path(temp))
-    try:
-        c.start("head", "--head", f"--port={port}", f"--num-cpus={HEAD_CPUS}", f"--temp-dir={temp}",
-                "--include-dashboard=false", f"--dashboard-port={_free_port()}")
-        c.wait_nodes(1)
-        c.start("node2", f"--address={c.address}", f"--num-cpus={NODE_CPUS}")
-        c.wait_nodes(2)
-        for name in c.nodes:
-            c.remember_tree(name)
-        yield c
-    finally:
-        c.stop()
-        shutil.rmtree(temp, ignore_errors=True)
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in ENV.items():  # this process's driver connects as the nodes were started
+            mp.setenv(k, v)
+        try:
+            c.start("head", "--head", f"--port={port}", f"--num-cpus={HEAD_CPUS}", f"--temp-dir={temp}",
+                    "--include-dashboard=false", f"--dashboard-port={_free_port()}")
+            c.connect()
+            c.wait_nodes(1)
+            c.start("node2", f"--address={c.address}", f"--num-cpus={NODE_CPUS}")
+            c.wait_nodes(2)
+            for name in c.nodes:
+                c.remember_tree(name)
+            yield c
+        finally:
+            stop_local_ray()  # the driver's connection, before its cluster goes
+            c.stop()
+            shutil.rmtree(temp, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -188,7 +211,7 @@ def test_cli_run_spreads_the_workers_over_both_nodes(cluster, micro):
     assert json.loads((run / "run.json").read_text())["status"] == "finished"
 
 
-def test_losing_a_node_mid_iteration_rolls_its_shard_out_again(cluster, micro, monkeypatch):
+def test_losing_a_node_mid_iteration_rolls_its_shard_out_again(cluster, micro):
     import ray
 
     from agent_r1.config import load_config
@@ -197,8 +220,6 @@ def test_losing_a_node_mid_iteration_rolls_its_shard_out_again(cluster, micro, m
     from agent_r1.training.sampler import PromptSampler
 
     root, params, over = micro
-    for k, v in ENV.items():
-        monkeypatch.setenv(k, v)
     cfg = load_config(params, {**over, "ray.enabled": True, "ray.address": cluster.address,
                                "train.out_dir": str(root / "runs" / "fault")})
     cluster.remember_tree("node2")  # the actor workers it spawned since
