@@ -20,6 +20,7 @@ import pytest
 import torch
 
 from agent_r1.config import load_config
+from agent_r1.precision import CPU_BF16_ENV
 from agent_r1.training.distributed import free_address, join, leave
 from agent_r1.training.fsdp import check_fsdp
 from agent_r1.training.trainer import RLTrainer
@@ -70,13 +71,54 @@ def _rank(rank, ranks, address, over, model, tok, trajs, out_dir, fsdp=False):
     leave()
 
 
+def _serve(rank, jobs, done):
+    """A learner rank kept for the module: runs each job it is handed (the CPU mode the test set, then
+    `_rank`) and reports None or the traceback."""
+    import traceback
+
+    while (job := jobs.get()) is not None:
+        mode, args = job
+        os.environ[CPU_BF16_ENV] = mode
+        try:
+            _rank(rank, *args)
+            done.put(None)
+        except BaseException:  # noqa: BLE001  (reported to the test, which fails with it)
+            done.put(f"rank {rank}: {traceback.format_exc()}")
+
+
+@pytest.fixture(scope="module")
+def cpu_ranks():
+    """Two CPU learner ranks started once for the module instead of two spawned per test: each spawn
+    imports torch, transformers and the trainer (about 4 s of CPU on 2 cores). Every job still joins
+    a fresh gloo group and builds its trainer from the job's arguments."""
+    ctx = torch.multiprocessing.get_context("spawn")
+    jobs, done = [ctx.Queue() for _ in range(2)], ctx.Queue()
+    procs = [ctx.Process(target=_serve, args=(r, jobs[r], done), daemon=True) for r in range(2)]
+    for proc in procs:
+        proc.start()
+
+    def run(*args) -> None:
+        for q in jobs:
+            q.put((os.environ.get(CPU_BF16_ENV, ""), args))
+        errors = [e for e in (done.get(timeout=600) for _ in procs) if e is not None]
+        assert not errors, "\n".join(errors)
+
+    yield run
+    for q in jobs:
+        q.put(None)
+    for proc in procs:
+        proc.join(30)
+        if proc.is_alive():
+            proc.kill()
+
+
 @pytest.fixture(scope="module")
 def warm(tiny_model):
     torch.manual_seed(0)
     return _warm_model(tiny_model)
 
 
-def _run(tmp_path, warm, estimator, ranks=2, fsdp=False, device="cpu"):
+def _run(tmp_path, warm, estimator, ranks=2, fsdp=False, device="cpu", cpu_ranks=None):
     model, tok = warm
     over = _over(tmp_path, estimator)
     if device != "cpu":
@@ -91,8 +133,11 @@ def _run(tmp_path, warm, estimator, ranks=2, fsdp=False, device="cpu"):
         batch = single.prepare(trajs)
     finally:
         torch.set_num_threads(threads)
-    torch.multiprocessing.spawn(_rank, args=(ranks, free_address(), over, model, tok, trajs, str(tmp_path), fsdp),
-                                nprocs=ranks, join=True)
+    args = (ranks, free_address(), over, model, tok, trajs, str(tmp_path), fsdp)
+    if cpu_ranks is not None and device == "cpu" and ranks == 2:
+        cpu_ranks(*args)
+    else:  # GPUs (benchmarks/fsdp_check.sh): one process per device, as many as there are
+        torch.multiprocessing.spawn(_rank, args=args, nprocs=ranks, join=True)
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(ranks)]
     return SimpleNamespace(before=before, single={k: v.cpu() for k, v in _weights(single).items()}, single_metrics=single_metrics, ranks=ranks,
                            batch=batch)
@@ -102,8 +147,8 @@ def _run(tmp_path, warm, estimator, ranks=2, fsdp=False, device="cpu"):
 # another precision path, so once is enough: each case is about 13 s)
 @pytest.mark.parametrize("estimator,cpu_bf16", [("grpo", "emulated"), ("grpo", "native"), ("gae", "emulated")],
                          indirect=["cpu_bf16"])
-def test_two_learners_equal_one(tmp_path, warm, estimator, cpu_bf16):
-    r = _run(tmp_path, warm, estimator)
+def test_two_learners_equal_one(tmp_path, warm, estimator, cpu_bf16, cpu_ranks):
+    r = _run(tmp_path, warm, estimator, cpu_ranks=cpu_ranks)
     assert r.batch["advantages"].abs().sum() > 0  # a real update: advantages, not just the entropy bonus
     moved = max(float((r.single[k] - r.before[k]).abs().max()) for k in r.single)
     assert moved > 1e-4  # one learner's weights did change
@@ -119,12 +164,12 @@ def test_two_learners_equal_one(tmp_path, warm, estimator, cpu_bf16):
 
 
 @pytest.mark.parametrize("estimator", ["grpo", "gae"] if DEVICE == "cuda" else ["grpo"])
-def test_fsdp_shards_equal_one_learner_over_gloo(tmp_path, warm, estimator):
+def test_fsdp_shards_equal_one_learner_over_gloo(tmp_path, warm, estimator, cpu_ranks):
     """FSDP2's arithmetic (sharded decoder layers, summed reduce-scatter, global clip) checked where
     there is no GPU: gloo on CPU, a path the config refuses to users (`check_fsdp`) and `join`
     opens only for this check. The GPU run is `bash benchmarks/fsdp_check.sh`."""
     ranks = min(2, torch.cuda.device_count()) if DEVICE == "cuda" else 2
-    r = _run(tmp_path, warm, estimator, ranks=ranks, fsdp=True, device=DEVICE)
+    r = _run(tmp_path, warm, estimator, ranks=ranks, fsdp=True, device=DEVICE, cpu_ranks=cpu_ranks)
     for rank in r.ranks:
         diff = max(float((rank["weights"][k] - r.single[k]).abs().max()) for k in r.single)
         assert diff <= TOL, diff
