@@ -47,9 +47,9 @@ GROUPS = {"ray": ("test_ray_trainer.py", "test_async.py", "test_ddp_ray.py", "te
 # first: units are handed out in this order, so that no long unit starts last and leaves one worker
 # running it alone. Only the order depends on these numbers, never what runs; a unit not listed goes
 # after them.
-COST_HINTS = {"ray": 264, "prefect": 69, "test_ddp.py": 55, "test_dvc.py": 48, "test_qwen_pipeline.py": 29,
-              "test_mcp.py": 27, "test_mcp_faults.py": 26, "test_ddp_uneven.py": 21, "test_concurrent_starts.py": 20,
-              "test_kill_resume.py": 17, "test_trainer.py": 16, "test_security.py": 15, "test_tracking_buffer.py": 15,
+COST_HINTS = {"ray": 256, "prefect": 70, "test_dvc.py": 43, "test_qwen_pipeline.py": 34, "test_ddp_uneven.py": 27,
+              "test_mcp.py": 27, "test_mcp_faults.py": 26, "test_ddp.py": 20, "test_concurrent_starts.py": 20,
+              "test_kill_resume.py": 18, "test_trainer.py": 16, "test_security.py": 15, "test_tracking_buffer.py": 15,
               "test_retriever_faults.py": 15, "test_determinism.py": 15, "test_qwen_like.py": 12, "test_runs.py": 11,
               "test_ray_local_auth.py": 11}
 
