@@ -5,6 +5,11 @@ waiting `wait_s` for stragglers once the first call arrives), groups the calls b
 (one `SamplingParams` per engine call; the budgets differ per prompt, which the engines take as a
 list) and generates each group as one batch. The engines are not thread-safe: only this thread
 touches the engine.
+
+An agent re-sends its whole history on every call. With an engine that keeps prefixes
+(`supports_prefix_reuse`: TransformersEngine's per-key KV cache; vLLM reuses by content with its
+prefix caching), each call is keyed by its session, so a call encodes only what the session added
+since its previous one; a closed session's cache is freed (`forget`), in order with its calls.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import contextlib
 import queue
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 
@@ -26,14 +31,21 @@ class _Job:
     budget: int
     stop: tuple[str, ...]
     seed: int | None = None
+    key: Hashable | None = None  # the session: the engine's prefix key
     future: Future = field(default_factory=Future)
+
+
+@dataclass(frozen=True)
+class _Forget:
+    key: Hashable
 
 
 class Batcher:
     def __init__(self, engine: GenerationEngine, params: SamplingParams, wait_s: float = 0.005,
                  max_batch: int = 64):
         self.engine, self.params, self.wait_s, self.max_batch = engine, params, wait_s, max_batch
-        self._queue: queue.Queue[_Job | None] = queue.Queue()
+        self._queue: queue.Queue[_Job | _Forget | None] = queue.Queue()
+        self._reuse = bool(getattr(engine, "supports_prefix_reuse", False))
         self.batch_sizes: list[int] = []  # per engine call (metrics, tests)
         # entered around each engine call: the caller's autocast (thread-local in torch, so the trainer's
         # would not reach this thread); set by whoever drives the endpoint (agents/rollout.py)
@@ -41,12 +53,19 @@ class Batcher:
         self._thread = threading.Thread(target=self._work, name="agent-r1-endpoint-batcher", daemon=True)
         self._thread.start()
 
-    def submit(self, prompt: list[int], budget: int, stop: tuple[str, ...], seed: int | None = None) -> Future:
+    def submit(self, prompt: list[int], budget: int, stop: tuple[str, ...], seed: int | None = None,
+               key: Hashable | None = None) -> Future:
         """A future of the prompt's `GenerationOutput`; an engine error is set on every future of its batch.
-        `seed`: this call's own (its tokens then do not depend on the calls it is batched with)."""
-        job = _Job(list(prompt), budget, stop, seed)
+        `seed`: this call's own (its tokens then do not depend on the calls it is batched with); `key`: its
+        session, whose cached prefix it reuses and replaces."""
+        job = _Job(list(prompt), budget, stop, seed, key)
         self._queue.put(job)
         return job.future
+
+    def forget(self, key: Hashable) -> None:
+        """Frees the session's cached prefix once the calls queued before are done."""
+        if self._reuse:
+            self._queue.put(_Forget(key))
 
     def close(self) -> None:
         self._queue.put(None)
@@ -57,14 +76,15 @@ class Batcher:
             first = self._queue.get()
             if first is None:
                 return
-            jobs = [first]
+            jobs, forget = [], []
+            (forget if isinstance(first, _Forget) else jobs).append(first)
             try:  # the calls that arrive together: wait briefly once, then take what is queued
                 while len(jobs) < self.max_batch:
                     job = self._queue.get(timeout=self.wait_s if len(jobs) == 1 else 0)
                     if job is None:
                         self._queue.put(None)  # close after this batch
                         break
-                    jobs.append(job)
+                    (forget if isinstance(job, _Forget) else jobs).append(job)
             except queue.Empty:
                 pass
             groups: dict[tuple[str, ...], list[_Job]] = {}
@@ -72,6 +92,8 @@ class Batcher:
                 groups.setdefault(job.stop, []).append(job)
             for stop, group in groups.items():
                 self._run(stop, group)
+            if forget:  # after the batch: a session's last call may be in it
+                self.engine.drop_prefixes([f.key for f in forget])  # type: ignore[attr-defined]
 
     def _run(self, stop: tuple[str, ...], group: list[_Job]) -> None:
         params = replace(self.params, max_new_tokens=[j.budget for j in group], stop_strings=stop)
@@ -80,7 +102,11 @@ class Batcher:
         self.batch_sizes.append(len(group))
         try:
             with self.context() if self.context is not None else contextlib.nullcontext():
-                outs = self.engine.generate([j.prompt for j in group], params)
+                if self._reuse and any(j.key is not None for j in group):
+                    outs = self.engine.generate([j.prompt for j in group], params,  # type: ignore[call-arg]
+                                                prefix_keys=[j.key for j in group])
+                else:
+                    outs = self.engine.generate([j.prompt for j in group], params)
         except BaseException as exc:  # noqa: BLE001  (handed to every waiting caller, who re-raises it)
             for job in group:
                 job.future.set_exception(exc)

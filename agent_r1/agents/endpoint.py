@@ -135,6 +135,8 @@ class Endpoint:
         return key
 
     def close_session(self, key: str) -> list[CallRecord]:
+        if self.batcher is not None:
+            self.batcher.forget(key)  # its kept prefix (batcher.py)
         return self.recorder.close(key)
 
     def _call_seed(self, session: str) -> int | None:
@@ -208,7 +210,7 @@ class Endpoint:
         does the same steps but awaits the batch instead of holding a thread while it generates).
         Raises RequestError (400) or SessionError (401)."""
         req, prompt, budget, seed = self._prepare(session, body)
-        return self._answer(session, req, prompt, self._batcher().submit(prompt, budget, req.stop, seed).result())
+        return self._answer(session, req, prompt, self._batcher().submit(prompt, budget, req.stop, seed, session).result())
 
     def _batcher(self) -> Batcher:
         if self.batcher is None:
@@ -342,7 +344,7 @@ class Endpoint:
             req, prompt, budget, seed = await run_in_threadpool(self._prepare, session, body)
             # awaited, not waited for in a thread: a hundred agents waiting on one batch hold no
             # threads (the server's thread pool would otherwise cap the batch at its size)
-            out = await asyncio.wrap_future(self._batcher().submit(prompt, budget, req.stop, seed))
+            out = await asyncio.wrap_future(self._batcher().submit(prompt, budget, req.stop, seed, session))
             return req, self._answer(session, req, prompt, out)
 
         async def write_chat(session: str, body: Any) -> Any:
