@@ -71,7 +71,7 @@ def corpus_digest(cfg: ExperimentConfig, corpus: Path) -> str:
     """The corpus SHA-1 (what an index's retriever.json records), cached by (path, size, mtime) in the
     run's digest cache (agent_r1/runs/lineage.py): every reopening of a run (each Prefect task reopens
     it) and each task's cache key would otherwise read the whole corpus again."""
-    from agent_r1.runs.warm_start import digest_cache
+    from agent_r1.runs.lineage import digest_cache
 
     cache = digest_cache(cfg)
     sha = cache.file(corpus, "sha1")

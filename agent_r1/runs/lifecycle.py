@@ -16,7 +16,7 @@ from typing import Any
 from agent_r1.config import ExperimentConfig, load_config
 from agent_r1.data.owned import check_replaceable, mark_made
 from agent_r1.runs.folders import RUN_FILE, create_run_dir, default_run_name, find_run, read_record, update_record
-from agent_r1.runs.lineage import checkpoint_hash, data_hash, index_hash
+from agent_r1.runs.lineage import checkpoint_hash, data_hash, digest_cache, index_hash
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def resolve_init(cfg: ExperimentConfig, log: Any = print) -> Any:
 
 def run_lineage(cfg: ExperimentConfig, data_dir: Path, index_dir: Path) -> dict[str, str]:
     """data -> index -> warm start hashes of a run (full SHA-256s)."""
-    from agent_r1.runs.warm_start import digest_cache, warm_start_of
+    from agent_r1.runs.warm_start import warm_start_of
 
     cache = digest_cache(cfg)
     lineage = {"data": data_hash(data_dir, (cfg.data.train_file, cfg.data.eval_file), cache),

@@ -13,7 +13,10 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent_r1.config import ExperimentConfig
 
 SHORT = 16  # characters of a hash shown in names and tags (64 bits: no collision among runs here)
 
@@ -66,6 +69,11 @@ class DigestCache:
         tmp.write_text(json.dumps(self.entries))
         os.replace(tmp, self.path)
         self.dirty = False
+
+
+def digest_cache(cfg: ExperimentConfig) -> DigestCache:
+    """The digest cache shared by every run under `train.runs_dir`."""
+    return DigestCache(Path(cfg.train.runs_dir) / ".cache" / "digests.json")
 
 
 def hash_tree(folder: str | Path, cache: DigestCache | None = None, skip: tuple[str, ...] = ()) -> str:

@@ -8,6 +8,16 @@ from agent_r1.config import ExperimentConfig
 from agent_r1.training.metrics_log import JsonlMetrics
 
 
+def sft_config(cfg: ExperimentConfig, data_dir: Path) -> ExperimentConfig:
+    """The config whose SFT makes `cfg`'s warm start: the env kind's own mapping (openai_agent: the
+    built-in env's chat demos over the rows' tools, envs/agent_kind.py), agent-only keys at their
+    defaults. Keyed from it, a warm start made under another kind with the same settings is found."""
+    from agent_r1.envs.factory import warm_start_config
+    from agent_r1.runs.assembly import load_samples
+
+    return warm_start_config(cfg, lambda: load_samples(data_dir / cfg.data.train_file))
+
+
 def run_sft(cfg: ExperimentConfig) -> Path:
     """`agent-r1 sft`: data -> index -> fresh model -> demos -> SFT -> `cfg.sft.out_dir/model`."""
     from agent_r1.closing import close_all
@@ -26,7 +36,6 @@ def run_sft(cfg: ExperimentConfig) -> Path:
     from agent_r1.training.sft import print_progress, sft_train
 
     from agent_r1.envs.factory import warm_start_changes
-    from agent_r1.runs.warm_start import sft_config
 
     set_threads(cfg.train.threads)
     data_dir = ensure_data(cfg)

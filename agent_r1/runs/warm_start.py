@@ -2,7 +2,7 @@
 
 The key is the hash of (data hash, index hash, seed, model config, SFT config, env config, the
 observation budget): everything that changes the demonstrations or the training on them, taken from
-the config the SFT runs with (`sft_config`: an openai_agent run's is the built-in env's), so keys that
+the config the SFT runs with (`sft_config` in agent_r1/runs/sft.py: an openai_agent run's is the built-in env's), so keys that
 change neither (env.kind, env.agent, ...) do not split warm starts. The warm
 start lives in `<train.runs_dir>/warm_starts/<hash>/` (or `sft.out_dir` when set: DVC keeps a fixed
 path) with `warm_start.json` naming its hash; every run whose key matches reuses it instead of
@@ -23,8 +23,10 @@ from typing import Any
 from agent_r1.config import ExperimentConfig
 from agent_r1.data.io import replace_dir
 from agent_r1.data.owned import check_replaceable
+from agent_r1.runs.assembly import ensure_data, ensure_index
 from agent_r1.runs.folders import WARM_STARTS
-from agent_r1.runs.lineage import DigestCache, data_hash, hash_json, index_hash, short
+from agent_r1.runs.lineage import DigestCache, data_hash, digest_cache, hash_json, index_hash, short
+from agent_r1.runs.sft import run_sft, sft_config
 from agent_r1.tracking.filelock import FileLock
 
 CARD = "warm_start.json"
@@ -47,10 +49,6 @@ class WarmStart:
         return self.dir / "model"
 
 
-def digest_cache(cfg: ExperimentConfig) -> DigestCache:
-    return DigestCache(Path(cfg.train.runs_dir) / ".cache" / "digests.json")
-
-
 def card_text(key: str, made_of: dict[str, Any], seconds: float) -> str:
     """warm_start.json: the key and what made it, the env's secrets hidden (the key was hashed from
     the real values, so a changed secret is still another warm start)."""
@@ -58,16 +56,6 @@ def card_text(key: str, made_of: dict[str, Any], seconds: float) -> str:
 
     return json.dumps({"hash": key, "ingredients": redact_secrets(made_of), "created": time.time(),
                        "seconds": round(seconds, 1)}, indent=1)
-
-
-def sft_config(cfg: ExperimentConfig, data_dir: Path) -> ExperimentConfig:
-    """The config whose SFT makes `cfg`'s warm start: the env kind's own mapping (openai_agent: the
-    built-in env's chat demos over the rows' tools, envs/agent_kind.py), agent-only keys at their
-    defaults. Keyed from it, a warm start made under another kind with the same settings is found."""
-    from agent_r1.envs.factory import warm_start_config
-    from agent_r1.runs.assembly import load_samples
-
-    return warm_start_config(cfg, lambda: load_samples(data_dir / cfg.data.train_file))
 
 
 def ingredients(cfg: ExperimentConfig, data_dir: Path, index_dir: Path, cache: DigestCache | None = None) -> dict[str, Any]:
@@ -103,8 +91,6 @@ def _link_copy(src: Path, dst: Path) -> None:
 
 def ensure_warm_start(cfg: ExperimentConfig, log: Any = print) -> WarmStart:
     """The warm start for `cfg`: reused when one with the same key exists, else trained once."""
-    from agent_r1.runs.assembly import ensure_data, ensure_index
-    from agent_r1.runs.sft import run_sft
 
     if cfg.sft.steps <= 0:
         raise ValueError("a warm start needs sft.steps > 0; or set train.init_from to a model folder "

@@ -22,9 +22,6 @@ REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("agent_r1", "flows")
 
 KNOWN: dict[frozenset[str], str] = {
-    frozenset({"agent_r1.runs.assembly", "agent_r1.runs.warm_start", "agent_r1.runs.sft"}):
-        "the warm start trains through the run assembly that asks for it (runs/ is being reshaped into "
-        "one recipe)",
     frozenset({"agent_r1.runs.run", "agent_r1.runs.train"}):
         "the training step reopens the run that calls it (runs/ is being reshaped into one recipe)",
     frozenset({"agent_r1.agents.endpoint", "agent_r1.agents.rollout", "agent_r1.envs.factory",
