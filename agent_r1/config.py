@@ -30,7 +30,7 @@ from agent_r1.schema import (  # noqa: F401
     build_section,
     check_limits,
     parse_overrides,
-    safe_yaml,  # re-exported: the config's schema machinery (agent_r1/schema.py)
+    safe_yaml,
 )
 
 PRECISIONS = ("auto", "fp32", "bf16")  # train.precision (agent_r1/precision.py)

@@ -13,8 +13,7 @@ import os
 import time
 from pathlib import Path
 
-from agent_r1.retrieval.base import backend_names, build_index, check_k, open_index
-from agent_r1.retrieval.embeddings import VECTOR_BACKENDS
+from agent_r1.retrieval.base import VECTOR_BACKENDS, backend_names, build_index, check_k, open_index
 from agent_r1.retrieval.search import DEFAULT_ES_URL
 
 

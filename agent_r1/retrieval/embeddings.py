@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from agent_r1.data.schema import Document
-from agent_r1.retrieval.base import VECTOR_BACKENDS  # noqa: F401  (re-exported: the backends that need vectors)
+from agent_r1.retrieval.base import VECTOR_BACKENDS
 from agent_r1.retrieval.encoders import DEFAULT_ENCODER, Encoder, get_encoder
 
 ENV_CACHE = "AGENT_R1_EMBED_CACHE"

@@ -39,9 +39,8 @@ from tqdm import tqdm
 from agent_r1.data.schema import Document
 from agent_r1.retrieval.base import INDEX_FIX, Hit, SearchConfig, check_k, register_retriever
 from agent_r1.retrieval.errors import ServiceUnavailableError
-from agent_r1.retrieval.es_owner import (  # noqa: F401 (AGENT_R1_MARKER, made_by_agent_r1 re-exported)
+from agent_r1.retrieval.es_owner import (
     AGENT_R1_MARKER,
-    made_by_agent_r1,
     opened_refusal,
     owner_of,
     replace_refusal,

@@ -2,8 +2,7 @@
 
 `fit_loop` drives a `TrainingBackend` (the in-process `RLTrainer` or the Ray `RayTrainer`):
 iterations with evaluation, logging and checkpoints on schedule. Kept apart from the trainer so
-the trainer holds only the iteration's arithmetic; `agent_r1.training.trainer` re-exports these
-names, so `from agent_r1.training.trainer import fit_loop` keeps working.
+the trainer holds only the iteration's arithmetic.
 
 A full disk (ENOSPC, or a spent quota) anywhere in an iteration (a checkpoint, a metrics row, the
 MLflow buffer, the run's card) stops the loop with DiskFullError: which folder, and that the run

@@ -61,7 +61,7 @@ from agent_r1.training.metrics_log import JsonlMetrics, MetricsSink
 from agent_r1.training.ray_actors import close_actors, max_staleness
 from agent_r1.training.ray_auth import follow_environment, set_local_auth
 from agent_r1.training.ray_learners import LearnerGroup
-from agent_r1.training.trainer import fit_loop, log_finite
+from agent_r1.training.fit import fit_loop, log_finite
 from agent_r1.trajectory import Trajectory
 
 log = logging.getLogger(__name__)

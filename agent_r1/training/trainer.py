@@ -39,7 +39,7 @@ from agent_r1.training import checkpoint as ckpt
 from agent_r1.training.compute import Compute, master_dtype, pad_micro_batch, place_frozen, place_policy
 from agent_r1.training.distributed import LocalGroup
 from agent_r1.training.dynamic_sampling import fill_batch
-from agent_r1.training.fit import TrainingBackend, fit_loop, log_finite, rollout_seed  # noqa: F401  (re-exported)
+from agent_r1.training.fit import fit_loop, log_finite, rollout_seed
 from agent_r1.training.iteration_metrics import iteration_metrics
 from agent_r1.training.metrics_log import MetricsSink
 from agent_r1.training.policy import ValueModel, has_dropout, token_logprobs

@@ -11,7 +11,8 @@ from elasticsearch import Elasticsearch
 from agent_r1.cli import main as cli_main
 from agent_r1.data.corpus import make_document
 from agent_r1.data.io import write_jsonl
-from agent_r1.retrieval.es_backend import MAPPING, made_by_agent_r1
+from agent_r1.retrieval.es_backend import MAPPING
+from agent_r1.retrieval.es_owner import made_by_agent_r1
 from tests.es_fixture import es_server  # noqa: F401
 
 # The `_meta` example of Elasticsearch's mapping documentation (mapping-meta-field): another
