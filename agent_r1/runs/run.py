@@ -85,7 +85,7 @@ class Run:
         later `with_start` (the flow trains the warm start in a stage of its own). A resume whose config
         changes what the run trains is refused unless `allow_config_change` (resume_check.py)."""
         from agent_r1.runs.lifecycle import check_pinned_run_folder, open_run, resolve_init
-        from agent_r1.runs.train import check_resume, resume_checkpoint, set_aside_previous_run
+        from agent_r1.runs.fit import check_resume, resume_checkpoint, set_aside_previous_run
 
         from agent_r1.runs.run_lock import check_run_folder_free
 
@@ -202,7 +202,7 @@ class Run:
 
     def parts(self) -> Any:
         """The trainer's parts: policy (fresh, warm start or the checkpoint resumed), reference, samples."""
-        from agent_r1.runs.train import prepare_run
+        from agent_r1.runs.fit import prepare_run
 
         return prepare_run(self)
 
@@ -214,7 +214,7 @@ class Run:
     # ------------------------------------------------------------------------------------ work
     def train(self, sink: Any = None, on_iteration: Any = None) -> dict[str, Any]:
         """The RL iterations (in-process, or on Ray actors with `ray.enabled`); returns the result."""
-        from agent_r1.runs.train import train_run
+        from agent_r1.runs.fit import train_run
 
         return train_run(self, sink=sink, on_iteration=on_iteration)
 

@@ -18,7 +18,7 @@ def tracked_sink(cfg: ExperimentConfig, tracker: Any, resume: bool) -> Any:
     """An MlflowSink over `tracker` that also writes the run folder's metrics.jsonl. A fresh start
     sets a previous run's history in a pinned folder aside first (with its checkpoints, together);
     a resume drops the steps logged after its checkpoint, and uploads no checkpoint older than it."""
-    from agent_r1.runs.train import set_aside_previous_run
+    from agent_r1.runs.fit import set_aside_previous_run
     from agent_r1.tracking import MlflowSink
 
     out = Path(cfg.train.out_dir)

@@ -22,8 +22,6 @@ REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("agent_r1", "flows")
 
 KNOWN: dict[frozenset[str], str] = {
-    frozenset({"agent_r1.runs.run", "agent_r1.runs.train"}):
-        "the training step reopens the run that calls it (runs/ is being reshaped into one recipe)",
     frozenset({"agent_r1.agents.endpoint", "agent_r1.agents.rollout", "agent_r1.envs.factory",
                "agent_r1.envs.tool_env", "agent_r1.rollout.loop"}):
         "the env factory builds agent rollouts, whose endpoint runs the rollout loop over ToolEnv, "

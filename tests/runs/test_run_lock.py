@@ -42,7 +42,7 @@ def _cfg(tmp_path: Path):
 
 
 def test_a_second_trainer_in_a_busy_run_folder_is_refused(tmp_path, holder, monkeypatch):
-    from agent_r1.runs import train as train_mod
+    from agent_r1.runs import fit as train_mod
     from agent_r1.runs.folders import read_record
     from agent_r1.runs.run import Run
     from agent_r1.runs.run_lock import RunInUseError
@@ -67,7 +67,7 @@ def test_a_second_trainer_in_a_busy_run_folder_is_refused(tmp_path, holder, monk
 
 
 def test_the_lock_is_held_while_training_and_dropped_after(tmp_path, monkeypatch):
-    from agent_r1.runs import train as train_mod
+    from agent_r1.runs import fit as train_mod
     from agent_r1.runs.run import Run
     from agent_r1.runs.run_lock import RunInUseError, hold_run_folder
 
