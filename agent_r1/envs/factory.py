@@ -31,8 +31,8 @@ Rows = Callable[[], list[dict[str, Any]]]  # the training rows, read only when a
 
 @dataclass(frozen=True)
 class EnvTraits:
-    """What an env kind asks of the config, the rows and the warm start (read by config.py, samples.py
-    and runs/warm_start.py instead of naming kinds)."""
+    """What an env kind asks of the config, the rows and the warm start (read by config.py, samples.py,
+    `tool_envs` below and runs/sft.py instead of naming kinds)."""
     # the kind's env offers env.tools, so a row's own tools may only narrow them; False: the kind's agent
     # brings its own tools and a row may name any
     serves_tools: bool = True
@@ -142,9 +142,10 @@ def tool_envs(cfg: Any, retriever: Any) -> Callable[[dict[str, Any]], Any]:
         pool[name] = create_tool(name, **kwargs)
     fmt = get_format(cfg.env.format, list(pool.values()))
     runners: dict[tuple[str, ...], ToolRunner] = {}
+    serves_tools = kind_traits(cfg.env.kind).serves_tools  # a kind built over these envs may bring its own tools
 
     def make_env(sample: dict[str, Any]) -> ToolEnv:
-        env_cfg, reward_cfg = sample_env_config(sample, cfg.env, cfg.reward)
+        env_cfg, reward_cfg = sample_env_config(sample, cfg.env, cfg.reward, serves_tools)
         names = tuple(env_cfg.tools)
         if names not in runners:
             runners[names] = ToolRunner([pool[n] for n in names], timeout_s=cfg.search.timeout_s)

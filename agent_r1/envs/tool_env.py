@@ -75,12 +75,16 @@ SAMPLE_TIGHTEN: dict[tuple[str, str], tuple[Any, str]] = {
 
 
 def check_sample_env(overrides: Any, env: EnvConfig | None = None, reward: RewardConfig | None = None,
-                     where: str = "env") -> tuple[EnvConfig, RewardConfig]:
+                     where: str = "env", serves_tools: bool = True) -> tuple[EnvConfig, RewardConfig]:
     """The run's env and reward configs with a sample's `env` mapping applied, typed and range-checked
     with the run's own schema (config.py: the same coercion, so "2" is read as 2 as `--set` does, and
     the same LIMITS and TEXT_LIMITS). With the run's `env`/`reward` given, a sample may also only tighten
     the run's settings (SAMPLE_TIGHTEN, env.tools); without them (data loaded on its own) the defaults stand in
     and only types and ranges are checked. Errors are ValueErrors naming `where` + key.
+
+    `serves_tools` is the run's env kind's trait (envs/factory.py `kind_traits`), handed in by the caller
+    because the factory builds this env: False (openai_agent, whose agent brings its own tools) lets a
+    row name tools that env.tools does not list.
     """
     from agent_r1.schema import build_section, check_limits
 
@@ -104,10 +108,8 @@ def check_sample_env(overrides: Any, env: EnvConfig | None = None, reward: Rewar
     check_limits(new_reward, "reward", label=f"{where}.reward")
     if env is None:
         return new_env, new_reward
-    from agent_r1.envs.factory import kind_traits
-
     # a kind whose agent brings its own tools (openai_agent) offers none of env.tools: a row names the agent's
-    missing = [t for t in new_env.tools if t not in env.tools] if kind_traits(env.kind).serves_tools else []
+    missing = [t for t in new_env.tools if t not in env.tools] if serves_tools else []
     if missing:
         raise ValueError(f"{where}.tools asks for {missing}, which the run does not provide (env.tools = "
                          f"{env.tools}); add them, e.g. --set env.tools=[{','.join(env.tools + missing)}]")
@@ -120,15 +122,18 @@ def check_sample_env(overrides: Any, env: EnvConfig | None = None, reward: Rewar
     return new_env, new_reward
 
 
-def sample_env_config(sample: dict[str, Any], env: EnvConfig, reward: RewardConfig) -> tuple[EnvConfig, RewardConfig]:
-    """The run's env and reward configs with the sample's own `env` settings applied (see check_sample_env).
+def sample_env_config(sample: dict[str, Any], env: EnvConfig, reward: RewardConfig,
+                      serves_tools: bool = True) -> tuple[EnvConfig, RewardConfig]:
+    """The run's env and reward configs with the sample's own `env` settings applied (see check_sample_env,
+    which `serves_tools` is handed on to).
 
     `sample["env"]` e.g. {"tools": ["calculator"], "max_calls_per_turn": 2, "reward": {"metric": "numeric"}}.
     """
     overrides = sample.get("env")
     if not overrides:
         return env, reward
-    return check_sample_env(overrides, env, reward, where=f"sample {sample.get('id', '?')!r}: env")
+    return check_sample_env(overrides, env, reward, where=f"sample {sample.get('id', '?')!r}: env",
+                            serves_tools=serves_tools)
 
 
 @dataclass

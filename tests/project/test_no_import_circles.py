@@ -8,9 +8,7 @@ the two modules together; it only defers the failure). `from pkg import name` po
 `pkg.mod` is not counted as an edge to `pkg`, so that every module inside a package does not join its
 `__init__`'s circle.
 
-Circles are the graph's strongly connected components with more than one module. `KNOWN` names the
-ones that remain, each with the reason it is still there: the list may only shrink (a component that
-is not listed, or that grew, fails; a listed one that is gone fails until it is removed from here).
+Circles are the graph's strongly connected components with more than one module; there must be none.
 """
 
 from __future__ import annotations
@@ -20,13 +18,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("agent_r1", "flows")
-
-KNOWN: dict[frozenset[str], str] = {
-    frozenset({"agent_r1.agents.endpoint", "agent_r1.agents.rollout", "agent_r1.envs.factory",
-               "agent_r1.envs.tool_env", "agent_r1.rollout.loop"}):
-        "the env factory builds agent rollouts, whose endpoint runs the rollout loop over ToolEnv, "
-        "which asks the factory for its kind's traits",
-}
 
 
 def module_files() -> dict[str, Path]:
@@ -128,14 +119,8 @@ def test_the_circle_finder_finds_a_circle():
     assert circles({"a": {"b"}, "b": set()}) == []
 
 
-def test_no_new_import_circle():
+def test_no_import_circle():
     graph = import_graph()
-    new = [c for c in circles(graph) if not any(c <= k for k in KNOWN)]
-    assert not new, "import circles (break one edge: move the shared piece down, or pass it in):\n" + "\n".join(
-        _show(c, graph) for c in new)
-
-
-def test_the_known_circles_are_still_there():
-    found = circles(import_graph())
-    gone = [sorted(k) for k in KNOWN if not any(k & c for c in found)]
-    assert not gone, f"these circles are broken: remove them from KNOWN in {Path(__file__).name}: {gone}"
+    found = circles(graph)
+    assert not found, "import circles (break one edge: move the shared piece down, or pass it in):\n" + "\n".join(
+        _show(c, graph) for c in found)
