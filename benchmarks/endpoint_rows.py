@@ -85,7 +85,8 @@ def compare_episodes(cfg: Any, model_dir: Any, samples: list[dict[str, Any]]) ->
     endpoint agent: are the first prompts, and the whole token sequences, the same ids? (The endpoint's
     policy also samples the end-of-turn token the built-in env appends as glue; the answer turn's own is
     left out of the comparison.)"""
-    from agent_r1.agents.rollout import AgentRollout, load_agent
+    from agent_r1.agents.agent_ref import load_agent
+    from agent_r1.agents.rollout import AgentRollout
     from agent_r1.models.build import load_model
     from agent_r1.rollout.chat import ChatCodec
     from agent_r1.rollout.engine import TransformersEngine

@@ -32,9 +32,8 @@ from collections.abc import Callable
 from typing import Any
 
 from agent_r1.agents.assemble import assign_outcome, build_trajectories
-from agent_r1.agents.agent_ref import check_agent_ref, load_agent  # noqa: F401  (re-exported)
 from agent_r1.agents.endpoint import Endpoint, EndpointConfig
-from agent_r1.agents.session_runner import SessionResult, run_sessions  # noqa: F401  (re-exported)
+from agent_r1.agents.session_runner import run_sessions
 from agent_r1.sampling import SESSION_SEED_STRIDE, mix_seed
 from agent_r1.trajectory import Trajectory
 

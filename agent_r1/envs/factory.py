@@ -165,7 +165,8 @@ def openai_agent_envs(cfg: Any, retriever: Any) -> Any:
     """A user's agent function (`env.agent: package.module:function`), trained through the OpenAI-compatible
     endpoint (agents/rollout.py): the returned `make_env` carries its own `run_rollout`, which the rollout
     loop dispatches to. The function is imported here, at startup; a failed import names the key."""
-    from agent_r1.agents.rollout import AgentRollout, load_agent
+    from agent_r1.agents.agent_ref import load_agent
+    from agent_r1.agents.rollout import AgentRollout
 
     if not cfg.env.agent:
         raise ValueError("env.kind=openai_agent needs env.agent: 'package.module:function' (the agent to train)")

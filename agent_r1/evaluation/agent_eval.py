@@ -9,7 +9,8 @@ from typing import Any
 from agent_r1.rewards.qa import exact_match, f1_score, substring_match
 from agent_r1.rewards.scoring import RewardConfig
 from agent_r1.rollout.chat import ChatCodec
-from agent_r1.rollout.loop import RolloutConfig, run_rollout
+from agent_r1.rollout.loop import run_rollout
+from agent_r1.sampling import RolloutConfig
 from agent_r1.trajectory import Trajectory
 
 #: stop reasons that mean a token or turn budget ended the episode (not an answer, not a format slip)

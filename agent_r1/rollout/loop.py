@@ -17,7 +17,7 @@ from agent_r1.envs.tool_env import ToolEnv, step_many
 from agent_r1.rewards.scoring import RewardConfig, outcome_reward, overlong_reward
 from agent_r1.rollout.chat import ChatCodec
 from agent_r1.rollout.engine import GenerationEngine, SamplingParams
-from agent_r1.sampling import RolloutConfig, VLLMOptions  # noqa: F401  (the rollout section, re-exported)
+from agent_r1.sampling import RolloutConfig
 from agent_r1.trajectory import Trajectory, Turn
 
 _ROLLOUT_IDS = itertools.count()  # prefix-cache keys are (rollout id, trajectory index)

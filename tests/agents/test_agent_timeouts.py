@@ -20,7 +20,7 @@ HANG_BOUND_S = 60  # how long the child may take to exit: a bound on a hung test
 
 SCRIPT = """
 import asyncio, threading, time
-from agent_r1.agents.rollout import run_sessions
+from agent_r1.agents.session_runner import run_sessions
 
 def stuck(client, sample):
     threading.Event().wait()  # a call that never returns

@@ -12,7 +12,8 @@ from dataclasses import replace
 
 import pytest
 
-from agent_r1.agents.rollout import AgentRollout, load_agent
+from agent_r1.agents.agent_ref import load_agent
+from agent_r1.agents.rollout import AgentRollout
 from agent_r1.config import load_config
 from agent_r1.envs.factory import make_env_factory
 from agent_r1.models.chat_template import CHAT_TEMPLATES

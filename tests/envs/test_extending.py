@@ -18,9 +18,10 @@ from agent_r1.envs.tool_env import EnvConfig, ToolEnv, sample_env_config
 from agent_r1.rewards.scoring import ANSWER_METRICS, RewardConfig
 from agent_r1.rollout.chat import ChatCodec
 from agent_r1.rollout.engine import GenerationOutput
-from agent_r1.rollout.loop import RolloutConfig, run_rollout
+from agent_r1.rollout.loop import run_rollout
 from agent_r1.runs.assembly import ensure_data
 from agent_r1.runs.run import Run
+from agent_r1.sampling import RolloutConfig
 from agent_r1.tasks.registry import DATA_GENERATORS, get_data_generator
 from agent_r1.tools.registry import TOOL_FACTORIES, available_tools, create_tool, load_builtin_tools
 from agent_r1.tools.runner import ToolRunner, tool_metrics

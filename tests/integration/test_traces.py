@@ -14,7 +14,8 @@ from agent_r1.envs.tool_env import EnvConfig, ToolEnv
 from agent_r1.rewards.scoring import RewardConfig
 from agent_r1.rollout.chat import ChatCodec
 from agent_r1.rollout.engine import GenerationOutput
-from agent_r1.rollout.loop import RolloutConfig, run_rollout
+from agent_r1.rollout.loop import run_rollout
+from agent_r1.sampling import RolloutConfig
 from agent_r1.tools.runner import ToolRunner
 from agent_r1.tools.search import SearchTool
 from agent_r1.tracking import MlflowSink, RunTracker

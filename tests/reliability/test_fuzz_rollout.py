@@ -175,7 +175,8 @@ class RandomIdEngine:
 def test_rollout_loop_with_random_token_ids_keeps_budgets(world, tokenizer, fmt):
     from agent_r1.models.tokenizer import TAG_TOKENS
     from agent_r1.rollout.chat import ChatCodec
-    from agent_r1.rollout.loop import RolloutConfig, run_rollout
+    from agent_r1.rollout.loop import run_rollout
+    from agent_r1.sampling import RolloutConfig
 
     codec = ChatCodec(tokenizer)
     env = world.envs[fmt]

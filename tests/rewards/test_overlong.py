@@ -45,7 +45,8 @@ def test_a_sample_may_only_make_it_harsher():
 
 def test_rollout_scores_and_token_rewards_include_the_penalty(tiny_model):
     from agent_r1.rollout.chat import ChatCodec
-    from agent_r1.rollout.loop import RolloutConfig, run_rollout
+    from agent_r1.rollout.loop import run_rollout
+    from agent_r1.sampling import RolloutConfig
     from agent_r1.trajectory import collate
     from tests.rollout_helpers import RecordingEngine, make_env_factory
 

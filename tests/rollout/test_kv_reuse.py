@@ -13,7 +13,8 @@ import torch
 from agent_r1.rewards.scoring import RewardConfig
 from agent_r1.rollout.chat import ChatCodec
 from agent_r1.rollout.engine import SamplingParams, TransformersEngine
-from agent_r1.rollout.loop import RolloutConfig, run_rollout
+from agent_r1.rollout.loop import run_rollout
+from agent_r1.sampling import RolloutConfig
 from tests.rollout_helpers import EchoSearch, make_env_factory
 
 SAMPLES = [

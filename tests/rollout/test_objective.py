@@ -13,7 +13,8 @@ from agent_r1.config import load_config
 from agent_r1.rewards.scoring import RewardConfig
 from agent_r1.rollout.chat import ChatCodec
 from agent_r1.rollout.engine import TransformersEngine
-from agent_r1.rollout.loop import RolloutConfig, run_rollout
+from agent_r1.rollout.loop import run_rollout
+from agent_r1.sampling import RolloutConfig
 from agent_r1.training.trainer import RLTrainer
 from tests.rollout_helpers import QA_SAMPLES, make_env_factory, trainer_config
 

@@ -11,7 +11,8 @@ import torch
 
 from agent_r1.rewards.scoring import RewardConfig
 from agent_r1.rollout.chat import ChatCodec
-from agent_r1.rollout.loop import RolloutConfig, run_rollout
+from agent_r1.rollout.loop import run_rollout
+from agent_r1.sampling import RolloutConfig
 from agent_r1.trajectory import collate
 from tests.rollout_helpers import EchoSearch, RecordingEngine, make_env_factory
 

@@ -293,7 +293,8 @@ def test_a_models_hermes_call_reaches_the_mcp_tool_in_the_trajectory(own_script,
     server_script = own_script
     from agent_r1.rollout.chat import ChatCodec
     from agent_r1.rollout.engine import GenerationOutput
-    from agent_r1.rollout.loop import RolloutConfig, run_rollout
+    from agent_r1.rollout.loop import run_rollout
+    from agent_r1.sampling import RolloutConfig
 
     _, tok = tiny_model
 
