@@ -38,7 +38,7 @@ PARAMS = "params-arithmetic.yaml"
 THREE_LINES = {"env.kind": "openai_agent", "env.agent": AGENT}
 # params-arithmetic.yaml's model (4 layers, 128 wide); warm start and RL sized so that the warm start calls
 # the calculator in some sampled sessions and RL has iterations to make that the greedy choice
-# (/work/shared/design/LEARNING.md: a 60%-guess warm start, then GRPO flips the first action)
+# (a warm start that calls the tool in some sampled sessions, then GRPO makes that the first action)
 DEFAULT = {"sft.steps": 1000, "train.iterations": 40, "train.prompts_per_iter": 16, "rollout.n_samples": 8,
            "train.eval_size": 100, "train.threads": 2, "train.lr_schedule": "cosine"}
 QUICK = {**{k: v for k, v in micro_overrides(Path(".")).items() if k.startswith("model.")},

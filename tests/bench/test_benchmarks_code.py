@@ -19,7 +19,7 @@ BENCH = REPO / "benchmarks"
 MAX_LINES = 60
 # the modules that run benchmarks: the micro runs (`make bench`) and the readers (`make test`)
 SMOKE = ("tests/bench/test_benchmarks_smoke.py", "tests/bench/test_benchmarks_ray_smoke.py",
-         "tests/bench/test_bench_readers.py")
+         "tests/bench/test_bench_readers.py", "tests/bench/test_benchmarks_outside_agent_smoke.py")
 # benchmark module -> the test that runs it (its main or its whole computation) at small size
 COVERED_ELSEWHERE = {
     "plots": "tests/bench/test_plots.py",
