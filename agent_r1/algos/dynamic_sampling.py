@@ -9,12 +9,22 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
+from agent_r1.registry import NoTraits, Registry
 from agent_r1.trajectory import Trajectory
 
-METRICS: dict[str, Callable[[Trajectory], float]] = {
-    "score": lambda t: t.score,  # outcome + process rewards: what the group estimators compare
-    "outcome": lambda t: t.outcome_reward,  # the outcome reward alone (overlong shaping included)
-}
+#: `algo.dynamic_sampling.metric` -> the value of a trajectory that must differ within a kept group
+METRICS: Registry[Callable[[Trajectory], float], NoTraits] = Registry(
+    "dynamic-sampling metric", key="algo.dynamic_sampling.metric", where="agent_r1.algos.dynamic_sampling.METRICS")
+
+
+@METRICS.register("score")
+def _score(traj: Trajectory) -> float:
+    return traj.score  # outcome + process rewards: what the group estimators compare
+
+
+@METRICS.register("outcome")
+def _outcome(traj: Trajectory) -> float:
+    return traj.outcome_reward  # the outcome reward alone (overlong shaping included)
 
 
 @dataclass
@@ -25,8 +35,7 @@ class DynamicSamplingConfig:
     metric: str = "score"  # score | outcome: the value that must differ within a group for it to be kept
 
     def __post_init__(self) -> None:
-        if self.metric not in METRICS:
-            raise ValueError(f"algo.dynamic_sampling.metric={self.metric!r}; choose one of {sorted(METRICS)}")
+        METRICS.check(self.metric)
 
 
 def _session(traj: Trajectory, row: int) -> Hashable:

@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from agent_r1.algos.masked import masked_mean
+from agent_r1.registry import NoTraits, Registry
 
 
 @dataclass
@@ -42,8 +43,9 @@ class RolloutCorrectionConfig:
     seq_high: float = 2.0
 
     def __post_init__(self) -> None:
-        if self.mode not in CORRECTIONS:
-            raise ValueError(f"algo.rollout_correction.mode={self.mode!r}; choose one of {sorted(CORRECTIONS)}")
+        if self.mode != "none" and self.mode not in CORRECTIONS:  # "none" weights nothing: not registered
+            raise ValueError(f"algo.rollout_correction.mode={self.mode!r}; choose none or one of "
+                             f"{CORRECTIONS.names()}. {CORRECTIONS.how()}")
         # the numbers' ranges are in agent_r1/schema.py's LIMITS (checked with the rest of the config)
 
     @property
@@ -78,12 +80,12 @@ def _both(log_rho, mask, cfg):
     return w * keep.to(w.dtype)[:, None], cut, keep
 
 
-CORRECTIONS: dict[str, Weights | None] = {
-    "none": None,
-    "token_truncate": _truncate,
-    "seq_mask": _seq_mask,
-    "token_truncate_seq_mask": _both,
-}
+#: `algo.rollout_correction.mode` -> its weights (besides "none", which weights nothing)
+CORRECTIONS: Registry[Weights, NoTraits] = Registry(
+    "rollout correction", key="algo.rollout_correction.mode", where="agent_r1.algos.rollout_correction.CORRECTIONS")
+CORRECTIONS.register("token_truncate", _truncate)
+CORRECTIONS.register("seq_mask", _seq_mask)
+CORRECTIONS.register("token_truncate_seq_mask", _both)
 
 
 def apply_rollout_correction(batch: dict[str, Any], cfg: RolloutCorrectionConfig) -> None:
@@ -107,9 +109,9 @@ def rollout_correction(old_logp: torch.Tensor, engine_logp: torch.Tensor, sample
 def _correction(old_logp: torch.Tensor, engine_logp: torch.Tensor, sampled_mask: torch.Tensor,
                 cfg: RolloutCorrectionConfig) -> tuple[torch.Tensor | None, dict[str, float], torch.Tensor | None]:
     """(weights, metrics, kept rows [B] bool); a row without a sampled token is always kept."""
-    fn = CORRECTIONS[cfg.mode]
-    if fn is None:
+    if cfg.mode == "none":
         return None, {}, None
+    fn = CORRECTIONS[cfg.mode]
     sampled = sampled_mask > 0
     mask = sampled.to(old_logp.dtype)
     log_rho = torch.where(sampled, (old_logp - engine_logp).detach(), torch.zeros_like(old_logp))

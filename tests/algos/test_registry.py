@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from agent_r1.algos import ADV_ESTIMATORS, KL_PENALTIES, POLICY_LOSSES, AdvantageInputs, AdvantageOutputs
+from agent_r1.algos.dynamic_sampling import METRICS as DYNAMIC_METRICS
 from agent_r1.algos.registry import EstimatorTraits
 from agent_r1.algos.schedules import LR_SCHEDULES
 from agent_r1.config import load_config
@@ -24,6 +25,7 @@ from agent_r1.envs.formats import FORMATS, get_format
 from agent_r1.registry import Registry, UnknownName
 from agent_r1.retrieval.base import RETRIEVERS
 from agent_r1.rewards.scoring import ANSWER_METRICS
+from agent_r1.sampling import ENGINES
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -122,7 +124,8 @@ def test_every_name_chosen_registry_is_one_registry_type():
     for registry, key in ((ADV_ESTIMATORS, "algo.adv_estimator"), (POLICY_LOSSES, "algo.policy_loss"),
                           (KL_PENALTIES, "algo.kl_kind"), (ENVS, "env.kind"), (FORMATS, "env.format"),
                           (LR_SCHEDULES, "train.lr_schedule"), (ANSWER_METRICS, "reward.metric"),
-                          (RETRIEVERS, "search.backend")):
+                          (RETRIEVERS, "search.backend"), (ENGINES, "rollout.engine"),
+                          (DYNAMIC_METRICS, "algo.dynamic_sampling.metric")):
         assert isinstance(registry, Registry) and registry.key == key
         with pytest.raises(ValueError, match=rf"(^|: ){key}='nope'; choose one of .*\.register\(\"name\"\)"):
             load_config(overrides={key: "nope"})
