@@ -8,12 +8,13 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.project.import_edges import REPO, module_files
+
 ENV_WRITES = ("setdefault", "update", "pop", "putenv", "unsetenv")
 
 
 def sources() -> list[Path]:
-    return sorted(p for package in ("agent_r1", "flows") for p in (REPO / package).rglob("*.py"))
+    return sorted(module_files().values())
 
 
 def _is_sys_path(node: ast.AST) -> bool:

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.project.import_edges import import_edges
+
 ROOT = Path(__file__).resolve().parents[2] / "agent_r1"
 
 # bottom to top; a module may import its own layer and those below it
@@ -69,20 +71,9 @@ def rank(name: str) -> int:
 
 
 def imports() -> list[tuple[str, str, int]]:
-    found = []
-    for path in sorted(ROOT.rglob("*.py")):
-        module = "agent_r1." + ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module]
-                if node.module == "agent_r1":
-                    names = [f"agent_r1.{a.name}" for a in node.names]
-            elif isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            else:
-                continue
-            found += [(module, n, node.lineno) for n in names if n.startswith("agent_r1.")]
-    return found
+    """(module, the agent_r1 module it imports, line), lazy imports inside functions included."""
+    return [(e.source, e.target, e.line) for e in import_edges()
+            if e.source.startswith("agent_r1.") and e.target.startswith("agent_r1.")]
 
 
 def test_every_package_has_a_layer():

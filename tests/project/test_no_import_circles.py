@@ -1,10 +1,9 @@
 """No import circles in agent_r1/ and flows/: a circle means neither module can be read, tested or
 moved without the other, and at import time one of them runs half-initialised.
 
-The graph is read statically (ast): a node is a module file; an edge is any import statement naming
-another module of the project, at module level or inside a function alike (a lazy import still ties
-the two modules together; it only defers the failure). `from pkg import name` points at the module
-`pkg.name` when that is a file, else at `pkg`. A package's `__init__` is a node of its own: importing
+The graph's edges are tests/project/import_edges.py's: any import statement naming another module of
+the project, at module level or inside a function alike (a lazy import still ties the two modules
+together; it only defers the failure). A package's `__init__` is a node of its own: importing
 `pkg.mod` is not counted as an edge to `pkg`, so that every module inside a package does not join its
 `__init__`'s circle.
 
@@ -13,50 +12,15 @@ Circles are the graph's strongly connected components with more than one module;
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("agent_r1", "flows")
-
-
-def module_files() -> dict[str, Path]:
-    found = {}
-    for package in PACKAGES:
-        for path in sorted((REPO / package).rglob("*.py")):
-            parts = path.relative_to(REPO).with_suffix("").parts
-            found[".".join(parts).removesuffix(".__init__")] = path
-    return found
-
-
-def _absolute(module: str, node: ast.ImportFrom, is_package: bool) -> str:
-    if not node.level:
-        return node.module or ""
-    base = module.split(".")
-    base = base[: len(base) - node.level + (1 if is_package else 0)]
-    return ".".join(base + ([node.module] if node.module else []))
+from tests.project.import_edges import import_edges
 
 
 def import_graph() -> dict[str, set[str]]:
-    """module -> the project modules it imports (every import statement, wherever it stands)."""
-    files = module_files()
-
-    def known(name: str) -> str | None:
-        while name and name not in files:
-            name = name.rpartition(".")[0]
-        return name or None
-
-    graph: dict[str, set[str]] = {m: set() for m in files}
-    for module, path in files.items():
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = _absolute(module, node, path.name == "__init__.py")
-                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names]
-            else:
-                continue
-            graph[module] |= {t for t in map(known, targets) if t and t != module}
+    """module -> the project modules it imports (tests/project/import_edges.py)."""
+    graph: dict[str, set[str]] = {}
+    for edge in import_edges():
+        graph.setdefault(edge.source, set()).add(edge.target)
+        graph.setdefault(edge.target, set())
     return graph
 
 
