@@ -35,10 +35,10 @@ class VLLMOptions:
     enforce_eager: bool = True  # no CUDA graphs / torch.compile: starts in seconds, not minutes
     # where vLLM's engine core (scheduler and model runner) runs: `process` (vLLM's default: a process of
     # its own beside the caller, which overlaps scheduling with a GPU's work), `inline` (in the caller's
-    # process), `auto` (inline on the CPU build, process elsewhere). On these 2 cores the CPU build
-    # started in 12.5 s inline against 54.9 s as processes, at the same tokens/s: the extra processes
-    # each import vLLM and torch and compete with the model for the same cores
-    # (benchmarks/vllm_cpu.py --engine-core)
+    # process), `auto` (inline on the CPU build, process elsewhere). On the CPU build the extra processes
+    # each import vLLM and torch and compete with the model for the same cores: inline started in less
+    # than half the time and sampled about twice the tokens/s here (benchmarks/results/vllm_cpu.json
+    # against vllm_cpu_process.json; benchmarks/vllm_cpu.py --engine-core)
     engine_core: str = "auto"
 
     def __post_init__(self) -> None:

@@ -102,11 +102,8 @@ class Batcher:
         self.batch_sizes.append(len(group))
         try:
             with self.context() if self.context is not None else contextlib.nullcontext():
-                if self._reuse and any(j.key is not None for j in group):
-                    outs = self.engine.generate([j.prompt for j in group], params,  # type: ignore[call-arg]
-                                                prefix_keys=[j.key for j in group])
-                else:
-                    outs = self.engine.generate([j.prompt for j in group], params)
+                keys = {"prefix_keys": [j.key for j in group]} if self._reuse else {}
+                outs = self.engine.generate([j.prompt for j in group], params, **keys)
         except BaseException as exc:  # noqa: BLE001  (handed to every waiting caller, who re-raises it)
             for job in group:
                 job.future.set_exception(exc)
