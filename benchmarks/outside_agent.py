@@ -38,7 +38,6 @@ PARAMS = "params-arithmetic.yaml"
 THREE_LINES = {"env.kind": "openai_agent", "env.agent": AGENT}
 # params-arithmetic.yaml's model (4 layers, 128 wide); warm start and RL sized so that the warm start calls
 # the calculator in some sampled sessions and RL has iterations to make that the greedy choice
-# (a warm start that calls the tool in some sampled sessions, then GRPO makes that the first action)
 DEFAULT = {"sft.steps": 1000, "train.iterations": 40, "train.prompts_per_iter": 16, "rollout.n_samples": 8,
            "train.eval_size": 100, "train.threads": 2, "train.lr_schedule": "cosine"}
 QUICK = {**{k: v for k, v in micro_overrides(Path(".")).items() if k.startswith("model.")},
@@ -101,6 +100,7 @@ def classify_drift(prev: Any, rec: Any, decode: Any) -> dict[str, Any]:
 def session_report(sessions: list[Any], decode: Any) -> dict[str, Any]:
     """One rollout's sessions (AgentRollout.last_sessions): how many first replies called a tool, and each
     drifted call classified (assemble.build_trajectories's continuation test, on the calls it keeps)."""
+    from agent_r1.agents.assemble import extends
     from agent_r1.agents.retries import used_calls
 
     tool_first, drifts = 0, []
@@ -109,7 +109,7 @@ def session_report(sessions: list[Any], decode: Any) -> dict[str, Any]:
         tool_first += bool(calls) and bool(calls[0].info.get("tool_calls"))
         context: list[int] = []
         for i, rec in enumerate(calls):
-            if i and list(rec.prompt_ids[:len(context)]) != context:
+            if i and not extends(rec.prompt_ids, context):
                 drifts.append(classify_drift(calls[i - 1], rec, decode))
             context = list(rec.prompt_ids) + list(rec.completion_ids)
     return {"sessions": len(sessions), "tool_first": tool_first, "drifts": drifts}

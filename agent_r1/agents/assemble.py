@@ -41,6 +41,12 @@ class AssembleStats:
         return {f"{prefix}{k}": float(v) for k, v in vars(self).items()}
 
 
+def extends(prompt_ids: Sequence[int], context: Sequence[int]) -> bool:
+    """Whether a call's prompt continues `context` (the previous call's prompt + completion): the test
+    by which a session's calls stay one trajectory, and a call that fails it is drift."""
+    return len(prompt_ids) >= len(context) and list(prompt_ids[:len(context)]) == list(context)
+
+
 def build_trajectories(records: Sequence[CallRecord], sample_id: str, sample: dict | None = None,
                        decode: Callable[[list[int]], str] | None = None, session_id: str = "",
                        turn_close_ids: Sequence[int] = ()) -> tuple[list[Trajectory], AssembleStats]:
@@ -56,7 +62,7 @@ def build_trajectories(records: Sequence[CallRecord], sample_id: str, sample: di
         if len(rec.completion_ids) != len(rec.completion_logprobs):
             raise ValueError(f"a record of session {sample_id!r} holds {len(rec.completion_ids)} completion ids "
                              f"and {len(rec.completion_logprobs)} log-probs")
-        continues = bool(steps) and len(rec.prompt_ids) >= len(context) and rec.prompt_ids[:len(context)] == context
+        continues = bool(steps) and extends(rec.prompt_ids, context)
         if continues:
             last = steps[-1].turns[-1]
             obs = rec.prompt_ids[len(context):]
