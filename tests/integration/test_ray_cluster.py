@@ -34,6 +34,7 @@ import pytest
 
 from tests.integration.conftest import stop_local_ray
 from tests.pipeline_helpers import write_micro_params
+from tests.servers import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -45,12 +46,6 @@ ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "RAY_worker_
        # the GCS declares a silent node dead after ~3 s instead of ~15 s (the default 3 s x 5 checks)
        "RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "1000",
        "RAY_health_check_failure_threshold": "3"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -148,14 +143,14 @@ def cluster():
     stop_local_ray()  # the other Ray modules' local Ray: this process connects to the cluster below instead
     # the head's temp dir holds Ray's sockets, whose paths must stay under 107 bytes
     temp = tempfile.mkdtemp(prefix="ar1c-", dir="/tmp")
-    port = _free_port()
+    port = free_port()
     c = Cluster(address=f"127.0.0.1:{port}", temp_dir=temp, logs=Path(temp))
     with pytest.MonkeyPatch.context() as mp:
         for k, v in ENV.items():  # this process's driver connects as the nodes were started
             mp.setenv(k, v)
         try:
             c.start("head", "--head", f"--port={port}", f"--num-cpus={HEAD_CPUS}", f"--temp-dir={temp}",
-                    "--include-dashboard=false", f"--dashboard-port={_free_port()}")
+                    "--include-dashboard=false", f"--dashboard-port={free_port()}")
             c.connect()
             c.wait_nodes(1)
             c.start("node2", f"--address={c.address}", f"--num-cpus={NODE_CPUS}")
