@@ -82,17 +82,17 @@ bench: $(STAMP)
 	$(PY) -m pip install -q -e '.[bench]'
 	# every benchmark at micro size first (the `bench` marker: not part of make test), so a broken one stops here
 	$(PY) -m pytest -p no:cacheprovider -m bench tests/bench
-	$(PY) benchmarks/retrieval.py
-	$(PY) benchmarks/learning.py $(LEARNING_FLAGS)
-	$(PY) benchmarks/perf_rollout.py $(BENCH_FLAGS) --device $(DEVICE)
-	$(PY) benchmarks/perf_update.py $(BENCH_FLAGS) --device $(DEVICE)
-	$(PY) benchmarks/perf_trl.py $(BENCH_FLAGS) --device $(DEVICE)
-	$(PY) benchmarks/profile_iteration.py
+	$(PY) -m benchmarks.retrieval
+	$(PY) -m benchmarks.learning $(LEARNING_FLAGS)
+	$(PY) -m benchmarks.perf_rollout $(BENCH_FLAGS) --device $(DEVICE)
+	$(PY) -m benchmarks.perf_update $(BENCH_FLAGS) --device $(DEVICE)
+	$(PY) -m benchmarks.perf_trl $(BENCH_FLAGS) --device $(DEVICE)
+	$(PY) -m benchmarks.profile_iteration
 	$(VENV)/bin/py-spy record -o benchmarks/results/profile_iteration.svg --format flamegraph --rate 50 -- \
-		$(PY) benchmarks/profile_iteration.py --iterations 2 --no-write
+		$(PY) -m benchmarks.profile_iteration --iterations 2 --no-write
 	# 1M passages take ~11 min and would overwrite the committed figures: FULL=1 only
-	$(if $(FULL),$(PY) benchmarks/retrieval_scale.py,@echo "retrieval_scale.py skipped (1M passages, ~11 min): make bench FULL=1")
-	$(PY) benchmarks/plots.py
+	$(if $(FULL),$(PY) -m benchmarks.retrieval_scale,@echo "retrieval_scale.py skipped (1M passages, ~11 min): make bench FULL=1")
+	$(PY) -m benchmarks.plots
 
 clean:
 	rm -rf runs data benchmarks/.work

@@ -15,8 +15,8 @@ another config, compared with its own synchronous run and reported beside the fi
 Reports the median over repeats of each run's mean seconds per timed iteration, and the ratio
 sync / async (target: >= 1.3). Writes benchmarks/results/scale.json (section "async_speed").
 
-    python benchmarks/async_speed.py                      # about 4 minutes on 2 cores
-    python benchmarks/async_speed.py --repeats 2 --iterations 3
+    python -m benchmarks.async_speed                      # about 4 minutes on 2 cores
+    python -m benchmarks.async_speed --repeats 2 --iterations 3
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     section = {
         "what": "seconds per training iteration, synchronous vs train.max_staleness 1: median over alternated "
                 "repeats of each run's mean over timed iterations (after one warm-up), same config and seed",
-        "command": f"python benchmarks/async_speed.py --iterations {args.iterations} --repeats {args.repeats}",
+        "command": f"python -m benchmarks.async_speed --iterations {args.iterations} --repeats {args.repeats}",
         "config": CONFIG, "iterations_timed": args.iterations, "repeats": args.repeats,
         "iteration_s_median": medians, "runs": runs,
         "speedup_sync_over_async": speedup(medians, "sync", "async_1"),

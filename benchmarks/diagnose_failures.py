@@ -14,7 +14,7 @@ answer is put in the first class that fits, in this order:
 - miscopied:        every support was retrieved, the answer is within 2 edits of the gold answer
 - other:            every support was retrieved and the answer is something else (memory or a guess)
 
-    python benchmarks/diagnose_failures.py --run RUN_DIR [--model CHECKPOINT] [--split test] [--n 300]
+    python -m benchmarks.diagnose_failures --run RUN_DIR [--model CHECKPOINT] [--split test] [--n 300]
 
 Writes benchmarks/results/diagnosis[_<tag>].json: the share of each class among the failures,
 the same split by question type, and ten examples per class.

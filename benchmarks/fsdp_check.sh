@@ -21,7 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
 STATUS=0
-"$PY" benchmarks/gpu_correctness.py || STATUS=1
+"$PY" -m benchmarks.gpu_correctness || STATUS=1
 if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
   echo "fsdp_check: no CUDA device visible to torch; run this on a GPU host (on CPU: pytest tests/integration/test_ddp.py tests/integration/test_ddp_ray.py -k fsdp)" >&2
   exit 1

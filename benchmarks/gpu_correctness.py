@@ -1,4 +1,4 @@
-"""GPU correctness checks of issue 30, on the first GPU host: `python benchmarks/gpu_correctness.py`
+"""GPU correctness checks of issue 30, on the first GPU host: `python -m benchmarks.gpu_correctness`
 (run by benchmarks/fsdp_check.sh and benchmarks/gpu_smoke.sh). The same tests run on CPU in the
 test suite; here pytest runs them on CUDA (and NCCL), with AGENT_R1_TEST_DEVICE=cuda:
 

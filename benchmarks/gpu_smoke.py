@@ -17,8 +17,8 @@ over iterations after the first), peak GPU memory (`torch.cuda.max_memory_alloca
 process, and device-wide used memory sampled every 50 ms, which also counts a vLLM worker), and
 `rollout/logprob_diff_max` (engine vs trainer log-probs of the sampled tokens) per iteration.
 
-    python benchmarks/gpu_smoke.py                      # on a GPU host (benchmarks/gpu_smoke.sh installs first)
-    python benchmarks/gpu_smoke.py --tiny --device cpu  # the same script end to end on a CPU, tiny model
+    python -m benchmarks.gpu_smoke                      # on a GPU host (benchmarks/gpu_smoke.sh installs first)
+    python -m benchmarks.gpu_smoke --tiny --device cpu  # the same script end to end on a CPU, tiny model
 
 Writes $OUT/gpu_smoke.json when $OUT is set, else benchmarks/results/gpu_smoke.json
 (gpu_smoke_cpu_tiny.json for a `--tiny --device cpu` run). With random weights the policy writes no

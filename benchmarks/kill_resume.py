@@ -5,7 +5,7 @@ A run killed before its first checkpoint has nothing to resume: `--resume` refus
 starts it over (as its user must; the partial history is moved aside) and is counted as
 `restarted`, never as resumed. `completed_cleanly` counts both kinds of clean ending.
 
-    python benchmarks/kill_resume.py --trials 10
+    python -m benchmarks.kill_resume --trials 10
 """
 
 from __future__ import annotations

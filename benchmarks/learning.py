@@ -7,15 +7,15 @@ Synthetic multi-hop world (invented names), tantivy search, a ~1M-parameter Llam
    mask off, GRPO with shuffled rewards as a control), then the same evaluation.
 Writes benchmarks/results/learning.json. Long: run it as a benchmark, not in CI.
 
-    python benchmarks/learning.py --seeds 0,1,2 --variants grpo,ppo,grpo_shuffled_rewards
+    python -m benchmarks.learning --seeds 0,1,2 --variants grpo,ppo,grpo_shuffled_rewards
                                                   # the README's figures (about 65 min on 2 idle cores)
-    python benchmarks/learning.py                 # seed 0, every default variant
-    python benchmarks/learning.py --quick         # a short version (a few minutes; writes learning_quick.json)
-    python benchmarks/learning.py --smoke         # micro model and world, 1 iteration (seconds; learning_smoke.json)
-    python benchmarks/learning.py --params params.yaml --seeds 0,1,2 \
+    python -m benchmarks.learning                 # seed 0, every default variant
+    python -m benchmarks.learning --quick         # a short version (a few minutes; writes learning_quick.json)
+    python -m benchmarks.learning --smoke         # micro model and world, 1 iteration (seconds; learning_smoke.json)
+    python -m benchmarks.learning --params params.yaml --seeds 0,1,2 \
         --variants grpo,gspo,cispo,dr_grpo,dapo,gigpo --work benchmarks/.work/objectives \
         --out benchmarks/results/learning_objectives.json   # issue 33's rows, on make run's recipe
-    python benchmarks/learning.py --params params.yaml --chat --seeds 0,1,2 \
+    python -m benchmarks.learning --params params.yaml --chat --seeds 0,1,2 \
         --variants grpo_hermes,grpo_endpoint --work benchmarks/.work/endpoint_sft2000 \
         --out benchmarks/results/learning_endpoint.json     # issue 34's rows (benchmarks/endpoint_rows.py)
 """

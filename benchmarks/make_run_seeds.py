@@ -10,8 +10,8 @@ mean, minimum and a 95% Student-t interval over seeds. Writes benchmarks/results
 (`--out` for a probe); a seed already in the file with the same recipe is kept, so an interrupted
 benchmark continues where it stopped.
 
-    python benchmarks/make_run_seeds.py --seeds 0,1,2,3,4     # the README's figure (~35 min on 2 idle cores)
-    python benchmarks/make_run_seeds.py --seeds 3 --set train.lr=1e-4 --out /tmp/probe.json
+    python -m benchmarks.make_run_seeds --seeds 0,1,2,3,4     # the README's figure (~35 min on 2 idle cores)
+    python -m benchmarks.make_run_seeds --seeds 3 --set train.lr=1e-4 --out /tmp/probe.json
 """
 
 from __future__ import annotations

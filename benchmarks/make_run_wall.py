@@ -9,7 +9,7 @@ warm start and of the trained policy from the run's folder. Writes benchmarks/re
 of this checkout (not of the clone). Load averages before and after say whether the cores were idle.
 
     git clone . /tmp/fresh && make -C /tmp/fresh install
-    python benchmarks/make_run_wall.py --clone /tmp/fresh
+    python -m benchmarks.make_run_wall --clone /tmp/fresh
 """
 
 from __future__ import annotations

@@ -23,9 +23,9 @@ plus the RSS sampled every 5 ms during the update alone and the RSS before it, s
 share is `update_peak - before_update`. Wall times are recorded but are NOT comparable figures: they
 were taken on a 2-core machine shared with other jobs.
 
-    .venv/bin/python benchmarks/memory.py              # every configuration (1-2 hours on 2 shared cores)
-    .venv/bin/python benchmarks/memory.py --only update/rows64_micro4_fp32
-    .venv/bin/python benchmarks/memory_table.py        # the GPU table of docs/real-models.md from the result
+    .venv/bin/python -m benchmarks.memory              # every configuration (1-2 hours on 2 shared cores)
+    .venv/bin/python -m benchmarks.memory --only update/rows64_micro4_fp32
+    .venv/bin/python -m benchmarks.memory_table        # the GPU table of docs/real-models.md from the result
 
 Writes benchmarks/results/memory.json.
 """
@@ -358,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.only or list(configs):
         model_dir = ensure_model(work, configs[name].get("model", "head"))
         doc["results"][name] = measure(name, configs[name], model_dir, args.threads)
-        doc.update({"benchmark": "memory", "command": "python benchmarks/memory.py", "machine": machine("cpu"),
+        doc.update({"benchmark": "memory", "command": "python -m benchmarks.memory", "machine": machine("cpu"),
                     "setup": SETUP, "target_gib": TARGET_GIB, "derived": derived(doc["results"])})
         write_json(path, doc, indent=2)  # after each, so a long run keeps what it measured
     print(json.dumps(doc["derived"], indent=2))

@@ -23,8 +23,8 @@ head's log-prob chunk + a flat allowance for the CUDA context and allocator slac
   of the iteration in one batch, so at the preset's sizes it needs 2 x layers x KV width x 2 bytes
   per token for prompts_per_iter x n_samples trajectories of up to max_total_tokens.
 
-    .venv/bin/python benchmarks/memory_table.py         # the computed GPU table of docs/real-models.md
-    .venv/bin/python benchmarks/memory_table.py --cpu   # the measured CPU table (benchmarks/results/memory.json)
+    .venv/bin/python -m benchmarks.memory_table         # the computed GPU table of docs/real-models.md
+    .venv/bin/python -m benchmarks.memory_table --cpu   # the measured CPU table (benchmarks/results/memory.json)
 """
 
 from __future__ import annotations

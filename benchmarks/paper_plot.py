@@ -1,7 +1,7 @@
 """The paper table as a figure: held-out EM per method, mean over seeds with its 95% bootstrap
 interval, and each seed's own score as a dot (the same numbers as paper_table.md's Tables 3 and 4).
 
-    python benchmarks/paper_table.py --results-dir benchmarks/results/paper_table_np12k --render-only
+    python -m benchmarks.paper_table --results-dir benchmarks/results/paper_table_np12k --render-only
 """
 
 from __future__ import annotations

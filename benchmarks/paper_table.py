@@ -22,16 +22,16 @@ Writes paper_table.md and .json into `--results-dir` (EM per method and dataset 
 intervals, paired differences, F1 / substring EM beside it, every question's score, wall time,
 config hash); `--render-only` rewrites the markdown from the JSON.
 
-    python benchmarks/paper_table.py --seeds 0,1,2 --iterations 40 --eval-n 100 --real-n 50 \
+    python -m benchmarks.paper_table --seeds 0,1,2 --iterations 40 --eval-n 100 --real-n 50 \
         --warm-start 'benchmarks/.work/learn_np12k/seed{seed}/sft/model' \
         --methods ppo,grpo,reinforce_pp,reinforce_pp_baseline,rloo,ppo_adv_mask_off,ppo_masks_off,grpo_loss_mask_off \
         --results-dir benchmarks/results/paper_table_np12k   # the README's table: 62 min on 2 idle cores;
         # call it again after an interruption (what is in the results file for the same setup is kept);
         # the rows beyond the paper, beside a GRPO run by the same code: --seeds 0,1,2,3,4 --real-n 0
         # --methods grpo,gspo,cispo,dr_grpo,dapo,gigpo --results-dir benchmarks/results/paper_table_objectives
-    python benchmarks/paper_table.py                      # full (hours on 2 CPU cores)
-    python benchmarks/paper_table.py --iterations 12 --eval-n 100 --real-n 100   # reduced
-    python benchmarks/paper_table.py --micro --work /tmp/pt   # CI smoke: tiny model, 2 RL methods
+    python -m benchmarks.paper_table                      # full (hours on 2 CPU cores)
+    python -m benchmarks.paper_table --iterations 12 --eval-n 100 --real-n 100   # reduced
+    python -m benchmarks.paper_table --micro --work /tmp/pt   # CI smoke: tiny model, 2 RL methods
 """
 
 from __future__ import annotations
@@ -242,7 +242,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def results_header(args: argparse.Namespace, argv: list[str] | None, work: Path, results: Path) -> dict[str, Any]:
     """The results document before any run: command, budget, base config, what earlier runs kept."""
-    command = "python benchmarks/paper_table.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m benchmarks.paper_table " + " ".join(argv if argv is not None else sys.argv[1:])
     res: dict[str, Any] = {
         "command": command.strip(), "seeds": args.seeds, "machine": machine(),
         "budget": {"iterations": args.iterations, "prompts_per_iter": args.prompts_per_iter,

@@ -7,6 +7,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 "$PY" -m pip install -q -e '.[bench]'
-"$PY" benchmarks/perf_rollout.py --device cuda --threads 4 "$@"
-"$PY" benchmarks/perf_update.py --device cuda --threads 4 "$@"
-"$PY" benchmarks/perf_trl.py --device cuda --threads 4 "$@"
+"$PY" -m benchmarks.perf_rollout --device cuda --threads 4 "$@"
+"$PY" -m benchmarks.perf_update --device cuda --threads 4 "$@"
+"$PY" -m benchmarks.perf_trl --device cuda --threads 4 "$@"

@@ -9,9 +9,9 @@
    the batch or kept until all finish, all trajectories in one batch or one trajectory at a time.
 3. Scaling: rollout time as trajectories per batch grow (8, 32, 128) and as max turns grow (1..5).
 
-    .venv/bin/python benchmarks/perf_rollout.py            # quick (a few minutes on 2 cores)
-    .venv/bin/python benchmarks/perf_rollout.py --full     # more repeats
-    .venv/bin/python benchmarks/perf_rollout.py --device cuda   # GPU host: random Qwen2-shaped bf16 model
+    .venv/bin/python -m benchmarks.perf_rollout            # quick (a few minutes on 2 cores)
+    .venv/bin/python -m benchmarks.perf_rollout --full     # more repeats
+    .venv/bin/python -m benchmarks.perf_rollout --device cuda   # GPU host: random Qwen2-shaped bf16 model
 
 The policy is params.yaml's model warm-started by a short SFT on the scripted demos, so it writes
 `<search>` calls that hit the tantivy index (see perf_common.policy). Writes

@@ -18,7 +18,7 @@ Ratio = agent-r1 seconds per iteration / TRL's, per repeat (A B, then B A, ...),
 Modes (and equal_work cells) not run keep their earlier entry in the JSON; each records its own
 commit and load average.
 
-    .venv/bin/python benchmarks/perf_trl.py [--full] [--modes equal_work,tool] [--cells 128x256] [--repeats 5]
+    .venv/bin/python -m benchmarks.perf_trl [--full] [--modes equal_work,tool] [--cells 128x256] [--repeats 5]
 
 Quick by default (cells 32x64 and 128x256, 2 repeats); --full: all four cells, 5 repeats, 2
 iterations per tool run. The committed figures: `--cells 32x64,32x256,128x64,128x256 --repeats 3`, then

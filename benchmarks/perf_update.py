@@ -7,7 +7,7 @@ B: a bare loop over the same minibatches and epochs: forward, masked token NLL, 
 Throughput = epochs x attention-mask tokens / wall second (the trainer's `update_tokens_per_s`);
 ratio = A / B per repeat (A and B alternated).
 
-    .venv/bin/python benchmarks/perf_update.py [--full] [--device cuda]
+    .venv/bin/python -m benchmarks.perf_update [--full] [--device cuda]
 
 Writes benchmarks/results/perf_update.json (or perf_update_cuda.json).
 """

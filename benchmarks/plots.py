@@ -1,6 +1,6 @@
 """PNG figures from the benchmark results (benchmarks/results/*.json), for the README.
 
-    .venv/bin/python benchmarks/plots.py [--results benchmarks/results] [--out docs/img]
+    .venv/bin/python -m benchmarks.plots [--results benchmarks/results] [--out docs/img]
 
 Writes, for each result file present (a missing one is skipped and said so):
 - bench-learning.png   learning.json: training reward per iteration (each variant), held-out greedy EM
@@ -38,12 +38,12 @@ import matplotlib.pyplot as plt
 from benchmarks.common import ROOT
 
 # the command that writes each file, for files that do not record their own `command`
-COMMANDS = {"learning": "python benchmarks/learning.py --seeds 0,1,2", "memory": "python benchmarks/memory.py",
-            "learning_endpoint": "python benchmarks/learning.py --params params.yaml --chat --seeds 0,1,2 "
+COMMANDS = {"learning": "python -m benchmarks.learning --seeds 0,1,2", "memory": "python -m benchmarks.memory",
+            "learning_endpoint": "python -m benchmarks.learning --params params.yaml --chat --seeds 0,1,2 "
                                  "--variants grpo_hermes,grpo_endpoint",
-            "ray": "python benchmarks/ray_overhead.py", "scale": "python benchmarks/async_speed.py",
-            "retrieval": "python benchmarks/retrieval.py", "retriever_load": "python benchmarks/retriever_load.py",
-            "retrieval_scale": "python benchmarks/retrieval_scale.py"}
+            "ray": "python -m benchmarks.ray_overhead", "scale": "python -m benchmarks.async_speed",
+            "retrieval": "python -m benchmarks.retrieval", "retriever_load": "python -m benchmarks.retriever_load",
+            "retrieval_scale": "python -m benchmarks.retrieval_scale"}
 SHARED = "2 shared cores"
 
 
@@ -293,7 +293,7 @@ def plot_retrieval(results: Path, out: Path) -> Path | None:
     else:
         ax_s.axis("off")
         ax_s.text(0.5, 0.5, "Throughput against corpus size: no data yet.\nAll measurements so far use one "
-                  f"corpus ({docs} documents).\n`python benchmarks/retrieval_scale.py` (issue 19 item 4)\n"
+                  f"corpus ({docs} documents).\n`python -m benchmarks.retrieval_scale` (issue 19 item 4)\n"
                   "writes retrieval_scale.json; rerun plots.py after it.", ha="center", va="center", fontsize=10,
                   transform=ax_s.transAxes)
     ax_s.title.set_fontsize(9)

@@ -14,8 +14,8 @@ torch's bf16 matmuls, then uses no instruction newer than AVX2, and torch report
 (torch.ops.mkldnn._is_mkldnn_bf16_supported() is False), as on an AVX2-only CPU. A precision whose
 SFT steps exceed `--budget-s` is not run in RL (recorded as not run).
 
-    python benchmarks/precision_speed.py                 # this CPU as it is
-    python benchmarks/precision_speed.py --isa avx2      # as on AVX2-only cores
+    python -m benchmarks.precision_speed                 # this CPU as it is
+    python -m benchmarks.precision_speed --isa avx2      # as on AVX2-only cores
 -> benchmarks/results/precision_speed.json, one section per ISA.
 """
 
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         return subprocess.call([sys.executable, "-m", "benchmarks.precision_speed", *(argv or sys.argv[1:])], env=env,
                                cwd=ROOT)
     section = {**measure(args), "machine": machine("cpu"), "isa_limit": os.environ.get("ONEDNN_MAX_CPU_ISA", ""),
-               "command": " ".join(["python benchmarks/precision_speed.py", *(argv or sys.argv[1:])])}
+               "command": " ".join(["python -m benchmarks.precision_speed", *(argv or sys.argv[1:])])}
     update_results(result_path("precision_speed"), args.isa, section)
     return 0
 

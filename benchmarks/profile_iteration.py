@@ -22,9 +22,9 @@ One warm-up iteration, then `--iterations` timed ones; each section's median sec
 share of its iteration. The policy is params.yaml's model after a short SFT on the scripted demos
 (perf_common.policy), so it writes searches and tantivy is really called.
 
-    .venv/bin/python benchmarks/profile_iteration.py [--iterations 3] [--threads 1]
+    .venv/bin/python -m benchmarks.profile_iteration [--iterations 3] [--threads 1]
     py-spy record -o benchmarks/results/profile_iteration.svg --format flamegraph --rate 50 -- \\
-        .venv/bin/python benchmarks/profile_iteration.py --iterations 2 --no-write
+        .venv/bin/python -m benchmarks.profile_iteration --iterations 2 --no-write
 
 Writes benchmarks/results/profile.json and profile.md (unless --no-write).
 """
@@ -187,7 +187,7 @@ def header_text(cfg: Any, args: argparse.Namespace, ctx: dict[str, Any], model_d
             f"{cfg.rollout.n_samples} samples, {cfg.train.ppo_epochs} PPO epochs, minibatch "
             f"{cfg.train.minibatch_size}), median of {args.iterations} iterations after 1 warm-up, "
             f"{args.threads} torch thread(s), CPU shared with another benchmark. "
-            f"`python benchmarks/profile_iteration.py --iterations {args.iterations}`. "
+            f"`python -m benchmarks.profile_iteration --iterations {args.iterations}`. "
             "'of which retrieval' is part of 'env step'; 'masks (collate)' runs at the start of the learner's "
             "prepare (counted in the rollout total here). Per iteration (median): "
             f"{ctx['tool_calls']['median']} tool calls and {ctx['action_tokens']['median']} sampled tokens per "

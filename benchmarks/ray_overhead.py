@@ -9,8 +9,8 @@ Three trainers on the same config and seed, alive at once, take turns iteration 
 Reports the median wall time per iteration after a warm-up iteration. Target: the one-worker
 Ray trainer within 1.15x of in-process. Writes benchmarks/results/ray.json.
 
-    python benchmarks/ray_overhead.py              # a few minutes on 2 idle cores
-    python benchmarks/ray_overhead.py --iterations 3
+    python -m benchmarks.ray_overhead              # a few minutes on 2 idle cores
+    python -m benchmarks.ray_overhead --iterations 3
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ Writes benchmarks/results/reliability.json.
   concurrent writer and flusher, flush killed midway, poison records, a lost reply: each asserts every
   buffered record was flushed and read back from the store, or set aside with its reason).
 
-    python benchmarks/reliability.py --cases 20000 --parse-cases 10000
+    python -m benchmarks.reliability --cases 20000 --parse-cases 10000
 """
 
 from __future__ import annotations
@@ -304,7 +304,7 @@ def kill_counts(kill: dict) -> dict:
     details = kill.get("details", [])
     if any("restarted" not in t for t in details):
         raise SystemExit("benchmarks/results/kill_resume.json predates restart accounting (no `restarted` per "
-                         "trial): rerun `python benchmarks/kill_resume.py --trials 10` first")
+                         "trial): rerun `python -m benchmarks.kill_resume --trials 10` first")
     killed = [t for t in details if t["killed"]]
     return {"sigkill_trials": len(details), "sigkill_killed": len(killed),
             "killed_and_resumed_cleanly": sum(t["resumed_ok"] and not t["restarted"] for t in killed),

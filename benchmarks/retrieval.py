@@ -7,7 +7,7 @@ queries), recall@5 of supporting titles (any/all); and the top-1 agreement betwe
 Elasticsearch. Writes benchmarks/results/retrieval.json; sections not run this time (e.g. with
 --skip-es) are kept from the previous file.
 
-    .venv/bin/python benchmarks/retrieval.py [--repeats 5] [--es-repeats 1] [--skip-es] [--skip-dense]
+    .venv/bin/python -m benchmarks.retrieval [--repeats 5] [--es-repeats 1] [--skip-es] [--skip-dense]
 
 The dense index build time includes encoding the corpus into a fresh embedding cache (a temp
 folder), so it is the cold cost; hybrid and HNSW then reuse those cached vectors.

@@ -16,8 +16,8 @@ Writes benchmarks/results/retrieval_scale.json (machine, load average before/aft
 config) and docs/img/bench-retrieval-scale.png. Work files go to benchmarks/.work/retrieval_scale/;
 indexes are deleted at the end unless --keep.
 
-    .venv/bin/python benchmarks/retrieval_scale.py                        # 10k, 100k, 1M (~10 min)
-    .venv/bin/python benchmarks/retrieval_scale.py --passages 10000 100000 --seconds 5 --skip-es
+    .venv/bin/python -m benchmarks.retrieval_scale                        # 10k, 100k, 1M (~10 min)
+    .venv/bin/python -m benchmarks.retrieval_scale --passages 10000 100000 --seconds 5 --skip-es
 """
 
 from __future__ import annotations
@@ -223,7 +223,7 @@ def es_bulk(config: ScaleConfig) -> dict[str, Any]:
 
 
 def run(config: ScaleConfig, out: Path | None = RESULT, plot: Path | None = PLOT,
-        command: str = "python benchmarks/retrieval_scale.py") -> dict[str, Any]:
+        command: str = "python -m benchmarks.retrieval_scale") -> dict[str, Any]:
     """Every phase for every size; writes the JSON (and the plot) when paths are given."""
     config.work.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {
@@ -299,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
                          processes=args.processes, seconds=args.seconds, latency_queries=args.latency_queries,
                          es_passages=0 if args.skip_es else args.es_passages, keep=args.keep)
     run(config, args.out, PLOT if args.out == RESULT else None,
-        " ".join(["python benchmarks/retrieval_scale.py", *(argv if argv is not None else sys.argv[1:])]))
+        " ".join(["python -m benchmarks.retrieval_scale", *(argv if argv is not None else sys.argv[1:])]))
     return 0
 
 

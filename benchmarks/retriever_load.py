@@ -10,9 +10,9 @@ its threads) searching one Elasticsearch-API server, the noida-db server the tes
 (tests/es_fixture.py), or a real cluster with `--url`. Figures go under the "elasticsearch_workers"
 key of the same file; the tantivy figures stay.
 
-    python benchmarks/retriever_load.py                 # tantivy: 4 processes x 60 s
-    python benchmarks/retriever_load.py --seconds 20
-    python benchmarks/retriever_load.py --backend elasticsearch --workers 1 2 4 --seconds 30
+    python -m benchmarks.retriever_load                 # tantivy: 4 processes x 60 s
+    python -m benchmarks.retriever_load --seconds 20
+    python -m benchmarks.retriever_load --backend elasticsearch --workers 1 2 4 --seconds 30
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ workers draw other tokens than one (`batch_tokens` per iteration is kept to show
 Writes benchmarks/results/scale.json key "scale_grid" (other keys kept) and draws
 docs/img/bench-scale-grid.png.
 
-    python benchmarks/scale_grid.py                       # about 10 minutes on 2 busy cores
-    python benchmarks/scale_grid.py --repeats 2 --iterations 2
+    python -m benchmarks.scale_grid                       # about 10 minutes on 2 busy cores
+    python -m benchmarks.scale_grid --repeats 2 --iterations 2
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         "what": "seconds per training iteration against ray.num_workers (1, 2) and ray.num_learners (1, 2), "
                 "synchronous, same config and seed: median over repeats of each run's mean over timed iterations "
                 "(after one warm-up); cells alternated within each repeat",
-        "command": f"python benchmarks/scale_grid.py --iterations {args.iterations} --repeats {args.repeats}",
+        "command": f"python -m benchmarks.scale_grid --iterations {args.iterations} --repeats {args.repeats}",
         "config": CONFIG, "cells": {cell_name(w, n): {"ray.num_workers": w, "ray.num_learners": n} for w, n in cells},
         "iterations_timed": args.iterations, "repeats": args.repeats,
         **summarise(runs), "runs": runs,

@@ -9,7 +9,7 @@ tests/isolation.py's COST_HINTS come from), and the load averages before and aft
 whether the cores were idle. Writes benchmarks/results/suite_time.json of this checkout.
 
     git clone . /tmp/fresh && make -C /tmp/fresh install
-    python benchmarks/suite_time.py --clone /tmp/fresh
+    python -m benchmarks.suite_time --clone /tmp/fresh
 """
 
 from __future__ import annotations

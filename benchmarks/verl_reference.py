@@ -7,7 +7,7 @@ the verl repository (github.com/volcengine/verl, commit b178a3c) beside minimal 
 classes it imports, on PYTHONPATH. Any environment where `from verl.trainer.ppo import core_algos`
 works can rerun it:
 
-    PYTHONPATH=/path/to/verl python benchmarks/verl_reference.py   # rewrites the JSON
+    PYTHONPATH=/path/to/verl python -m benchmarks.verl_reference   # rewrites the JSON
 
 What is recorded, per case (float64): GSPO's loss, gradient and clipfrac (verl forces
 seq-mean-token-mean); CISPO's loss and gradient in three aggregations (verl clips both sides:

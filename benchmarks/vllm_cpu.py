@@ -2,7 +2,7 @@
 vocabulary, head_dim 64 as vLLM's CPU attention needs): engine start, seconds per weight sync, sampled
 tokens/s on the same prompts, and the engine-vs-trainer log-prob gap. Run it in `.venv-vllm`:
 
-    .venv-vllm/bin/python benchmarks/vllm_cpu.py [--prompts 32] [--tokens 64] [--hidden 128] [--engine-core auto]
+    .venv-vllm/bin/python -m benchmarks.vllm_cpu [--prompts 32] [--tokens 64] [--hidden 128] [--engine-core auto]
 
 Writes benchmarks/results/vllm_cpu.json ($OUT/vllm_cpu.json when $OUT is set); with `--engine-core
 inline|process` (rollout.vllm.engine_core; auto is inline on the CPU build), vllm_cpu_<mode>.json.

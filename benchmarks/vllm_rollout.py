@@ -4,7 +4,7 @@ questions, the search tool over its tantivy index, the hermes tool-call format, 
 policy (the real 151,936-token vocabulary; head_dim 64 as vLLM's CPU attention needs). Run it in
 `.venv-vllm` (the main environment has no vLLM: `--engines transformers` runs the other half):
 
-    .venv-vllm/bin/python benchmarks/vllm_rollout.py [--prompts 4] [--repeats 2]
+    .venv-vllm/bin/python -m benchmarks.vllm_rollout [--prompts 4] [--repeats 2]
 
 Writes benchmarks/results/vllm_rollout.json: sampled tokens per second of rollout wall time, with the
 tokens, turns and tool calls each engine did beside it. Each engine samples its own trajectories, so
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         budgets = {k: getattr(run.cfg.rollout, k) for k in ("max_turns", "max_tokens_per_turn",
                                                              "max_observation_tokens", "max_total_tokens",
                                                              "temperature", "n_samples")}
-    doc = {"benchmark": "vllm_rollout", "command": "python benchmarks/vllm_rollout.py" + (" --smoke" if args.smoke else ""),
+    doc = {"benchmark": "vllm_rollout", "command": "python -m benchmarks.vllm_rollout" + (" --smoke" if args.smoke else ""),
            "model": {"like": "qwen2.5", "hidden_size": args.hidden, "num_layers": args.layers,
                      "parameters": sum(p.numel() for p in model.parameters())},
            "work": {"questions": len(samples), "rollout": budgets, "format": "hermes", "tool": "search (tantivy)"},

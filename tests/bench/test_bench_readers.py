@@ -60,7 +60,7 @@ def test_vllm_cpu_parses_its_arguments():
 
     args = vllm_cpu.parse_args(["--prompts", "2", "--tokens", "4"])
     assert (args.prompts, args.tokens, args.hidden) == (2, 4, 128)
-    out = subprocess.run([sys.executable, "benchmarks/vllm_cpu.py", "--help"], cwd=REPO, capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "benchmarks.vllm_cpu", "--help"], cwd=REPO, capture_output=True,
                          text=True)
     assert out.returncode == 0 and "--syncs" in out.stdout
 
@@ -72,6 +72,6 @@ def test_perf_vllm_parses_its_arguments():
     args = perf_vllm.parse_args(["--cells", "8x16", "--no-trl-vllm"])
     assert (args.cells, args.repeats, args.no_trl_vllm, args.micro) == ("8x16", 3, True, 8)
     assert set(perf_vllm.PAIRS.values()) <= {(a, b) for a in perf_vllm.SIDES for b in perf_vllm.SIDES}
-    out = subprocess.run([sys.executable, "benchmarks/perf_vllm.py", "--help"], cwd=REPO, capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "benchmarks.perf_vllm", "--help"], cwd=REPO, capture_output=True,
                          text=True)
     assert out.returncode == 0 and "--kv-cache-gib" in out.stdout

@@ -51,7 +51,7 @@ def test_the_readme_seed_figures_are_of_todays_params_yaml():
     assert results["overrides"] == [] and sorted(results["per_seed"]) == ["0", "1", "2", "3", "4"]
     assert results["recipe_key"] == seeds.recipe_key(BENCH.parent / "params.yaml", []), (
         "params.yaml changed since benchmarks/results/make_run_seeds.json was measured: rerun "
-        "`python benchmarks/make_run_seeds.py --seeds 0,1,2,3,4` and update README's figures")
+        "`python -m benchmarks.make_run_seeds --seeds 0,1,2,3,4` and update README's figures")
 
 
 def test_wall_time_split_by_the_flow_task_lines():
