@@ -267,6 +267,7 @@ def validate(c: ExperimentConfig) -> None:
     from agent_r1.envs.formats import FORMATS
     from agent_r1.models.build import ARCHS
     from agent_r1.models.chat_template import CHAT_TEMPLATES
+    from agent_r1.models.tokenizer import PRE_TOKENIZERS
     from agent_r1.retrieval.base import RETRIEVERS
     from agent_r1.sampling import ENGINES
 
@@ -276,12 +277,13 @@ def validate(c: ExperimentConfig) -> None:
         ("algo.policy_loss", c.algo.policy_loss, POLICY_LOSSES), ("algo.kl_kind", c.algo.kl_kind, KL_PENALTIES),
         ("env.kind", c.env.kind, ENVS), ("env.format", c.env.format, FORMATS),
         ("search.backend", c.search.backend, RETRIEVERS), ("train.lr_schedule", c.train.lr_schedule, LR_SCHEDULES),
-        ("rollout.engine", c.rollout.engine, ENGINES),
+        ("rollout.engine", c.rollout.engine, ENGINES), ("model.arch", c.model.arch, ARCHS),
+        ("model.chat_template", c.model.chat_template, CHAT_TEMPLATES),
+        ("model.tokenizer", c.model.tokenizer, PRE_TOKENIZERS),
     ):
         registry.check(value, key)
     choices = [  # (key, value, fixed choices): a typo fails here, not after a full rollout
-        ("algo.loss_agg", c.algo.loss_agg, AGG_MODES), ("model.arch", c.model.arch, ARCHS),
-        ("model.chat_template", c.model.chat_template, CHAT_TEMPLATES),
+        ("algo.loss_agg", c.algo.loss_agg, AGG_MODES),
         ("sft.demo_style", c.sft.demo_style, DEMO_STYLES),
         ("search.dense_index", c.search.dense_index, DENSE_INDEXES), ("search.rrf", c.search.rrf, RRF_MODES),
         ("train.precision", c.train.precision, PRECISIONS),

@@ -35,6 +35,7 @@ from typing import Any
 
 from agent_r1.data.io import RowError, iter_records
 from agent_r1.data.schema import QASample
+from agent_r1.registry import NoTraits, Registry
 
 log = logging.getLogger(__name__)
 
@@ -313,19 +314,14 @@ def load_questions_jsonl(path: PathLike, skip_bad: bool = False, report: LoadRep
 Loader = Callable[..., list[QASample]]
 
 #: Dataset name -> loader; `agent-r1 prepare <name>` and evaluation look names up here.
-LOADERS: dict[str, Loader] = {
-    "hotpotqa": load_hotpotqa,
-    "2wiki": load_2wiki,
-    "musique": load_musique,
-    "bamboogle": load_bamboogle,
-}
+LOADERS: Registry[Loader, NoTraits] = Registry("dataset", where="agent_r1.data.loaders.LOADERS")
+LOADERS.register("hotpotqa", load_hotpotqa)
+LOADERS.register("2wiki", load_2wiki)
+LOADERS.register("musique", load_musique)
+LOADERS.register("bamboogle", load_bamboogle)
 
 
 def load_dataset(name: str, path: PathLike, skip_bad: bool = False, report: LoadReport | None = None,
                  max_question_chars: int = MAX_QUESTION_CHARS) -> list[QASample]:
     """Load by dataset name (see LOADERS)."""
-    try:
-        loader = LOADERS[name]
-    except KeyError:
-        raise ValueError(f"unknown dataset {name!r}; choose one of {sorted(LOADERS)}") from None
-    return loader(path, skip_bad=skip_bad, report=report, max_question_chars=max_question_chars)
+    return LOADERS[name](path, skip_bad=skip_bad, report=report, max_question_chars=max_question_chars)

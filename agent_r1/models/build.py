@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_r1.models.lora import ADAPTER_CONFIG, LoraConfig, adapter_base, is_adapter_folder, set_adapter_base
+from agent_r1.registry import NoTraits, Registry
 
 
 @dataclass
@@ -30,10 +31,11 @@ class ModelConfig:
     gradient_checkpointing: bool = False  # recompute activations in backward (non-reentrant)
 
 
-ARCHS: dict[str, tuple[str, str]] = {
-    "llama": ("LlamaConfig", "LlamaForCausalLM"),
-    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
-}
+#: model.arch -> the (config class, model class) names in transformers that a locally built model uses
+ARCHS: Registry[tuple[str, str], NoTraits] = Registry(
+    "model architecture", key="model.arch", where="agent_r1.models.build.ARCHS")
+ARCHS.register("llama", ("LlamaConfig", "LlamaForCausalLM"))
+ARCHS.register("qwen2", ("Qwen2Config", "Qwen2ForCausalLM"))
 
 
 def build_model(config: ModelConfig, tokenizer: Any, seed: int = 0):
@@ -41,8 +43,7 @@ def build_model(config: ModelConfig, tokenizer: Any, seed: int = 0):
     import torch
     import transformers
 
-    if config.arch not in ARCHS:
-        raise ValueError(f"model.arch={config.arch!r}; choose one of {sorted(ARCHS)}")
+    ARCHS.check(config.arch)
     cfg_cls, model_cls = (getattr(transformers, n) for n in ARCHS[config.arch])
     hf_config = cfg_cls(
         vocab_size=len(tokenizer),
@@ -121,8 +122,7 @@ def build_local_model(texts: list[str], config: ModelConfig, seed: int = 0):
     from agent_r1.models.chat_template import CHAT_TEMPLATES, template_texts
     from agent_r1.models.tokenizer import train_tokenizer
 
-    if config.chat_template not in CHAT_TEMPLATES:
-        raise ValueError(f"model.chat_template={config.chat_template!r}; choose one of {sorted(CHAT_TEMPLATES)}")
+    CHAT_TEMPLATES.check(config.chat_template)
     glue = [
         "<|im_start|>system\n<|im_end|>\n<|im_start|>user\n<|im_end|>\n<|im_start|>assistant\n",
         "Answer the question. To search, write <search>query</search> and read the <information> "

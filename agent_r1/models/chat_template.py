@@ -5,6 +5,8 @@ Tools are listed in the system turn; `tool` messages are rendered as a user turn
 which eats a newline right after a block tag: such newlines are written as `{{ '\\n' }}`.
 """
 
+from agent_r1.registry import NoTraits, Registry
+
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
     "{% if message['role'] == 'system' %}"
@@ -40,7 +42,11 @@ def _qwen25_brief() -> str:
 
 
 #: model.chat_template -> the template a locally built tokenizer gets
-CHAT_TEMPLATES = {"chatml": CHATML_TEMPLATE, "qwen2.5": _qwen25(), "qwen2.5-brief": _qwen25_brief()}
+CHAT_TEMPLATES: Registry[str, NoTraits] = Registry(
+    "chat template", key="model.chat_template", where="agent_r1.models.chat_template.CHAT_TEMPLATES")
+CHAT_TEMPLATES.register("chatml", CHATML_TEMPLATE)
+CHAT_TEMPLATES.register("qwen2.5", _qwen25())
+CHAT_TEMPLATES.register("qwen2.5-brief", _qwen25_brief())
 
 
 def template_texts(name: str) -> list[str]:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent_r1.registry import NoTraits, Registry
+
 QWEN25_VOCAB_SIZE = 151_936  # embedding rows in every Qwen2.5 config (a multiple of 128)
 QWEN25_BPE_SIZE = 151_643  # ordinary BPE tokens in the tiktoken file
 # (token, special) in id order from 151643; Qwen2.5 marks the tool-call and FIM tags non-special,
@@ -126,7 +128,10 @@ class Family:
     model: Callable[[Any, LikeShape], Any]
 
 
-FAMILIES: dict[str, Family] = {"qwen2.5": Family(qwen25_tokenizer, qwen25_model)}
+#: `agent-r1 build-model --like NAME` -> how that family's tokenizer and model are made
+FAMILIES: Registry[Family, NoTraits] = Registry(
+    "model family", key="--like", where="agent_r1.models.qwen_like.FAMILIES")
+FAMILIES.register("qwen2.5", Family(qwen25_tokenizer, qwen25_model))
 
 
 def build_like(like: str, out_dir: str | Path, shape: LikeShape | None = None) -> Path:
@@ -134,8 +139,7 @@ def build_like(like: str, out_dir: str | Path, shape: LikeShape | None = None) -
     from agent_r1.data.owned import check_replaceable, mark_made
     from agent_r1.models.build import save_model
 
-    if like not in FAMILIES:
-        raise ValueError(f"--like {like!r}: known families are {sorted(FAMILIES)}")
+    FAMILIES.check(like)
     # save_model writes config.json and the weights over by name: only into a folder this command made
     check_replaceable(out_dir, "--out", "pass a new or empty folder as --out (or one build-model made)")
     family = FAMILIES[like]

@@ -3,9 +3,11 @@ single special tokens (so generation can stop on a token id) and a ChatML chat t
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from agent_r1.models.chat_template import CHATML_TEMPLATE
+from agent_r1.registry import NoTraits, Registry
 
 PAD_TOKEN = "<|endoftext|>"
 BOS_TOKEN = "<|im_start|>"
@@ -42,7 +44,11 @@ def _syllable_pre_tokenizer():
     ])
 
 
-PRE_TOKENIZERS = {"bpe": _bpe_pre_tokenizer, "syllable": _syllable_pre_tokenizer}
+#: model.tokenizer -> the pre-tokenizer (a factory) of a locally trained tokenizer
+PRE_TOKENIZERS: Registry[Callable[[], Any], NoTraits] = Registry(
+    "pre-tokenizer", key="model.tokenizer", where="agent_r1.models.tokenizer.PRE_TOKENIZERS")
+PRE_TOKENIZERS.register("bpe", _bpe_pre_tokenizer)
+PRE_TOKENIZERS.register("syllable", _syllable_pre_tokenizer)
 
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int = 1000, min_frequency: int = 2, split: str = "bpe"):
@@ -55,8 +61,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 1000, min_frequency:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    if split not in PRE_TOKENIZERS:
-        raise ValueError(f"model.tokenizer={split!r}; choose one of {sorted(PRE_TOKENIZERS)}")
+    PRE_TOKENIZERS.check(split)
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = PRE_TOKENIZERS[split]()
     tok.decoder = decoders.ByteLevel()

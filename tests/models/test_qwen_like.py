@@ -168,5 +168,5 @@ def test_folder_without_chat_template_is_a_clear_error(qwen_dir, tmp_path):  # n
 def test_build_model_rejects_an_unknown_family(tmp_path):
     from agent_r1.models.qwen_like import build_like
 
-    with pytest.raises(ValueError, match=r"--like 'llama9'.*qwen2.5"):
+    with pytest.raises(ValueError, match=r"--like='llama9'.*qwen2.5"):
         build_like("llama9", tmp_path / "x")
