@@ -27,6 +27,7 @@ COVERED_ELSEWHERE = {
     "perf_floor": "tests/bench/test_perf_floor.py",
     # its inputs are regenerated there; recording verl's outputs needs verl's core_algos (see its docstring)
     "verl_reference": "tests/algos/test_verl_reference.py",
+    "tables": "tests/project/test_figures.py",
 }
 # run only where their optional dependency is installed: perf_trl.py's `trl` (the bench extra; the
 # smoke test runs them through perf_trl when it is there) and vLLM's CPU build (.venv-vllm)

@@ -1,0 +1,1036 @@
+"""Every figure README.md and docs/*.md quote, rendered from the result files (benchmarks/results/).
+
+A page holds each figure between markers, `<!-- fig:ID -->82.7 [72.7, 93.7]<!-- /fig -->`, inline in its
+prose or in a table's cells; the page keeps the wording, this script writes the number. ID is the
+figure's name below, lowercased with every run of other characters a dash.
+
+    python -m benchmarks.tables            rewrite the figures in README.md and docs/*.md
+    python -m benchmarks.tables --check    exit 1, naming each figure whose page text is stale
+
+A rerun benchmark is followed by `python -m benchmarks.tables`; tests/project/test_figures.py runs the check.
+
+Adding a figure: append a `Figure(name, file, path, fmt[, get])` to a list below (file under
+benchmarks/results/; path: dotted keys, or, with `get`, what the value is computed from; fmt: the page's
+rounding, half up from the JSON's decimal text) and put its markers where the page quotes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import ROOT
+
+RESULTS = ROOT / "benchmarks" / "results"
+PAGES = ("README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")))
+MARKER = re.compile(r"<!-- fig:(?P<id>[a-z0-9-]+) -->(?P<text>.*?)<!-- /fig -->", re.S)
+
+Fmt = Callable[[Any], str]
+Getter = Callable[[Any], Any]
+
+
+# --- the pages' rounding ----------------------------------------------------------------------------
+
+def _s(x: float, d: int, comma: bool = False, sign: bool = False) -> str:
+    # repr() gives the shortest decimal text of the float, the digits a person reads in the JSON
+    q = Decimal(repr(float(x))).quantize(Decimal(1).scaleb(-d), rounding=ROUND_HALF_UP)
+    out = f"{q:,f}" if comma else f"{q:f}"
+    return "+" + out if sign and q > 0 else out
+
+
+def num(d: int = 0, comma: bool = False, sign: bool = False, scale: float = 1.0) -> Fmt:
+    return lambda v: _s(v * scale, d, comma, sign)
+
+
+def seq(d: int | tuple[int, ...], sep: str = ", ", comma: bool = False, sign: bool = False,
+        scale: float = 1.0) -> Fmt:
+    """A list of values joined by `sep`; `d` per item where the page rounds them differently."""
+    def fmt(v: Any) -> str:
+        ds = d if isinstance(d, tuple) else (d,) * len(v)
+        return sep.join(_s(x * scale, k, comma, sign) for x, k in zip(v, ds, strict=True))
+    return fmt
+
+
+def span(d: int = 0, sep: str = "-", scale: float = 1.0) -> Fmt:
+    """min-max of a list: "232-250"."""
+    return lambda v: f"{_s(min(v) * scale, d)}{sep}{_s(max(v) * scale, d)}"
+
+
+def ci(d: int = 1, sign: bool = False) -> Fmt:
+    """An interval dict {mean, low, high}: "82.7 [72.7, 93.7]"."""
+    return lambda v: f"{_s(v['mean'], d, sign=sign)} [{_s(v['low'], d)}, {_s(v['high'], d)}]"
+
+
+def med(d: int = 2) -> Fmt:
+    """A repeats dict {median, min, max}: "1.10 (0.97-1.17)"."""
+    return lambda v: f"{_s(v['median'], d)} ({_s(v['min'], d)}-{_s(v['max'], d)})"
+
+
+def minutes_seconds(v: float) -> str:
+    """"6 min 55 s" for 415.4 seconds."""
+    whole = int(v + 0.5)
+    return f"{whole // 60} min {whole % 60} s"
+
+
+# --- a figure and the pages -------------------------------------------------------------------------
+
+def dig(doc: Any, path: str) -> Any:
+    for part in path.split("."):
+        doc = doc[int(part)] if isinstance(doc, list) else doc[part]
+    return doc
+
+
+@lru_cache(maxsize=None)
+def _load(path: Path) -> Any:
+    return json.loads(path.read_text())
+
+
+_results = [RESULTS]  # the folder the figures are read from: render(results=) points it elsewhere
+
+
+def load(file: str) -> Any:
+    return _load(_results[0] / file)
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str  # the figure in words; its marker id is the slug of it
+    file: str  # under benchmarks/results/
+    path: str  # dotted keys in it, or (with `get`) what the value is computed from
+    fmt: Fmt  # the value as the page writes it
+    get: Getter | None = None  # computes the value from the loaded file
+
+    @property
+    def id(self) -> str:
+        return re.sub(r"[^a-z0-9]+", "-", self.name.lower()).strip("-")
+
+    def text(self) -> str:
+        doc = load(self.file)
+        return self.fmt(self.get(doc) if self.get else dig(doc, self.path))
+
+
+# --- figures computed from a file's raw data --------------------------------------------------------
+# Intervals and differences are bootstrapped by agent_r1.evaluation.stats (seeded, so exact) from the
+# per-question scores in the files, with the same function and defaults the benchmarks use.
+
+def _learning_run(doc: Any, seed: str, variant: str) -> Any:
+    per = doc["per_seed"][seed]
+    return per["warm_start"] if variant == "warm_start" else per["runs"][variant]
+
+
+def learning_seeds(variant: str, key: str) -> Getter:
+    """One value per seed of a learning.py result file, in seed order ("warm_start" for the warm start)."""
+    return lambda doc: [dig(_learning_run(doc, str(s), variant), key) for s in doc["seeds"]
+                        if str(s) in doc["per_seed"]]
+
+
+def learning_diff(a: str, b: str) -> Getter:
+    """Paired bootstrap of a - b over a learning.py file's seeds and questions."""
+    def get(doc: Any) -> dict[str, float]:
+        from agent_r1.evaluation.stats import paired_difference_ci
+        rows = [[[100.0 * x for x in _learning_run(doc, str(s), v)["greedy"]["em_per_question"]]
+                 for s in doc["seeds"]] for v in (a, b)]
+        return paired_difference_ci(*rows).to_dict()
+    return get
+
+
+PAPER_DS = "synthetic_test"
+
+
+def _paper_rows(doc: Any, kind: str, name: str) -> list[list[float]]:
+    return [[100.0 * x for x in doc["per_seed"][str(s)][kind][name]["em_per_question"][PAPER_DS]]
+            for s in doc["seeds"]]
+
+
+def paper_cell(kind: str, name: str) -> Getter:
+    def get(doc: Any) -> dict[str, float]:
+        from agent_r1.evaluation.stats import mean_ci
+        return mean_ci(_paper_rows(doc, kind, name)).to_dict()
+    return get
+
+
+def paper_diff(a: str, b: str, kind_b: str = "methods") -> Getter:
+    def get(doc: Any) -> dict[str, float]:
+        from agent_r1.evaluation.stats import paired_difference_ci
+        return paired_difference_ci(_paper_rows(doc, "methods", a), _paper_rows(doc, kind_b, b)).to_dict()
+    return get
+
+
+def paper_seeds(kind: str, name: str, key: str = "em") -> Getter:
+    return lambda doc: [doc["per_seed"][str(s)][kind][name]["metrics"][PAPER_DS][key] for s in doc["seeds"]]
+
+
+def gpu_learner_gib(model: str, preset: str) -> Getter:
+    """[full fine-tuning, LoRA] learner GiB as benchmarks/memory_table.py computes them from memory.json."""
+    def get(doc: Any) -> list[float]:
+        from agent_r1.config import load_config
+        from benchmarks import memory_table as mt
+        cfg = load_config(ROOT / "configs" / "paper" / f"{preset}.yaml")
+        head = mt.head_bytes(doc["results"])
+        return [mt.learner_gib(mt.QWEN25[model], cfg, lora, doc["derived"], head) for lora in (False, True)]
+    return get
+
+
+def async_waits(doc: Any, modes: tuple[str, ...]) -> list[float]:
+    return [w for m in modes for run in doc["async_speed"]["runs"][m] for w in run["rollout_wait_s"]]
+
+
+def profile_row(doc: Any, *keys: str) -> list[float]:
+    """(seconds, share %) of a profile row that sums these profile.json sections."""
+    rows = [s for s in doc["sections"] if s["key"] in keys]
+    assert len(rows) == len(keys), keys
+    return [sum(s["seconds"]["median"] for s in rows), 100 * sum(s["share"] for s in rows)]
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+# --- the learning benchmark, the paper table, memory, retrieval, scaling, reliability, the profile ---
+
+L, P = "learning.json", "paper_table_np12k/paper_table.json"
+LEARNING_ROWS = ("warm_start", "grpo", "ppo", "grpo_shuffled_rewards", "grpo_async1")
+LEARNING: list[Figure] = [
+    f for v in LEARNING_ROWS for f in (
+        Figure(f"learning table, {v}: greedy EM mean [95% CI]", L, f"summary.{v}.greedy_em_ci95", ci(1)),
+        Figure(f"learning table, {v}: greedy EM per seed", L, f"per_seed.*.{v}.greedy.em",
+               seq(0), learning_seeds(v, "greedy.em")),
+        Figure(f"learning table, {v}: sampled EM per seed", L, f"per_seed.*.{v}.sampled.em",
+               seq(0), learning_seeds(v, "sampled.em")))
+] + [
+    Figure(f"learning table, {v}: RL wall time per seed", L, f"per_seed.*.runs.{v}.rl_seconds", span(0),
+           learning_seeds(v, "rl_seconds"))
+    for v in LEARNING_ROWS[1:4]
+] + [
+    Figure("learning table: SFT seconds, seeds 1 and 2", L, "per_seed.{1,2}.warm_start.sft_seconds",
+           seq(0, " s and "), lambda doc: [doc["per_seed"][s]["warm_start"]["sft_seconds"] for s in ("1", "2")]),
+    Figure("learning: seed 0 SFT seconds", L, "per_seed.0.warm_start.sft_seconds", num(0, comma=True)),
+    Figure("learning: GRPO - warm start", L, "paired bootstrap of per_seed em_per_question",
+           ci(1, sign=True), learning_diff("grpo", "warm_start")),
+    Figure("learning: PPO - warm start", L, "paired bootstrap of per_seed em_per_question",
+           ci(1, sign=True), learning_diff("ppo", "warm_start")),
+    Figure("learning: lift over the warm start, points", L, "GRPO and PPO - warm start, means",
+           span(0), lambda doc: [learning_diff(v, "warm_start")(doc)["mean"] for v in ("grpo", "ppo")]),
+    Figure("learning: GRPO - PPO", L, "paired bootstrap of per_seed em_per_question", ci(1, sign=True),
+           learning_diff("grpo", "ppo")),
+    Figure("results: GRPO - PPO at 80 iterations", L, "paired bootstrap of per_seed em_per_question",
+           ci(1, sign=True), learning_diff("grpo", "ppo")),
+    Figure("learning: shuffled control - warm start", L, "paired bootstrap of per_seed em_per_question",
+           ci(1, sign=True), learning_diff("grpo_shuffled_rewards", "warm_start")),
+    Figure("learning: async GRPO mean [CI]", L, "summary.grpo_async1.greedy_em_ci95", ci(1)),
+    Figure("learning: async GRPO per seed", L, "per_seed.*.runs.grpo_async1.greedy.em", seq(0),
+           learning_seeds("grpo_async1", "greedy.em")),
+    Figure("learning: synchronous GRPO beside async", L, "summary.grpo.greedy_em_mean", num(1)),
+    Figure("learning: async - sync GRPO", L, "paired bootstrap of per_seed em_per_question", ci(1),
+           learning_diff("grpo_async1", "grpo")),
+    Figure("learning: async RL wall times", L, "per_seed.*.runs.grpo_async1.rl_seconds", span(0),
+           learning_seeds("grpo_async1", "rl_seconds")),
+    Figure("learning: model parameters", P, "model_params (the same warm starts)", num(2, scale=1e-6),
+           lambda doc: doc["model_params"]),
+    Figure("learning: cosine-150 probe, final held-out EM", "learning_probe_cos150.json",
+           "per_seed.1.runs.grpo.greedy.em", num(0)),
+] + [
+    # README's "Two commands" summary of the same benchmark (the make-run figures there are not covered here)
+    Figure("two commands: GRPO held-out EM", L, "summary.grpo.greedy_em_mean", num(1)),
+    Figure("two commands: PPO held-out EM", L, "summary.ppo.greedy_em_mean", num(1)),
+    Figure("two commands: warm start EM", L, "summary.warm_start.greedy_em_mean", num(0)),
+    Figure("two commands: minutes of RL, GRPO and PPO", L, "summary.{grpo,ppo}.rl_seconds_mean / 60",
+           seq(0, " and ", scale=1 / 60), lambda doc: [doc["summary"][v]["rl_seconds_mean"] for v in ("grpo", "ppo")]),
+    Figure("two commands: shuffled rewards EM", L, "summary.grpo_shuffled_rewards.greedy_em_mean", num(0)),
+]
+
+T3 = (("baselines", "direct"), ("baselines", "rag"), ("baselines", "agent"), ("methods", "ppo"), ("methods", "grpo"),
+      ("methods", "reinforce_pp"), ("methods", "reinforce_pp_baseline"), ("methods", "rloo"))
+T4 = ("ppo", "ppo_adv_mask_off", "ppo_masks_off", "grpo", "grpo_loss_mask_off")
+PAPER: list[Figure] = [
+    f for table, rows in (("3", T3), ("4", tuple(("methods", n) for n in T4)))
+    for kind, n in rows for f in (
+        Figure(f"paper table {table}, {n}: EM mean [95% CI]", P, f"per_seed.*.{kind}.{n}.em_per_question",
+               ci(1), paper_cell(kind, n)),
+        Figure(f"paper table {table}, {n}: EM per seed", P, f"per_seed.*.{kind}.{n}.metrics.{PAPER_DS}.em",
+               seq(0), paper_seeds(kind, n)))
+] + [
+    Figure("paper: PPO - warm start", P, "paired bootstrap", ci(1, sign=True), paper_diff("ppo", "agent", "baselines")),
+    Figure("paper: RLOO - warm start", P, "paired bootstrap", ci(1, sign=True), paper_diff("rloo", "agent", "baselines")),
+    Figure("paper: GRPO - PPO", P, "paired bootstrap", ci(1, sign=True), paper_diff("grpo", "ppo")),
+    Figure("paper: RLOO and REINFORCE++-baseline - PPO", P, "paired bootstrap, means", seq(1, sign=True),
+           lambda doc: [paper_diff(m, "ppo")(doc)["mean"] for m in ("rloo", "reinforce_pp_baseline")]),
+    Figure("paper: GRPO - REINFORCE++", P, "paired bootstrap", ci(1), paper_diff("grpo", "reinforce_pp")),
+    Figure("paper: RLOO - REINFORCE++", P, "paired bootstrap, mean", num(1), lambda doc: paper_diff("rloo", "reinforce_pp")(doc)["mean"]),
+    Figure("paper: REINFORCE++-baseline - REINFORCE++", P, "paired bootstrap, mean", num(1),
+           lambda doc: paper_diff("reinforce_pp_baseline", "reinforce_pp")(doc)["mean"]),
+    Figure("paper: PPO masks off - PPO", P, "paired bootstrap", ci(1, sign=True), paper_diff("ppo_masks_off", "ppo")),
+    Figure("paper: PPO advantage mask off - PPO", P, "paired bootstrap", ci(1),
+           paper_diff("ppo_adv_mask_off", "ppo")),
+    Figure("paper: the collapsed seed, advantage mask off", P, "min per_seed.*.methods.ppo_adv_mask_off EM",
+           num(0), lambda doc: min(paper_seeds("methods", "ppo_adv_mask_off")(doc))),
+    Figure("paper: GRPO loss mask off - GRPO", P, "paired bootstrap", ci(1), paper_diff("grpo_loss_mask_off", "grpo")),
+    Figure("paper: naive RAG supporting-fact recall", P, "per_seed.*.baselines.rag.metrics...support_recall",
+           span(0), paper_seeds("baselines", "rag", "support_recall")),
+    Figure("paper: wall time of the paper's rows, minutes", P, "wall_seconds_per_call.0 (the call that ran them)",
+           num(0, scale=1 / 60), lambda doc: doc.get("wall_seconds_per_call", [doc["wall_seconds"]])[0]),
+    Figure("results: model parameters", P, "model_params", num(2, scale=1e-6)),
+] + [
+    # README's "Two commands" summary of the paper table
+    Figure("two commands: GRPO, RLOO, REINFORCE++-baseline", P, "their EM means, rounded", span(0),
+           lambda doc: [round(paper_cell("methods", m)(doc)["mean"])
+                        for m in ("grpo", "rloo", "reinforce_pp_baseline")]),
+    Figure("two commands: paper PPO", P, "PPO EM mean", num(0), lambda doc: paper_cell("methods", "ppo")(doc)["mean"]),
+    Figure("two commands: paper REINFORCE++", P, "REINFORCE++ EM mean", num(0), lambda doc: paper_cell("methods", "reinforce_pp")(doc)["mean"]),
+]
+
+M = "memory.json"
+GPU_ROWS = (("Qwen2.5-1.5B", "GRPO / RLOO / REINFORCE++(-baseline)", "grpo"),
+            ("Qwen2.5-1.5B", "PPO (critic) and its ablations", "ppo"),
+            ("Qwen2.5-3B", "GRPO / RLOO / REINFORCE++(-baseline)", "grpo"),
+            ("Qwen2.5-3B", "PPO (critic) and its ablations", "ppo"))
+MEMORY: list[Figure] = [
+    Figure("memory: update peak, 64 rows, micro-batch 4", M, "results.update/rows64_micro4_fp32.peak_rss_mib",
+           num(2, scale=1 / 1024)),
+    Figure("memory: spread over 8-64 rows", M, "derived.rows_spread_mib", num(0)),
+    Figure("memory: agent-r1 train peak, 32 trajectories", M, "results.train/e2e.peak_rss_mib",
+           num(2, scale=1 / 1024)),
+    Figure("memory: output-head chunk", M, "derived.head_bytes_per_chunk_position_fp32 x 1,024",
+           num(0, scale=1024 / 2**30), lambda d: d["derived"]["head_bytes_per_chunk_position_fp32"]),
+] + [
+    Figure(f"memory: GPU learner, {model} {preset}", M, f"memory_table.learner_gib over derived, {preset}.yaml",
+           seq(0, " GiB | "), gpu_learner_gib(model, preset))
+    for model, label, preset in GPU_ROWS
+]
+
+RT, RS, RL = "retrieval.json", "retrieval_scale.json", "retriever_load.json"
+RETRIEVAL_ROWS = (("BM25 (tantivy)", "tantivy"), ("dense, MiniLM-L6, faiss flat", "dense"),
+                  ("dense, MiniLM-L6, faiss HNSW", "dense_hnsw"),
+                  ("hybrid (BM25 + dense, reciprocal rank fusion k=60)", "hybrid"))
+RETRIEVAL: list[Figure] = [
+    Figure("retrieval: tantivy, all 400 queries, seconds", RT, "tantivy.search_all_s_median", num(2)),
+    Figure("retrieval: tantivy queries/s", RT, "tantivy.queries_per_s", num(0, comma=True)),
+    Figure("retrieval: tantivy recall@5", RT, "tantivy.recall@5_{any,all}", seq(3, " / all "),
+           lambda d: [d["tantivy"]["recall@5_any"], d["tantivy"]["recall@5_all"]]),
+    Figure("retrieval: Elasticsearch recall@5", RT, "elasticsearch.recall@5_{any,all}", seq(2, " / "),
+           lambda d: [d["elasticsearch"]["recall@5_any"], d["elasticsearch"]["recall@5_all"]]),
+    Figure("retrieval: top-1 agreement", RT, "top1_agreement.top1", num(1, scale=100)),
+    Figure("retrieval: hybrid - BM25, recall all", RT, "hybrid_minus_bm25_recall_all", num(3)),
+] + [
+    Figure(f"retrieval table: {key}", RT, f"{key}.{{recall@5_any,recall@5_all,queries_per_s}}",
+           lambda v: f"{num(3)(v[0])} | {num(3)(v[1])} | {num(0, comma=True)(v[2])}", lambda d, k=key: [d[k]["recall@5_any"], d[k]["recall@5_all"], d[k]["queries_per_s"]])
+    for label, key in RETRIEVAL_ROWS
+] + [
+    Figure("retrieval scale: 1M index MiB", RS, "builds.2.index_mib", num(0)),
+    Figure("retrieval scale: 1M build seconds", RS, "builds.2.build_s", num(0)),
+    Figure("retrieval scale: 1M generation seconds", RS, "builds.2.generation_s", num(0)),
+    Figure("retrieval scale: recall@5 at every size", RS, "min quality.*.recall@5", num(1),
+           lambda d: min(q["recall@5"] for q in d["quality"])),
+    Figure("retrieval scale: entity queries/s", RS, "search_entity_queries[processes=1].qps",
+           seq(0, " / ", comma=True), lambda d: [q["qps"] for q in d["search_entity_queries"] if q["processes"] == 1]),
+    Figure("retrieval scale: 1M entity latency", RS, "quality[1M, entity].latency_ms.{p50,p99}",
+           seq((2, 1), " ms, p99 "), lambda d: [next(q for q in d["quality"] if q["passages"] == 1_000_000 and q["form"] == "entity")
+                      ["latency_ms"][k] for k in ("p50", "p99")]),
+    Figure("retrieval scale: target", RS, "target_qps_1_process_1M", num(0, comma=True)),
+    Figure("retrieval scale: question queries/s", RS, "search_question_queries[processes=1].qps",
+           seq(0, " / ", comma=True), lambda d: [q["qps"] for q in d["search_question_queries"] if q["processes"] == 1]),
+    Figure("retrieval scale: passages with \"was\"", RS, "profile_at_largest...was.doc_freq_text / passages",
+           num(0, scale=100), lambda d: d["profile_at_largest"]["question_words_alone"]["was"]["doc_freq_text"] / 1_000_000),
+    Figure("retrieval scale: passages with \"born\"", RS, "profile_at_largest...born.doc_freq_text / passages",
+           num(0, scale=100), lambda d: d["profile_at_largest"]["question_words_alone"]["born"]["doc_freq_text"] / 1_000_000),
+    Figure("retrieval scale: Elasticsearch bulk docs/s", RS, "elasticsearch_bulk.docs_per_s", num(0, comma=True)),
+    Figure("retriever load: queries/s", RL, "qps", num(0, comma=True)),
+    Figure("retriever load: batch latency p50 / p99", RL, "batch_latency_ms.{p50,p99}", seq(0, " ms / p99 "),
+           lambda d: [d["batch_latency_ms"]["p50"], d["batch_latency_ms"]["p99"]]),
+    Figure("retriever load: errors, lost, differing", RL, "errors, lost_results, results_differing_from_single_process",
+           lambda v: "{} errors, {} lost results, {} results differing".format(*v), lambda d: [d["errors"], d["lost_results"], d["results_differing_from_single_process"]]),
+    Figure("ES workers: server connections", RL, "elasticsearch_workers.runs.*.server_connections_peak",
+           seq(0, " / "), lambda d: [r["server_connections_peak"] for r in d["elasticsearch_workers"]["runs"]]),
+    Figure("ES workers: queries/s", RL, "elasticsearch_workers.runs.*.qps", seq(1, " / "),
+           lambda d: [r["qps"] for r in d["elasticsearch_workers"]["runs"]]),
+    Figure("ES workers: batch p50 seconds", RL, "elasticsearch_workers.runs.*.batch_latency_ms.p50 / 1000",
+           seq(1, " / ", scale=1e-3), lambda d: [r["batch_latency_ms"]["p50"] for r in d["elasticsearch_workers"]["runs"]]),
+]
+
+S = "scale.json"
+A = "async_speed"
+SCALE: list[Figure] = [
+    Figure("async: one worker speed-up", S, f"{A}.speedup_paired_median.async_1_one_worker", num(2)),
+    Figure("async: one worker s per iteration", S, f"{A}.iteration_s_median.{{async_1_one_worker,sync_one_worker}}",
+           seq(2, " s against "), lambda d: [d[A]["iteration_s_median"][k] for k in ("async_1_one_worker", "sync_one_worker")]),
+    Figure("async: earlier 3-repeat run, one worker", S, f"{A}.earlier_runs.3.speedup_sync_over_async_one_worker",
+           num(2)),
+    Figure("async: target", S, f"{A}.target_speedup", num(1)),
+    Figure("async: two workers speed-up", S, f"{A}.speedup_paired_median.async_1", num(2)),
+    Figure("async: earlier 3-repeat run, two workers", S, f"{A}.earlier_runs.3.speedup_sync_over_async", num(2)),
+    Figure("async: learner wait, asynchronous", S, f"median of {A}.runs.async_*.rollout_wait_s", num(2),
+           lambda d: median(async_waits(d, ("async_1", "async_1_one_worker")))),
+    Figure("async: learner wait, synchronous", S, f"min-max of {A}.runs.sync*.rollout_wait_s", span(1),
+           lambda d: async_waits(d, ("sync", "sync_one_worker"))),
+    Figure("async: earlier session on a shared machine", S, f"{A}.earlier_runs.0-2.speedup_sync_over_async",
+           span(2, sep="x-"), lambda d: [r["speedup_sync_over_async"] for r in d[A]["earlier_runs"][:3]]),
+    Figure("scale grid: medians", S, "scale_grid.iteration_s_median.*", span(2), lambda d: list(d["scale_grid"]["iteration_s_median"].values())),
+    Figure("scale grid: 1x1", S, "scale_grid.iteration_s_median.1w_1l", num(2)),
+]
+
+REL, DG, DW = "reliability.json", "diagnosis_copying_grpo60.json", "diagnosis_grpo100.json"
+RELIABILITY: list[Figure] = [
+    Figure("reliability: hostile inputs", REL, "inputs_tried", num(0, comma=True)),
+    Figure("reliability: fuzzed model outputs", REL, "model_outputs_tried", num(0, comma=True)),
+    Figure("reliability: parser inputs", REL, "parse_inputs_tried", num(0, comma=True)),
+    Figure("reliability: faults handled", REL, "faults_handled", num(0)),
+    Figure("reliability: fault tests and cases", REL, "fault_tests.handled, fault_test_cases",
+           seq(0, " fault tests with "),
+           lambda d: [d["fault_tests"]["handled"], d["fault_test_cases"]]),
+    Figure("reliability: SIGKILLs", REL, "sigkill_trials", num(0)),
+    Figure("reliability: killed and resumed", REL, "killed_and_resumed_cleanly", num(0)),
+    Figure("diagnosis: EM of the 60-iteration run", DG, "em", num(0)),
+    Figure("diagnosis: misspelled-search failures", DG, "share_of_failures.misspelled_query", num(0)),
+    Figure("diagnosis: searches that misspell", DG, "searched_episodes_misspelled / searched_episodes",
+           num(0, scale=100),
+           lambda d: d["searched_episodes_misspelled"] / d["searched_episodes"]),
+    Figure("diagnosis: 450-person world, searches that misspell", DW,
+           "searched_episodes_misspelled / searched_episodes", num(0, scale=100), lambda d: d["searched_episodes_misspelled"] / d["searched_episodes"]),
+    Figure("diagnosis: 450-person world, failure split", DW,
+           "share_of_failures.{misspelled_query,never_answered,no_search}",
+           lambda v: "{}% misspelled search, {}% never answered, {}% no search".format(*map(num(0), v)),
+           lambda d: [d["share_of_failures"][k]
+                                                for k in ("misspelled_query", "never_answered", "no_search")]),
+]
+
+PF = "profile.json"
+PROFILE: list[Figure] = [
+    Figure("profile: seconds per iteration", PF, "totals.iteration.seconds.median", num(1)),
+    Figure("profile: retrieval seconds", PF, "sections[retrieval].seconds.median", num(3), lambda d: profile_row(d, "retrieval")[0]),
+] + [
+    Figure(f"profile row: {label}", PF, f"sections[{', '.join(keys)}]: seconds median, share",
+           lambda v: f"{num(2)(v[0])} | {num(1)(v[1])}%", lambda d, ks=keys: profile_row(d, *ks))
+    for phase, label, keys in (
+        ("rollout", "generate", ("generate",)),
+        ("rollout", "env step (tool calls; retrieval 0.003 s of it)", ("env_step",)),
+        ("rollout", "prompts, observation tokens, rewards / masks (collate)", ("rest:rollout", "collate")),
+        ("update", "log-prob pass (old/ref)", ("logprob_pass",)),
+        ("update", "forward", ("forward",)), ("update", "backward", ("backward",)),
+        ("update", "grad clip, optimizer step, advantages, other",
+         ("grad_clip", "optimizer_step", "rest:prepare", "rest:learn")))
+]
+
+VC = "vllm_cpu.json"
+VLLM_CPU: list[Figure] = [
+    Figure("vllm cpu: vLLM tokens/s", VC, "vllm_tokens_per_s", num(1)),
+    Figure("vllm cpu: transformers tokens/s", VC, "transformers_tokens_per_s", num(1)),
+    Figure("vllm cpu: weight sync seconds", VC, "weight_sync_s_median", num(3)),
+    Figure("vllm cpu: engine start seconds", VC, "vllm_start_s", num(1)),
+    Figure("vllm cpu: parameters", VC, "model.parameters", num(1, scale=1e-6)),
+    Figure("vllm cpu: log-prob gap at T 0.7", VC, "logprob_gap_max_t07", lambda v: f"{v:.1e}"),
+    Figure("vllm cpu, core as processes: start", "vllm_cpu_process.json", "vllm_start_s", num(1)),
+    Figure("vllm cpu, core as processes: tokens/s", "vllm_cpu_process.json", "vllm_tokens_per_s", num(1)),
+    Figure("vllm cpu, core as processes: transformers tokens/s", "vllm_cpu_process.json",
+           "transformers_tokens_per_s", num(1)),
+]
+
+VR = "vllm_rollout.json"
+VLLM_ROLLOUT: list[Figure] = [
+    Figure("vllm rollout: vLLM tokens/s", VR, "engines.vllm.tokens_per_s_median", num(1)),
+    Figure("vllm rollout: transformers tokens/s", VR, "engines.transformers.tokens_per_s_median", num(1)),
+    Figure("vllm rollout: ratio", VR, "vllm_over_transformers", num(2)),
+    Figure("vllm rollout: equal work", VR, "equal_work", lambda v: "The work was equal" if v else "NOT EQUAL"),
+    Figure("vllm rollout: sampled tokens", VR, "engines.vllm.runs", lambda v: str(v[0]["sampled_tokens"])),
+    Figure("vllm rollout: engine start", VR, "engines.vllm.start_s", num(1)),
+]
+
+# --- make run over seeds and make test ---------------------------------------------------------------
+
+W, S, G4 = "make_run_wall.json", "make_run_seeds.json", "make_run_seeds_groups4.json"
+S500 = "make_run_seeds_sft500.json"  # the recipe before (500 SFT steps), on an earlier session's machine
+AVX2 = "make_run_seeds_avx2.json"  # the same recipe on an AVX2-only EPYC, seeds 0-2
+# the same recipes with algo.skip_zero_advantage flipped: float-level noise (README's rows 2 and 4)
+NS, G4S = "probes/make_run_g8_noskip.json", "probes/make_run_groups4_skip.json"
+OLD = "make_run_seeds_before.json"  # groups of 4 in an earlier session, on another machine
+SEEDS = ("0", "1", "2", "3", "4")
+
+
+def per_seed(key: str) -> Any:
+    return lambda doc: [doc["per_seed"][s][key] for s in SEEDS]
+
+
+def start_to_final(doc: Any) -> str:
+    return " | ".join(f"{doc['per_seed'][s]['start_em']:.0f} -> {doc['per_seed'][s]['final_em']:.0f}" for s in SEEDS)
+
+
+def lift_ci(doc: Any) -> dict[str, float]:
+    return {"mean": doc["summary"]["lift_mean"], **doc["summary"]["lift_ci95"]}
+
+
+def phase(*tasks: str) -> Any:
+    return lambda doc: sum(doc["phases_s"][t] for t in tasks)
+
+
+def start_to_final_of(seeds: tuple[str, ...]) -> Any:
+    return lambda doc: ", ".join(f"{doc['per_seed'][s]['start_em']:.0f} -> {doc['per_seed'][s]['final_em']:.0f}"
+                                 for s in seeds)
+
+
+def first_iteration_reward(seed: str) -> Any:
+    return lambda doc: doc["per_seed"][seed]["curve"][0]["reward_mean"]
+
+
+def seeds_table(file: str) -> list[Figure]:
+    """A seed table's first two rows (README's for make_run_seeds.json; results.md's for the recipe before)."""
+    tag = "" if file == S else f" ({file})"
+    return [
+        Figure("make run seeds: EM before and after, per seed" + tag, file, "per_seed.*.start_em, final_em", str,
+               start_to_final),
+        Figure("make run seeds: mean EM before and after" + tag, file, "summary.start_em_mean, final_em_mean",
+               seq(1, " -> "), lambda doc: [doc["summary"]["start_em_mean"], doc["summary"]["final_em_mean"]]),
+        Figure("make run seeds: lift per seed" + tag, file, "per_seed.*.lift", seq(0, " | ", sign=True),
+               per_seed("lift")),
+        Figure("make run seeds: lift mean and interval" + tag, file, "summary.lift_mean, lift_ci95", ci(1, sign=True),
+               lift_ci),
+    ]
+
+
+MAKE_RUN: list[Figure] = seeds_table(S) + [
+    Figure("make run seeds: least lift", S, "summary.lift_min", num(0, sign=True)),
+    Figure("make run seeds: one seed's flow, minutes", S, "per_seed.1-4.wall_s (min-max)", span(0, scale=1 / 60),
+           lambda doc: [doc["per_seed"][s]["wall_s"] for s in SEEDS[1:]]),
+    Figure("make run seeds, AVX2: lifts (README)", AVX2, "per_seed.0-2.lift", seq(0, ", ", sign=True),
+           lambda doc: [doc["per_seed"][s]["lift"] for s in ("0", "1", "2")]),
+    Figure("make run seeds: the recipe before, least and most lift", S500, "summary.lift_min, lift_max",
+           lambda v: f"+{v[0]:.0f} to +{v[1]:.0f}", lambda doc: [doc["summary"]["lift_min"], doc["summary"]["lift_max"]]),
+] + seeds_table(S500) + [
+    Figure("make run: wall time on a fresh clone", W, "wall_s", minutes_seconds),
+    Figure("make run: data and index seconds", W, "phases_s.prepare_data + build_index", num(0),
+           phase("prepare_data", "build_index")),
+    Figure("make run: SFT minutes", W, "phases_s.sft / 60", num(1, scale=1 / 60), phase("sft")),
+    Figure("make run: RL and evaluation minutes", W, "phases_s.train + evaluate / 60", num(1, scale=1 / 60),
+           phase("train", "evaluate")),
+    Figure("make run: warm start EM", W, "start_em", num(0)),
+    Figure("make run: EM after RL", W, "final_em", num(0)),
+    Figure("make run seeds: groups of 4, lift per seed", G4, "per_seed.*.lift", seq(0, " | ", sign=True),
+           per_seed("lift")),
+    Figure("make run seeds: groups of 4, lift mean and interval", G4, "summary.lift_mean, lift_ci95",
+           ci(1, sign=True), lift_ci),
+    Figure("make run seeds: skip off, lift per seed", NS, "per_seed.*.lift", seq(0, " | ", sign=True),
+           per_seed("lift")),
+    Figure("make run seeds: skip off, lift mean and interval", NS, "summary.lift_mean, lift_ci95",
+           ci(1, sign=True), lift_ci),
+    Figure("make run seeds: groups of 4 with skip, lift per seed", G4S, "per_seed.*.lift", seq(0, " | ", sign=True),
+           per_seed("lift")),
+    Figure("make run seeds: groups of 4 with skip, lift mean and interval", G4S, "summary.lift_mean, lift_ci95",
+           ci(1, sign=True), lift_ci),
+    # why groups of 8: the discussion of the recipe before
+    Figure("make run seeds: iteration 1 reward", S500, "per_seed.*.curve.0.reward_mean (mean)", num(0, scale=100),
+           lambda doc: sum(doc["per_seed"][s]["curve"][0]["reward_mean"] for s in SEEDS) / len(SEEDS)),
+    Figure("make run seeds: groups of 4, seed 1 at 80 iterations", "probes/make_run_it80.json",
+           "per_seed.1.lift", num(0, sign=True)),
+    Figure("make run seeds: seed 1 warm start, earlier machine", OLD, "per_seed.1.start_em", num(0)),
+    Figure("make run seeds: seed 1 warm start, the recipe before", S500, "per_seed.1.start_em", num(0)),
+    Figure("make run seeds: seed 1 lift, earlier machine", OLD, "per_seed.1.lift", num(0, sign=True)),
+    # the warm start to its plateau: the AVX2 machine, seed 0 before and after
+    Figure("make run seeds, AVX2: EM before and after, seeds 0-2", AVX2, "per_seed.0-2.start_em, final_em", str,
+           start_to_final_of(("0", "1", "2"))),
+    Figure("make run seeds, AVX2: lifts", AVX2, "per_seed.0-2.lift", seq(0, ", ", sign=True), lambda doc: [doc["per_seed"][s]["lift"] for s in ("0", "1", "2")]),
+    Figure("make run seeds, AVX2: seed 0 iteration 1 reward", AVX2, "per_seed.0.curve.0.reward_mean", num(0, scale=100),
+           first_iteration_reward("0")),
+    Figure("make run seeds: seed 0 iteration 1 reward, the recipe before", S500, "per_seed.0.curve.0.reward_mean",
+           num(0, scale=100), first_iteration_reward("0")),
+    Figure("make run seeds: seed 0 before and after, 1,000 SFT steps", S, "per_seed.0.start_em, final_em", str,
+           start_to_final_of(("0",))),
+    Figure("make run seeds: seed 0 iteration 1 reward, 1,000 SFT steps", S, "per_seed.0.curve.0.reward_mean",
+           num(0, scale=100), first_iteration_reward("0")),
+]
+
+# `make test` on a fresh clone (benchmarks/suite_time.py): its wall time, and how many tests each
+# of its two sessions (the main suite, the vLLM tests beside it) passed
+T = "suite_time.json"
+MAKE_RUN += [
+    Figure("make test: wall time on a fresh clone", T, "wall_s", minutes_seconds),
+    Figure("make test: main suite tests passed", T, "sessions.0.passed", num(0, comma=True)),
+    Figure("make test: vLLM tests passed", T, "sessions.1.passed", num(0)),
+    Figure("make test: wall time with a third worker", "suite_time_workers3.json", "wall_s", minutes_seconds),
+]
+
+
+# --- docs/performance.md: rollout, update, agent-r1 against TRL --------------------------------------
+
+R, U, T = "perf_rollout.json", "perf_update.json", "perf_trl.json"
+EQ = "modes.equal_work.cells"
+TOOL = "modes.tool"
+
+
+def dig_tool(d: Any) -> Any:
+    return d["modes"]["tool"]
+
+
+def dig_floor(d: Any) -> Any:
+    return d["modes"]["equal_work"]["cells"]["128x256"]["floor"]
+
+
+def tool_pair(d: Any, key: str, sub: str) -> list[float]:
+    return [dig_tool(d)[side][key][sub] for side in ("agent_r1", "trl")]
+
+
+def trl_row(cell: str) -> Figure:
+    # one entry per row of the equal-work table (s/iter both sides, ratio (range), generation and update
+    # tok/s): a failure then shows the whole row as the file gives it
+    label = {"32x64": "32 x 64", "32x256": "32 x 256", "128x64": "128 x 64", "128x256": "128 x 256, idle machine"}
+
+    def fmt(c: Any) -> str:
+        a, t = c["agent_r1"], c["trl"]
+        pair = seq(0, " / ", comma=True)
+        return " | ".join([num(2)(a["seconds_per_iteration"]["median"]), num(2)(t["seconds_per_iteration"]["median"]),
+                           med(2)(c["ratio_agent_r1_over_trl"]),
+                           pair([a["generation_tokens_per_s"]["median"], t["generation_tokens_per_s"]["median"]]),
+                           pair([a["update_tokens_per_s"]["median"], t["update_tokens_per_s"]["median"]])])
+    return Figure(f"TRL table row {label[cell]}", T, f"{EQ}.{cell}", fmt)
+
+
+PERF: list[Figure] = [
+    Figure("perf: rollout / generate replaying the turns", R, "overhead.rollout_over_raw_replay", med(2)),
+    Figure("perf: rollout / one generate call", R, "overhead.rollout_over_raw_generate.median", num(2)),
+    Figure("perf: turns per trajectory", R, "overhead.rollout_stats.0.mean_turns", num(1)),
+    Figure("perf: searches per trajectory", R, "overhead.rollout_stats.0.tool_calls / trajectories", num(0),
+           lambda d: (lambda s: s["tool_calls"] / s["trajectories"])(d["overhead"]["rollout_stats"][0])),
+    Figure("perf: rollout sampled tokens", R, "overhead.rollout_stats.0.sampled_tokens", num(0)),
+    Figure("perf: rollout tokens in all", R, "overhead.rollout_stats.0.total_tokens", num(0, comma=True)),
+    Figure("perf: rollout tokens/s", R, "overhead.rollout_tokens_per_s.median", num(0)),
+    Figure("perf: replay tokens/s", R, "overhead.raw_replay_tokens_per_s.median", num(0)),
+    Figure("perf: tantivy searches in the rollout", R, "overhead.rollout_stats.0.tool_calls", num(0)),
+    Figure("perf: one generate call tokens/s", R, "overhead.raw_generate_tokens_per_s.median",
+           num(0, comma=True)),
+    Figure("perf: tokens per action", R, "overhead.rollout_stats.0: sampled_tokens / (trajectories x turns)",
+           num(1), lambda d: (lambda s: s["sampled_tokens"] / (s["trajectories"] * s["mean_turns"]))(
+               d["overhead"]["rollout_stats"][0])),
+    Figure("perf: KV reuse off", R, "speedups.no_kv_reuse.seconds_over_all_on.median", num(2)),
+    Figure("perf: one trajectory at a time", R, "speedups.one_at_a_time.seconds_over_all_on.median", num(2)),
+    Figure("perf: none of the speed-ups", R, "speedups.none_of_them.seconds_over_all_on.median", num(2)),
+    Figure("perf: finished rows kept", R, "speedups.no_early_drop.seconds_over_all_on.median", num(2)),
+    Figure("perf: rollout peak RSS", R, "peak_rss_mb", num(0)),
+    Figure("perf: seconds for 8 / 32 / 128 trajectories", R, "scaling.trajectories.{8,32,128}.seconds.median",
+           seq(2, " / "), lambda d: [d["scaling"]["trajectories"][n]["seconds"]["median"] for n in ("8", "32", "128")]),
+    Figure("perf: ms per trajectory", R, "scaling.trajectories.*.ms_per_trajectory", seq(1, " / "),
+           lambda d: [d["scaling"]["trajectories"][n]["ms_per_trajectory"] for n in ("8", "32", "128")]),
+    Figure("perf: time exponent", R, "scaling.time_exponent_8_to_128_trajectories", num(2)),
+    Figure("perf: seconds per max turns 1..5", R, "scaling.turns.*.seconds.median", seq(2, " / "),
+           lambda d: [d["scaling"]["turns"][str(k)]["seconds"]["median"] for k in range(1, 6)]),
+    Figure("perf: turns taken per max turns", R, "scaling.turns.*.mean_turns", seq((1, 1, 1, 1, 2), " / "),
+           lambda d: [d["scaling"]["turns"][str(k)]["mean_turns"] for k in range(1, 6)]),
+    Figure("perf: tokens processed, 1 and 5 turns", R, "scaling.turns.{1,5}.total_tokens",
+           seq(0, " -> ", comma=True), lambda d: [d["scaling"]["turns"][k]["total_tokens"] for k in ("1", "5")]),
+    Figure("perf: update / bare torch", U, "trainer_over_bare", med(2)),
+    Figure("perf: update / bare torch, item 2", U, "trainer_over_bare", med(2)),
+    Figure("perf: tokens per update", U, "config.tokens_per_update", num(0, comma=True)),
+    Figure("perf: update vs bare tokens/s", U, "tokens_per_s.{trainer_update,bare_torch}.median",
+           seq(0, " vs ", comma=True), lambda d: [d["tokens_per_s"][k]["median"] for k in ("trainer_update", "bare_torch")]),
+    Figure("perf: update per-repeat ratios", U, "trainer_over_bare.runs", seq(2)),
+    Figure("perf: update load at start", U, "machine.load_average_at_start.0", num(1)),
+    Figure("perf: update peak RSS", U, "peak_rss_mb", num(0, comma=True)),
+    Figure("perf: update peak RSS, item 5", U, "peak_rss_mb", num(0, comma=True)),
+    Figure("perf: agent-r1 / TRL equal work, idle", T, f"{EQ}.128x256.ratio_agent_r1_over_trl", med(2)),
+    Figure("perf: floor / TRL, table", T, f"{EQ}.128x256.floor.ratio_over_trl.median", num(2)),
+    Figure("perf: skip_zero_advantage / TRL", T, f"{EQ}.128x256.agent_r1_skip_zero_advantage.ratio_over_trl",
+           med(2)),
+    Figure("perf: rows skipped", T, f"{EQ}.128x256.agent_r1_skip_zero_advantage.skipped_rows_fraction.median",
+           num(0, scale=100)),
+    Figure("perf: rows skipped, prose", T, f"{EQ}.128x256.agent_r1_skip_zero_advantage.skipped_rows_fraction.median",
+           num(0, scale=100)),
+    Figure("perf: skip ratio, prose", T, f"{EQ}.128x256.agent_r1_skip_zero_advantage.ratio_over_trl.median",
+           num(2)),
+    Figure("perf: agent-r1 / TRL with a tool", T, f"{TOOL}.ratio_agent_r1_over_trl", med(2)),
+    Figure("perf: tool calls per trajectory, warm-up", T, f"{TOOL}.checks.tool_calls_per_trajectory_warmup",
+           seq(3, " vs "), lambda d: list(dig_tool(d)["checks"]["tool_calls_per_trajectory_warmup"].values())),
+    Figure("perf: tool calls per trajectory, prose", T, f"{TOOL}.checks.tool_calls_per_trajectory_warmup",
+           seq(3, " vs "), lambda d: list(dig_tool(d)["checks"]["tool_calls_per_trajectory_warmup"].values())),
+    Figure("perf: tool calls per trajectory, timed", T, f"{TOOL}.{{agent_r1,trl}}.per_trajectory.tool_calls",
+           seq(2, " vs "), lambda d: tool_pair(d, "per_trajectory", "tool_calls")),
+    Figure("perf: tool s per iteration", T, f"{TOOL}.*.seconds_per_iteration.median", seq(1, " vs "),
+           lambda d: tool_pair(d, "seconds_per_iteration", "median")),
+    Figure("perf: tool ratio, prose", T, f"{TOOL}.ratio_agent_r1_over_trl", med(2)),
+    Figure("perf: tool generation tokens/s", T, f"{TOOL}.*.generation_tokens_per_s.median", seq(0, " vs "),
+           lambda d: tool_pair(d, "generation_tokens_per_s", "median")),
+    Figure("perf: tool update tokens/s", T, f"{TOOL}.*.update_tokens_per_s.median", seq(0, " vs ", comma=True),
+           lambda d: tool_pair(d, "update_tokens_per_s", "median")),
+    Figure("perf: floor seconds per iteration", T, f"{EQ}.128x256.floor.seconds_per_iteration.median", num(2)),
+    Figure("perf: floor generate + update", T, f"{EQ}.128x256.floor.{{generate_s,update_s}}.median",
+           seq(2, " generate + "), lambda d: [dig_floor(d)[k]["median"] for k in ("generate_s", "update_s")]),
+    Figure("perf: floor / TRL", T, f"{EQ}.128x256.floor.ratio_over_trl", med(2)),
+    Figure("perf: agent-r1 / floor", T, f"{EQ}.128x256.floor.ratio_agent_r1_over_floor", med(2)),
+    Figure("perf: agent-r1 over the floor, %", T, f"{EQ}.128x256.floor.ratio_agent_r1_over_floor.median - 1",
+           num(0, scale=100), lambda d: dig_floor(d)["ratio_agent_r1_over_floor"]["median"] - 1),
+    Figure("perf: TRL version", T, "trl", str),
+    Figure("perf: TRL comparison peak RSS", T, "peak_rss_mb", num(0, comma=True)),
+] + [trl_row(c) for c in ("32x64", "32x256", "128x64", "128x256")]
+
+
+# --- issue 33's objectives ---------------------------------------------------------------------------
+
+O = "learning_objectives.json"
+OBJ_ROWS = (("SFT warm start", "warm_start"), ("GRPO", "grpo"), ("GSPO", "gspo"), ("CISPO", "cispo"),
+        ("Dr. GRPO", "dr_grpo"), ("DAPO", "dapo"), ("GiGPO", "gigpo"))
+
+
+OBJECTIVES: list[Figure] = [
+    f for label, v in OBJ_ROWS for f in (
+        Figure(f"objectives table, {v}: greedy EM mean [CI]", O, f"summary.{v}.greedy_em_ci95", ci(1)),
+        Figure(f"objectives table, {v}: greedy EM per seed", O, f"per_seed.*.{v}.greedy.em", seq(0),
+               learning_seeds(v, "greedy.em")),
+        Figure(f"objectives table, {v}: sampled EM per seed", O, f"per_seed.*.{v}.sampled.em", seq(0),
+               learning_seeds(v, "sampled.em")))
+] + [
+    Figure(f"objectives table, {v}: minus GRPO, paired", O, f"summary.{v}.minus_grpo_ci95", ci(1, sign=True))
+    for label, v in OBJ_ROWS[2:]
+] + [
+    Figure(f"objectives table, {v}: RL seconds on seed 2", O, f"per_seed.2.runs.{v}.rl_seconds", num(0))
+    for label, v in OBJ_ROWS[1:]
+] + [
+    Figure("objectives: sampled EM span over the RL rows", O, "per_seed.*.runs.*.sampled.em (min-max)", span(0),
+           lambda doc: [r["sampled"]["em"] for one in doc["per_seed"].values()
+                                                for r in one["runs"].values()]),
+    Figure("objectives: DAPO's prompts rolled out per seed", O, "per_seed.*.runs.dapo.train_curve.*.dynamic/"
+           "prompts_sampled (sums)", seq(0, comma=True), lambda doc: [sum(c["dynamic/prompts_sampled"] for c in doc["per_seed"][s]["runs"]["dapo"]["train_curve"])
+                        for s in ("0", "1", "2")]),
+    Figure("objectives: DAPO's most rounds in an iteration", O, "max per_seed.*.runs.dapo...dynamic/rounds", num(0),
+           lambda doc: max(c["dynamic/rounds"] for one in doc["per_seed"].values()
+                                                    for c in one["runs"]["dapo"]["train_curve"])),
+    Figure("objectives: the other rows' prompts per run", O, "config: train.iterations x train.prompts_per_iter",
+           num(0), lambda doc: doc["recipe"]["train"]["iterations"] * doc["recipe"]["train"]["prompts_per_iter"]),
+    Figure("objectives: DAPO and GRPO RL seconds, seed 2", O, "per_seed.2.runs.{dapo,grpo}.rl_seconds",
+           seq(0, " s on seed 2 against GRPO's "), lambda doc: [doc["per_seed"]["2"]["runs"][v]["rl_seconds"] for v in ("dapo", "grpo")]),
+    Figure("objectives: the other rows' RL seconds, seed 2", O, "per_seed.2.runs.{gspo,cispo,dr_grpo,gigpo}.rl_seconds",
+           span(0), lambda doc: [doc["per_seed"]["2"]["runs"][v]["rl_seconds"]
+                                                       for v in ("gspo", "cispo", "dr_grpo", "gigpo")]),
+]
+
+# the probe at a quarter of the iterations (--set train.iterations=10): it saturates too
+IT10 = "probes/objectives_it10.json"
+OBJECTIVES += [
+    Figure("objectives, 10 iterations: greedy EM per objective", IT10, "per_seed.0.runs.*.greedy.em", seq(0),
+           lambda doc: [doc["per_seed"]["0"]["runs"][v]["greedy"]["em"] for _, v in OBJ_ROWS[1:]]),
+    Figure("objectives, 10 iterations: sampled EM span", IT10, "per_seed.0.runs.*.sampled.em (min-max)", span(0),
+           lambda doc: [r["sampled"]["em"] for r in doc["per_seed"]["0"]["runs"].values()]),
+]
+
+# the same objectives on the paper table's recipe (4 samples per prompt, the 500-step warm starts), today's code,
+# GRPO rerun beside them: benchmarks/results/paper_table_objectives (paper_table.py --methods grpo,gspo,...)
+PO = "paper_table_objectives/paper_table.json"
+OBJECTIVES += [
+    f for label, v in OBJ_ROWS[1:] for f in (
+        Figure(f"paper-recipe objectives, {v}: EM mean [CI]", PO, f"per_seed.*.methods.{v}.em_per_question", ci(1),
+               paper_cell("methods", v)),
+        Figure(f"paper-recipe objectives, {v}: EM per seed", PO, f"per_seed.*.methods.{v}.metrics...em", seq(0),
+               paper_seeds("methods", v)))
+] + [
+    Figure(f"paper-recipe objectives, {v}: minus GRPO", PO, "paired bootstrap", ci(1, sign=True),
+           paper_diff(v, "grpo"))
+    for label, v in OBJ_ROWS[2:]
+] + [
+    Figure("paper-recipe objectives: warm start (agent) per seed", PO, "per_seed.*.baselines.agent...em", seq(0),
+           paper_seeds("baselines", "agent")),
+    Figure("paper-recipe objectives: warm start (agent) mean [CI]", PO, "per_seed.*.baselines.agent", ci(1),
+           paper_cell("baselines", "agent")),
+]
+
+
+NP12K = "paper_table_np12k/paper_table.json"  # the recorded paper table, by the code of commit b018462
+
+
+def _em(seed: str, kind: str, name: str) -> Getter:
+    """One seed's in-domain held-out EM of a row (a baseline or a method) in a paper_table.py file."""
+    return lambda doc: doc["per_seed"][seed][kind][name]["metrics"][PAPER_DS]["em"]
+
+
+def _first_right(seed: str) -> Getter:
+    """How many answers of GRPO's first rollout were right (its mean reward x prompts x samples)."""
+    return lambda doc: (doc["per_seed"][seed]["methods"]["grpo"]["train_curve"][0]["reward_mean"]
+                        * doc["budget"]["prompts_per_iter"] * doc["budget"]["n_samples"])
+
+
+def _same_baselines(doc) -> int:
+    """How many of seed 0's baselines score every question as the recorded paper table's do."""
+    old = load(NP12K)["per_seed"]["0"]["baselines"]
+    new = doc["per_seed"]["0"]["baselines"]
+    return sum(new[b]["em_per_question"] == old[b]["em_per_question"] for b in old)
+
+
+OBJECTIVES += [
+    Figure("paper table vs today's code: seed 0 baselines equal", PO, "seed 0 baselines' em_per_question", num(0),
+           _same_baselines),
+    Figure("paper table vs today's code: GRPO seed 0 today", PO, "per_seed.0.methods.grpo EM", num(0),
+           _em("0", "methods", "grpo")),
+    Figure("paper table vs today's code: GRPO seed 0 recorded", NP12K, "per_seed.0.methods.grpo EM", num(0),
+           _em("0", "methods", "grpo")),
+    Figure("paper table vs today's code: right answers in the first rollout, today", PO,
+           "per_seed.0.methods.grpo.train_curve.0.reward_mean x 64", num(0), _first_right("0")),
+    Figure("paper table vs today's code: right answers in the first rollout, recorded", NP12K,
+           "per_seed.0.methods.grpo.train_curve.0.reward_mean x 64", num(0), _first_right("0")),
+    Figure("paper table vs today's code: rollouts per iteration", PO, "budget prompts_per_iter x n_samples", num(0),
+           lambda doc: doc["budget"]["prompts_per_iter"] * doc["budget"]["n_samples"]),
+    Figure("paper table vs today's code: GRPO seed 2 today", PO, "per_seed.2.methods.grpo EM", num(0),
+           _em("2", "methods", "grpo")),
+    Figure("paper-recipe objectives: seed 1's new warm start, agent EM", PO, "per_seed.1.baselines.agent EM", num(0),
+           _em("1", "baselines", "agent")),
+    Figure("paper table: seed 1's warm start, agent EM", NP12K, "per_seed.1.baselines.agent EM", num(0),
+           _em("1", "baselines", "agent")),
+    Figure("paper-recipe objectives: seed 2's naive RAG", PO, "per_seed.2.baselines.rag EM", num(0),
+           _em("2", "baselines", "rag")),
+    Figure("paper table: seed 2's naive RAG", NP12K, "per_seed.2.baselines.rag EM", num(0),
+           _em("2", "baselines", "rag")),
+    Figure("paper table vs today's code: GRPO seed 2 recorded", NP12K, "per_seed.2.methods.grpo EM", num(0),
+           _em("2", "methods", "grpo")),
+]
+
+
+def _ems(doc, seeds: tuple[str, ...]) -> list[float]:
+    """Every objective's EM (GRPO included) on these seeds of the paper-recipe file."""
+    return [_em(s, "methods", v)(doc) for s in seeds for _, v in OBJ_ROWS[1:]]
+
+
+OBJECTIVES += [
+    Figure("paper-recipe objectives: warm start mean", PO, "per_seed.*.baselines.agent (mean)", num(1),
+           lambda doc: paper_cell("baselines", "agent")(doc)["mean"]),
+    Figure("paper-recipe objectives: GRPO mean", PO, "per_seed.*.methods.grpo (mean)", num(1),
+           lambda doc: paper_cell("methods", "grpo")(doc)["mean"]),
+    Figure("paper-recipe objectives: seed 0 span", PO, "per_seed.0.methods.* EM (min-max)", span(0),
+           lambda doc: _ems(doc, ("0",))),
+    Figure("paper-recipe objectives: seed 1 span", PO, "per_seed.1.methods.* EM (min-max)", span(0),
+           lambda doc: _ems(doc, ("1",))),
+    Figure("paper-recipe objectives: seeds 2-4 span", PO, "per_seed.{2,3,4}.methods.* EM (min-max)", span(0),
+           lambda doc: _ems(doc, ("2", "3", "4"))),
+    Figure("paper-recipe objectives: wall minutes", PO, "wall_seconds", num(0, scale=1 / 60)),
+    Figure("paper-recipe objectives: calls", PO, "len(wall_seconds_per_call)", num(0),
+           lambda doc: len(doc["wall_seconds_per_call"])),
+]
+
+OBJECTIVES += [  # README's sentence
+    Figure("README: paper-recipe GRPO mean", PO, "per_seed.*.methods.grpo (mean)", num(1),
+           lambda doc: paper_cell("methods", "grpo")(doc)["mean"]),
+    Figure("README: paper-recipe seeds", PO, "len(seeds)", num(0), lambda doc: len(doc["seeds"])),
+]
+
+
+# --- the QA task through the OpenAI endpoint ---------------------------------------------------------
+
+E = "learning_endpoint.json"
+EP_ROWS = (("SFT warm start (chat demos)", "warm_start"), ("GRPO, built-in env (hermes)", "grpo_hermes"),
+        ("GRPO through the endpoint (`openai` agent)", "grpo_endpoint"))
+END = "summary.grpo_endpoint"
+OVERHEAD = f"{END}.overhead_s_per_iteration_over_grpo_hermes"
+CURVES = "per_seed.*.runs.grpo_endpoint.train_curve"
+# the warm starts table, seed 0: (its first cell, its SFT steps as written, its result file)
+TRIED = (("Qwen2.5's template", "500", "learning_endpoint_qwen_tools.json"),
+         ("Qwen2.5's template", "1,000", "learning_endpoint_qwen_tools_sft1000.json"),
+         ("`qwen2.5-brief`", "1,000", "learning_endpoint_brief_sft1000.json"),
+         ("`qwen2.5-brief`", "2,000", E))
+SAMPLED = (("search_first_rate", "searched first"), ("support_recall", "support recall"), ("em", "EM"))
+
+
+def _tried(template: str, steps: str, file: str) -> list[Figure]:
+    label = f"{template} | {steps}"
+    cells = [Figure(f"warm starts tried, {label}: sampled {name}", file, f"per_seed.0.warm_start.sampled.{key}",
+                    num(0))
+             for i, (key, name) in enumerate(SAMPLED)]
+    return cells + [Figure(f"warm starts tried, {label}: GRPO greedy EM", file,
+                           "per_seed.0.runs.grpo_hermes.greedy.em", num(0)),
+                    Figure(f"warm starts tried, {file}: SFT steps", file, "config.sft.steps", num(0, comma=True),
+                           _steps)]
+
+
+def _iterations(doc) -> list[dict]:
+    """The endpoint row's training curve, every seed's iterations one after the other."""
+    return [c for curve in learning_seeds("grpo_endpoint", "train_curve")(doc) for c in curve]
+
+
+def _steps(doc) -> int:
+    """The run's SFT steps: set over the params file's (learning.py --set / --chat), or the file's own."""
+    return doc["config"].get("sft.steps", doc["recipe"]["sft"]["steps"])
+
+
+ENDPOINT: list[Figure] = [
+    f for label, v in EP_ROWS for f in (
+        Figure(f"endpoint table, {v}: greedy EM per seed", E, f"per_seed.*.{v}.greedy.em", seq(0),
+               learning_seeds(v, "greedy.em")),
+        Figure(f"endpoint table, {v}: sampled EM per seed", E, f"per_seed.*.{v}.sampled.em", seq(0),
+               learning_seeds(v, "sampled.em")))
+] + [
+    Figure(f"endpoint table, {v}: seconds per iteration", E, f"summary.{v}.seconds_per_iteration", ci(2)) for label, v in EP_ROWS[1:]
+] + [
+    Figure("endpoint: minus built-in, paired", E, f"{END}.minus_grpo_hermes_ci95", ci(1, sign=True)),
+    Figure("endpoint: seeds in the paired difference", E, f"{END}.minus_grpo_hermes_ci95.seeds", num(0)),
+    Figure("endpoint: mean over seeds", E, f"{END}.greedy_em_mean", num(1)),
+    Figure("built-in: mean over seeds", E, "summary.grpo_hermes.greedy_em_mean", num(1)),
+    Figure("endpoint: SFT seconds, seed 0", E, "per_seed.0.warm_start.sft_seconds", num(0, comma=True)),
+    Figure("endpoint: SFT seconds, seeds 1 and 2", E, "per_seed.*.warm_start.sft_seconds",
+           seq(0, sep=" and ", comma=True), lambda doc: learning_seeds("warm_start", "sft_seconds")(doc)[1:]),
+    Figure("endpoint: greedy EM through its agent", E, "per_seed.*.grpo_endpoint.greedy_agent.em", seq(0),
+           learning_seeds("grpo_endpoint", "greedy_agent.em")),
+    Figure("endpoint: overhead per iteration", E, OVERHEAD, ci(2, sign=True)),
+    Figure("endpoint: drift-free iterations", E, f"{CURVES}.*.agent/drift", str,
+           lambda doc: sum(c["agent/drift"] == 0 for c in _iterations(doc))),
+    Figure("endpoint: most split sessions", E, f"{CURVES}.*.agent/drift", num(0),
+           lambda doc: max(c["agent/drift"] for c in _iterations(doc))),
+    Figure("endpoint: no agent errors", E, f"{CURVES}.*.agent/errors", num(0), lambda doc: sum(c["agent/errors"] for c in _iterations(doc))),
+] + [f for row in TRIED for f in _tried(*row)] + [
+    Figure("agents page: endpoint greedy EM", E, "per_seed.*.grpo_endpoint.greedy.em", seq(0),
+           learning_seeds("grpo_endpoint", "greedy.em")),
+    Figure("agents page: built-in greedy EM", E, "per_seed.*.grpo_hermes.greedy.em", seq(0),
+           learning_seeds("grpo_hermes", "greedy.em")),
+    Figure("agents page: warm start greedy EM", E, "per_seed.*.warm_start.greedy.em", seq(0),
+           learning_seeds("warm_start", "greedy.em")),
+    Figure("agents page: paired difference", E, f"{END}.minus_grpo_hermes_ci95", ci(1, sign=True)),
+    Figure("agents page: overhead", E, OVERHEAD, ci(2, sign=True)),
+]
+
+
+# --- vLLM as the engine, whole iterations ------------------------------------------------------------
+
+PV = "perf_vllm.json"
+PVC = "cells.128x256"
+PV_ROWS = (("agent-r1, transformers engine", "agent_r1"), ("agent-r1, vLLM engine (weight sync included)", "agent_r1_vllm"),
+        ("TRL `GRPOTrainer`, transformers `generate()`", "trl"),
+        ("TRL `GRPOTrainer`, `use_vllm=True, vllm_mode=\"colocate\"`", "trl_vllm"))
+COLUMNS = (("seconds per iteration", "seconds_per_iteration", num(2)),
+           ("generation tokens/s", "generation_tokens_per_s", num(0, comma=True)),
+           ("update tokens/s", "update_tokens_per_s", num(0, comma=True)))
+
+
+
+TABLE = [Figure(f"perf vllm table, {side}: {name}", PV, f"{PVC}.sides.{side}.{key}.median", fmt) for label, side in PV_ROWS for i, (name, key, fmt) in enumerate(COLUMNS)]
+PROSE = [
+    Figure("perf vllm: vLLM / transformers engine per iteration", PV, f"{PVC}.ratios.vllm_over_transformers.median",
+           num(2)),
+    Figure("perf vllm: vLLM / transformers engine, generation", PV,
+           f"{PVC}.ratios_generate.vllm_over_transformers.median", num(2)),
+    Figure("perf vllm: vLLM / TRL", PV, f"{PVC}.ratios.vllm_over_trl.median", num(2)),
+    Figure("perf vllm: vLLM / TRL vLLM mode", PV, f"{PVC}.ratios.vllm_over_trl_vllm.median", num(2)),
+    Figure("perf vllm: engine start", PV, f"{PVC}.vllm_start_s", num(1)),
+    Figure("perf vllm: weight sync span", PV, f"{PVC}.vllm_sync_s", lambda v: f"{min(v):.2f}-{max(v):.2f}"),
+    Figure("perf vllm: parameters", PV, "model.parameters", num(2, scale=1e-6)),
+]
+README_SENTENCE = [
+    Figure(f"perf vllm README: {side}", PV, f"{PVC}.sides.{side}.seconds_per_iteration.median", num(1))
+    for side, context in (("agent_r1_vllm", "with vLLM's CPU build as the engine took @@ s"),
+                          ("agent_r1", "against @@ s with the transformers engine"),
+                          ("trl", "TRL's `GRPOTrainer` took @@ s"),
+                          ("trl_vllm", "and TRL in its own vLLM mode @@ s"))]
+VLLM_PERF: list[Figure] = TABLE + PROSE + README_SENTENCE
+
+
+# --- precision: bf16 against fp32 (precision_speed.json) ---------------------------------------------
+
+PS = "precision_speed.json"
+
+
+def bf16_vs_fp32(isa: str, phase: str, key: str, d_ratio: int, d_time: int) -> Figure:
+    """A cell "2.6x (4.72 vs 1.81 s)": bf16 / fp32, then each one's seconds."""
+    def get(doc: Any) -> str:
+        p = doc[isa][phase]
+        t = [p[x][key]["median"] if phase == "rl" else p[x][key] for x in ("bf16", "fp32")]
+        ratio = p["bf16_over_fp32"]["median"] if phase == "rl" else p["bf16_over_fp32"]
+        return f"{_s(ratio, d_ratio)}x ({_s(t[0], d_time)} vs {_s(t[1], d_time)} s)"
+    return Figure(f"precision: {phase}, {isa}, bf16 over fp32", PS, f"{isa}.{phase}", str, get)
+
+
+PRECISION: list[Figure] = [
+    bf16_vs_fp32("native", "sft", "s_per_step", 1, 2), bf16_vs_fp32("avx2", "sft", "s_per_step", 1, 1),
+    bf16_vs_fp32("native", "rl", "s_per_iteration", 2, 1), bf16_vs_fp32("avx2", "rl", "s_per_iteration", 2, 1),
+    Figure("README: bf16 over fp32, RL iteration", PS, "native.rl.bf16_over_fp32.median", num(2)),
+]
+
+
+# --- an outside agent on arithmetic (outside_agent.json) ---------------------------------------------
+
+OA, OAS = "outside_agent.json", "summary"
+OUTSIDE_AGENT: list[Figure] = [
+    Figure("outside agent: SFT steps", OA, "warm_start.sft_steps", num(0, comma=True)),
+    Figure("outside agent: SFT seconds", OA, f"{OAS}.sft_seconds", num(1)),
+    Figure("outside agent: RL iterations", OA, "len(curve)", num(0), lambda d: len(d["curve"])),
+    Figure("outside agent: drift", OA, f"{OAS}.drift", num(0)),
+    Figure("outside agent: training sessions", OA, f"{OAS}.sessions", num(0, comma=True)),
+    Figure("outside agent: drift per session", OA, f"{OAS}.drift_per_session", num(1)),
+    Figure("outside agent: steps per session", OA, f"{OAS}.steps_per_session", num(1)),
+    Figure("outside agent: greedy drift per session", OA, f"{OAS}.greedy_drift_per_session", num(1)),
+    Figure("outside agent: held-out questions", OA, f"{OAS}.held_out_n", num(0)),
+    Figure("outside agent: held-out EM before and after", OA, f"{OAS}.em_before, em_after", seq(1, " -> "),
+           lambda d: [d[OAS]["em_before"], d[OAS]["em_after"]]),
+    Figure("outside agent: reward first and last iterations", OA, f"{OAS}.reward_first/last_iterations",
+           seq(3, " -> "), lambda d: [d[OAS]["reward_first_iterations"], d[OAS]["reward_last_iterations"]]),
+    Figure("outside agent: reward window", OA, f"{OAS}.reward_window", num(0)),
+    Figure("outside agent: seconds per iteration", OA, f"{OAS}.seconds_per_iteration", num(2)),
+    Figure("outside agent: greedy tool-first share before", OA, f"{OAS}.tool_first_before", num(0)),
+    Figure("outside agent: sampled tool-first share, first and last iteration", OA, "curve.{0,-1}.tool_first_rate",
+           seq(0, "% to "), lambda d: [d["curve"][0]["tool_first_rate"], d["curve"][-1]["tool_first_rate"]]),
+]
+
+# the objectives in a sentence: from about the warm start to the RL rows' span (README, docs/results.md)
+OBJECTIVES += [
+    Figure(f"{page}: objectives' warm start", "learning_objectives.json", "summary.warm_start.greedy_em_mean", num(0))
+    for page in ("README", "results")
+] + [
+    Figure(f"{page}: objectives' greedy EM span", "learning_objectives.json", "per_seed.*.runs.*.greedy.em", span(0),
+           lambda doc: [r["greedy"]["em"] for one in doc["per_seed"].values() for r in one["runs"].values()])
+    for page in ("README", "results")
+]
+
+
+FIGURES: list[Figure] = (LEARNING + PAPER + PERF + MEMORY + RETRIEVAL + SCALE + RELIABILITY + PROFILE + MAKE_RUN
+                         + VLLM_CPU + VLLM_ROLLOUT + OBJECTIVES + VLLM_PERF + ENDPOINT + PRECISION + OUTSIDE_AGENT)
+
+
+# --- rendering the pages ----------------------------------------------------------------------------
+
+def render(text: str, figures: dict[str, Figure]) -> tuple[str, list[str]]:
+    """The page with every marker's figure written from its result file, and what was stale in it."""
+    stale = []
+
+    def one(m: re.Match[str]) -> str:
+        fig = figures.get(m["id"])
+        if fig is None:
+            stale.append(f"{m['id']}: no such figure in benchmarks/tables.py")
+            return m[0]
+        try:
+            new = fig.text()
+        except (OSError, LookupError, TypeError, ValueError, AttributeError) as exc:
+            stale.append(f"{m['id']}: cannot read it from benchmarks/results/{fig.file} ({fig.path}): {exc!r}")
+            return m[0]
+        if new != m["text"]:
+            stale.append(f"{m['id']}: the page has {m['text']!r}, benchmarks/results/{fig.file} gives {new!r}")
+        return f"<!-- fig:{m['id']} -->{new}<!-- /fig -->"
+    return MARKER.sub(one, text), stale
+
+
+def run(check: bool, results: Path = RESULTS, root: Path = ROOT) -> list[str]:
+    """Renders every page from the files in `results`; writes the pages unless `check`. Returns what was
+    stale: figures whose page text differs, unknown or unreadable ones, figures no page quotes."""
+    _results[0] = results
+    figures = {f.id: f for f in FIGURES}
+    assert len(figures) == len(FIGURES), "two figures share a name"
+    problems, quoted = [], set()
+    for page in PAGES:
+        text = (root / page).read_text()
+        quoted |= {m["id"] for m in MARKER.finditer(text)}
+        new, stale = render(text, figures)
+        problems += [f"{page}: {s}" for s in stale]
+        if not check and new != text:
+            (root / page).write_text(new)
+    return problems + [f"{i}: quoted by no page" for i in sorted(set(figures) - quoted)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 naming each stale figure")
+    args = ap.parse_args(argv)
+    if not args.check:
+        print(f"{len(run(check=False))} figures rewritten")
+    problems = run(check=True)  # after a rewrite: what it could not fix (unreadable, unknown, unquoted)
+    for p in problems:
+        print(p)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
