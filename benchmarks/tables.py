@@ -236,8 +236,6 @@ LEARNING: list[Figure] = [
            learning_seeds("grpo_async1", "rl_seconds")),
     Figure("learning: model parameters", P, "model_params (the same warm starts)", num(2, scale=1e-6),
            lambda doc: doc["model_params"]),
-    Figure("learning: cosine-150 probe, final held-out EM", "learning_probe_cos150.json",
-           "per_seed.1.runs.grpo.greedy.em", num(0)),
 ] + [
     # README's "Two commands" summary of the same benchmark (the make-run figures there are not covered here)
     Figure("two commands: GRPO held-out EM", L, "summary.grpo.greedy_em_mean", num(1)),
@@ -377,7 +375,7 @@ SCALE: list[Figure] = [
     Figure("scale grid: 1x1", S, "scale_grid.iteration_s_median.1w_1l", num(2)),
 ]
 
-REL, DG, DW = "reliability.json", "diagnosis_copying_grpo60.json", "diagnosis_grpo100.json"
+REL = "reliability.json"
 RELIABILITY: list[Figure] = [
     Figure("reliability: hostile inputs", REL, "inputs_tried", num(0, comma=True)),
     Figure("reliability: fuzzed model outputs", REL, "model_outputs_tried", num(0, comma=True)),
@@ -388,18 +386,6 @@ RELIABILITY: list[Figure] = [
            lambda d: [d["fault_tests"]["handled"], d["fault_test_cases"]]),
     Figure("reliability: SIGKILLs", REL, "sigkill_trials", num(0)),
     Figure("reliability: killed and resumed", REL, "killed_and_resumed_cleanly", num(0)),
-    Figure("diagnosis: EM of the 60-iteration run", DG, "em", num(0)),
-    Figure("diagnosis: misspelled-search failures", DG, "share_of_failures.misspelled_query", num(0)),
-    Figure("diagnosis: searches that misspell", DG, "searched_episodes_misspelled / searched_episodes",
-           num(0, scale=100),
-           lambda d: d["searched_episodes_misspelled"] / d["searched_episodes"]),
-    Figure("diagnosis: 450-person world, searches that misspell", DW,
-           "searched_episodes_misspelled / searched_episodes", num(0, scale=100), lambda d: d["searched_episodes_misspelled"] / d["searched_episodes"]),
-    Figure("diagnosis: 450-person world, failure split", DW,
-           "share_of_failures.{misspelled_query,never_answered,no_search}",
-           lambda v: "{}% misspelled search, {}% never answered, {}% no search".format(*map(num(0), v)),
-           lambda d: [d["share_of_failures"][k]
-                                                for k in ("misspelled_query", "never_answered", "no_search")]),
 ]
 
 PF = "profile.json"
@@ -435,6 +421,12 @@ VLLM_CPU: list[Figure] = [
 
 VR = "vllm_rollout.json"
 VLLM_ROLLOUT: list[Figure] = [
+    Figure("README: perf vllm model parameters", "perf_vllm.json", "model.parameters", num(1, scale=1e-6)),
+    Figure("README: vllm folder parameters", VC, "model.parameters", num(1, scale=1e-6)),
+    Figure("README: vllm over transformers, multi-turn rollouts", VR, "vllm_over_transformers", num(2)),
+    Figure("scaling: vllm folder parameters, again", VC, "model.parameters", num(1, scale=1e-6)),
+    Figure("scaling: vllm rollout tokens/s, again", VR, "engines.{vllm,transformers}.tokens_per_s_median",
+           seq(1, " against "), lambda d: [d["engines"][e]["tokens_per_s_median"] for e in ("vllm", "transformers")]),
     Figure("vllm rollout: vLLM tokens/s", VR, "engines.vllm.tokens_per_s_median", num(1)),
     Figure("vllm rollout: transformers tokens/s", VR, "engines.transformers.tokens_per_s_median", num(1)),
     Figure("vllm rollout: ratio", VR, "vllm_over_transformers", num(2)),
@@ -445,7 +437,7 @@ VLLM_ROLLOUT: list[Figure] = [
 
 # --- make run over seeds and make test ---------------------------------------------------------------
 
-W, S, G4 = "make_run_wall.json", "make_run_seeds.json", "make_run_seeds_groups4.json"
+S, G4 = "make_run_seeds.json", "make_run_seeds_groups4.json"
 S500 = "make_run_seeds_sft500.json"  # the recipe before (500 SFT steps), on an earlier session's machine
 AVX2 = "make_run_seeds_avx2.json"  # the same recipe on an AVX2-only EPYC, seeds 0-2
 # the same recipes with algo.skip_zero_advantage flipped: float-level noise (README's rows 2 and 4)
@@ -465,9 +457,6 @@ def start_to_final(doc: Any) -> str:
 def lift_ci(doc: Any) -> dict[str, float]:
     return {"mean": doc["summary"]["lift_mean"], **doc["summary"]["lift_ci95"]}
 
-
-def phase(*tasks: str) -> Any:
-    return lambda doc: sum(doc["phases_s"][t] for t in tasks)
 
 
 def start_to_final_of(seeds: tuple[str, ...]) -> Any:
@@ -503,14 +492,6 @@ MAKE_RUN: list[Figure] = seeds_table(S) + [
     Figure("make run seeds: the recipe before, least and most lift", S500, "summary.lift_min, lift_max",
            lambda v: f"+{v[0]:.0f} to +{v[1]:.0f}", lambda doc: [doc["summary"]["lift_min"], doc["summary"]["lift_max"]]),
 ] + seeds_table(S500) + [
-    Figure("make run: wall time on a fresh clone", W, "wall_s", minutes_seconds),
-    Figure("make run: data and index seconds", W, "phases_s.prepare_data + build_index", num(0),
-           phase("prepare_data", "build_index")),
-    Figure("make run: SFT minutes", W, "phases_s.sft / 60", num(1, scale=1 / 60), phase("sft")),
-    Figure("make run: RL and evaluation minutes", W, "phases_s.train + evaluate / 60", num(1, scale=1 / 60),
-           phase("train", "evaluate")),
-    Figure("make run: warm start EM", W, "start_em", num(0)),
-    Figure("make run: EM after RL", W, "final_em", num(0)),
     Figure("make run seeds: groups of 4, lift per seed", G4, "per_seed.*.lift", seq(0, " | ", sign=True),
            per_seed("lift")),
     Figure("make run seeds: groups of 4, lift mean and interval", G4, "summary.lift_mean, lift_ci95",

@@ -52,7 +52,7 @@ def written(bench: Path, name: str) -> dict:
 @pytest.fixture(scope="module")
 def micro_run(bench):
     """One micro training run (1 iteration, a checkpoint) with its data and index: what
-    diagnose_failures.py reads."""
+    kill_resume.py resumes."""
     from agent_r1.config import load_config
     from agent_r1.runs.train import run_train
 
@@ -62,12 +62,6 @@ def micro_run(bench):
 
 
 # ----------------------------------------------------------------------------- training and rollout
-def test_diagnose_failures_on_a_micro_run(bench, micro_run):
-    from benchmarks import diagnose_failures
-
-    assert diagnose_failures.main(["--run", str(micro_run), "--n", "4", "--tag", "smoke"]) == 0
-    doc = written(bench, "diagnosis_smoke")
-    assert sum(doc["counts"].values()) == 4 if "counts" in doc else doc
 
 
 def test_learning_smoke(bench):
@@ -233,16 +227,6 @@ def test_suite_time_on_a_stand_in_clone(bench, tmp_path):
     assert "workers 2" in (bench / "results" / "logs" / "suite_time.log").read_text()  # make got it
 
 
-def test_make_run_wall_on_a_stand_in_clone(bench, tmp_path):
-    from benchmarks import make_run_wall
-
-    ev = json.dumps({"test": {"start": {"em": 10.0}, "rl": {"em": 50.0, "n": 4}}})
-    clone = _fake_clone(tmp_path, "run:\n\t@echo \"12:00:00.000 | INFO    | Flow run 'x-y' - Beginning flow run\"\n"
-                                  f"\t@mkdir -p runs/e/r && echo '{ev}' > runs/e/r/eval_metrics.json\n"
-                                  "\t@echo \"12:00:02.500 | INFO    | Task run 'train-0a1b' - Finished in state\"\n")
-    assert make_run_wall.main(["--clone", str(clone)]) == 0
-    doc = written(bench, "make_run_wall")
-    assert (doc["start_em"], doc["final_em"], doc["phases_s"]) == (10.0, 50.0, {"train": 2.5})
 
 
 def test_make_run_seeds_bookkeeping(bench, monkeypatch):

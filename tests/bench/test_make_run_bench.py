@@ -1,5 +1,5 @@
-"""The two benchmarks behind README's `make run` figures: the seed sweep's summary and interval, its
-per-seed overrides (a seed's own folders, nothing else changed), and the wall-time split by task."""
+"""The benchmark behind README's `make run` figures: the seed sweep's summary and interval and its
+per-seed overrides (a seed's own folders, nothing else changed)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from benchmarks import make_run_seeds as seeds
-from benchmarks import make_run_wall as wall
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -53,22 +52,3 @@ def test_the_readme_seed_figures_are_of_todays_params_yaml():
         "params.yaml changed since benchmarks/results/make_run_seeds.json was measured: rerun "
         "`python -m benchmarks.make_run_seeds --seeds 0,1,2,3,4` and update README's figures")
 
-
-def test_wall_time_split_by_the_flow_task_lines():
-    log = "\n".join([
-        "12:00:00.000 | INFO    | Flow run 'calm-fox' - Beginning flow run 'calm-fox' for flow 'train-agent'",
-        "12:00:30.500 | INFO    | Task run 'prepare_data-f12' - Finished in state Completed()",
-        "12:00:31.000 | INFO    | Task run 'build_index-ff8' - Finished in state Completed()",
-        "12:00:40.000 | INFO    | Task run 'sft-3e7' - sft step 101/500 loss 1.280",
-        "12:04:31.000 | INFO    | Task run 'sft-3e7' - Finished in state Completed()",
-        "12:08:01.000 | INFO    | Task run 'train-57d' - Finished in state Cached(type=COMPLETED)",
-    ])
-    assert wall.phases(log) == {"prepare_data": 30.5, "build_index": 0.5, "sft": 240.0, "train": 210.0}
-
-
-def test_wall_refuses_a_clone_that_has_run(tmp_path):
-    (tmp_path / ".venv").mkdir()
-    (tmp_path / ".venv" / ".installed").touch()
-    (tmp_path / "runs").mkdir()
-    with pytest.raises(SystemExit, match="has already run"):
-        wall.fresh(tmp_path)
