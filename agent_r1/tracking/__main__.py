@@ -1,3 +1,3 @@
-from agent_r1.tracking.cli import main
+from agent_r1.tracking.run import main
 
 raise SystemExit(main())

@@ -1,26 +1,22 @@
-"""The offline buffer: records MLflow has not taken yet, in a folder shared by processes.
+"""The local record of what MLflow has not taken yet, a folder shared by processes; what a record may hold.
 
 Files in the folder
-- `pending.jsonl`  one record a line, each with a unique `rid`; only ever appended to, except by a
-                   compaction (below). A line cut short by a kill during an append is skipped and
-                   reported, then set aside into `rejected.jsonl` by the next flush; an append after
-                   such a line starts a new line first, so it never glues onto the broken one.
-- `progress.log`   the flush journal: `b <rid>` before a record is sent, `d <rid>` once MLflow took
-                   it. A flush killed at any point replays from here: done records are never resent,
-                   and a record begun but not done is known to be uncertain (see transport.py).
-- `rejected.jsonl` what MLflow refused, unreadable lines and records of refused runs, each with its
-                   reason (`error`). Nothing in it is retried.
-- `runs.json`      buffered run key -> MLflow run id, written as soon as MLflow creates the run.
-- `blobs/`         copies of artifacts logged while offline (the originals may change or be pruned).
-                   A pending artifacts record is uploaded from, and then removes, `blobs/<its rid>`
-                   and nothing else: pending.jsonl is a file anyone can edit, so a path in it is
-                   never trusted (`own_blob`); a record naming any other folder is set aside.
-- `.lock`          an flock taken for every change to the files above (short: no network inside).
-- `.flush.lock`    an flock held by the one process flushing; others append meanwhile.
+- `pending.jsonl`  one record a line, each with its own `rid`, in the order they were logged. A flush
+                   sends them in order, then rewrites the file without those it delivered or set aside
+                   (lines appended meanwhile are kept). A line cut short by a kill is skipped, then set
+                   aside; an append after it starts a new line first.
+- `rejected.jsonl` what can never be sent, with the reason (`error`): a malformed record, one MLflow
+                   refused, every record of a run MLflow refused to create, an unreadable line.
+- `runs.json`      run key -> MLflow run id, for every run created, so any process can send its records.
+- `blobs/<rid>/`   the copy of an artifact logged while MLflow was away (the original may be pruned). A
+                   pending artifacts record is sent from that copy only: pending.jsonl is a file anyone
+                   can edit, so a path in it is never read (`own_blob`).
+- `.lock`          held for every change to these files (short); `.flush.lock`: held by the one sender.
 
-Compaction runs under `.lock` at the end of a flush: pending.jsonl is rewritten without the done
-records (and lines other processes appended meanwhile are kept, in order), then progress.log keeps
-only the begin marks of records still pending.
+A record is checked whole before it is sent or buffered (`check_record`). Sending can fail for two kinds
+of reason: the network (refused, reset, timed out, a locked database, a 5xx answer) may heal, so the
+record waits and the queue with it; anything else never heals, so the record is set aside and the queue
+goes on (`is_network`).
 """
 
 from __future__ import annotations
@@ -31,74 +27,222 @@ import os
 import re
 import shutil
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agent_r1.tracking.filelock import FileLock
-from agent_r1.tracking.files import copy_artifact
-from agent_r1.tracking.records import BadRecord
 
+# MLflow error codes that mean "MLflow answered and refused this record": retrying cannot help.
+REJECTED_CODES = {"INVALID_PARAMETER_VALUE", "BAD_REQUEST", "RESOURCE_ALREADY_EXISTS", "INVALID_STATE",
+                  "RESOURCE_DOES_NOT_EXIST", "PERMISSION_DENIED", "UNAUTHENTICATED", "MALFORMED_REQUEST"}
+REQUIRED_FIELDS = {
+    "create_run": ("key", "experiment", "time_ms"), "params": ("key", "params"), "tags": ("key", "tags"),
+    "metrics": ("key", "metrics", "step", "time_ms"), "table": ("key", "columns", "artifact_file"),
+    "artifacts": ("key", "local_path"), "end": ("key", "status", "time_ms"),
+    "trace": ("key", "experiment", "trace_key", "root")}
+RUN_STATUSES = ("RUNNING", "SCHEDULED", "FINISHED", "FAILED", "KILLED")
 _RID = re.compile(r"[0-9a-f]{32}")  # what `append` gives a record: uuid4().hex, a safe folder name
 
 
-@dataclass
-class Scan:
-    """What pending.jsonl holds now: readable records not yet done, in order; unreadable lines."""
-
-    records: list[dict[str, Any]] = field(default_factory=list)
-    partial: list[tuple[int, str]] = field(default_factory=list)  # (line number, the line's start)
-    in_flight: set[str] = field(default_factory=set)  # rids begun by a flush that never finished them
-    done: set[str] = field(default_factory=set)
-    done_records: list[dict[str, Any]] = field(default_factory=list)
+class BadRecord(Exception):
+    """A record that can never be sent (malformed, its run refused, its artifact copy gone)."""
 
 
-def _read_jsonl(path: Path) -> tuple[list[tuple[dict[str, Any], bytes]], list[tuple[int, str]]]:
-    """(record, raw line) for each readable line; (line number, start of line) for the others."""
-    if not path.exists():
-        return [], []
+def _str(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def _name(v: Any) -> bool:
+    return isinstance(v, str) and v != ""
+
+
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _map(ok: Any) -> Any:
+    return lambda v: isinstance(v, dict) and all(isinstance(k, str) and ok(x) for k, x in v.items())
+
+
+def _or_none(ok: Any) -> Any:
+    return lambda v: v is None or ok(v)
+
+
+def _relative(v: Any) -> bool:
+    return isinstance(v, list) and all(_name(f) and not f.startswith("/") and ".." not in f.split("/") for f in v)
+
+
+_SCALARS = _map(lambda x: isinstance(x, (str, int, float, bool)))
+# field -> (what it must be, the check); a field a record lacks is not checked here
+FIELD_SHAPES = {
+    "key": ("a non-empty string", _name), "experiment": ("a non-empty string", _name),
+    "name": ("a string or null", _or_none(_str)), "parent_key": ("a string or null", _or_none(_str)),
+    "time_ms": ("an integer", _int), "step": ("an integer", _int),
+    "params": ("a mapping of names to values", _SCALARS), "tags": ("a mapping of names to values", _or_none(_SCALARS)),
+    "metrics": ("a mapping of names to numbers", _map(lambda x: isinstance(x, (int, float)) and not isinstance(x, bool))),
+    "columns": ("a mapping of column names to lists", _map(lambda x: isinstance(x, list))),
+    "artifact_file": ("a string", _str), "local_path": ("a string", _str),
+    "artifact_path": ("a string or null", _or_none(_str)), "files": ("a list of relative paths or null", _or_none(_relative)),
+    "file_name": ("a plain file name or null", _or_none(lambda v: _name(v) and Path(v).name == v != "..")),
+    "status": (f"one of {', '.join(RUN_STATUSES)}", lambda v: v in RUN_STATUSES),
+    "trace_key": ("a string", _str), "root": ("a span tree (a mapping)", lambda v: isinstance(v, dict))}
+
+
+def check_record(record: Any) -> None:
+    """Raises BadRecord naming what is wrong with `record`: its op, a field's type, text that is not
+    valid Unicode (JSON's `"\\udcff"` reads as a lone surrogate, which no store can encode)."""
+    if not isinstance(record, dict):
+        raise BadRecord(f"a record must be a JSON object, got {type(record).__name__}")
+    op = record.get("op")
+    if not isinstance(op, str) or op not in REQUIRED_FIELDS:
+        raise BadRecord(f"unknown tracking record op {str(op)[:40]!r} (known: {', '.join(REQUIRED_FIELDS)})")
+    missing = [f for f in REQUIRED_FIELDS[op] if f not in record]
+    if missing:
+        raise BadRecord(f"a {op!r} record lacks {', '.join(missing)}")
+    for field, value in record.items():
+        what, ok = FIELD_SHAPES.get(field, ("", None))
+        if ok is not None and not ok(value):
+            raise BadRecord(f"a {op!r} record's {field!r} must be {what}, got {type(value).__name__} {str(value)[:60]!r}")
+    try:
+        json.dumps(record, ensure_ascii=False, default=str).encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise BadRecord(f"a {op!r} record holds text that is not valid Unicode (a lone surrogate such as "
+                        f"{err.object[err.start:err.end]!r}; {err.reason}): no store can encode it") from None
+    except (TypeError, ValueError, RecursionError) as err:
+        raise BadRecord(f"a {op!r} record is not JSON ({type(err).__name__}: {str(err)[:120]})") from None
+
+
+def is_network(err: BaseException) -> bool:
+    """The failure may heal by itself: the record waits, and the queue with it. Anything else is set aside."""
+    code = getattr(err, "error_code", None)
+    if isinstance(code, str):  # MLflow answered: refused (4xx-style) or failed on its side (5xx)
+        return code not in REJECTED_CODES
+    if isinstance(err, (BadRecord, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)):
+        return False  # a path that will not appear by waiting
+    if isinstance(err, (OSError, TimeoutError)):  # refused, reset, timed out (requests' errors are OSErrors)
+        return True
+    # a database the store cannot reach or that is locked (SQLAlchemy's OperationalError and pool timeouts)
+    return type(err).__module__.startswith("sqlalchemy") and type(err).__name__ in (
+        "OperationalError", "DisconnectionError", "TimeoutError", "InterfaceError")
+
+
+def artifact_files(root: str | Path, only: list[str] | None = None) -> list[Path]:
+    """The regular files under `root` (relative, sorted), never through a link: a link in a checkpoint
+    may point anywhere (a home folder's `.ssh`). A file `root` gives itself; `only`: just these of them
+    (what a checkpoint's manifest lists). Raises BadRecord for a `root` that is a link or missing."""
+    root = Path(root)
+    if root.is_symlink():
+        raise BadRecord(f"{root} is a symbolic link: not uploaded (only a run's own files are)")
+    if root.is_file():
+        return [Path(root.name)]
+    if not root.is_dir():
+        raise BadRecord(f"the artifact {root} is gone")
+    found = []
+    for folder, dirs, files in os.walk(root):  # os.walk does not enter links to folders
+        found += [Path(folder, f).relative_to(root) for f in files
+                  if not os.path.islink(os.path.join(folder, f)) and os.path.isfile(os.path.join(folder, f))]
+    wanted = None if only is None else {Path(f) for f in only}
+    return sorted(f for f in found if wanted is None or f in wanted)
+
+
+def _append_line(path: Path, line: bytes) -> None:
+    """Appends one line; a file that ends mid-line (a writer killed mid-append) gets its newline first."""
+    with path.open("ab+") as f:
+        if f.seek(0, os.SEEK_END) > 0:
+            f.seek(-1, os.SEEK_END)
+            line = line if f.read(1) == b"\n" else b"\n" + line
+        f.write(line + b"\n")
+
+
+def _read_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]:
+    """(the readable records, each with a `rid`; (line number, start) of each unreadable line)."""
     good, bad = [], []
-    for number, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+    for number, raw in enumerate(path.read_bytes().split(b"\n") if path.exists() else [], start=1):
         if not raw.strip():
             continue
         try:
             record = json.loads(raw)
         except ValueError:  # a cut UTF-8 sequence or cut JSON alike
             record = None
-        if isinstance(record, dict):
-            good.append((record, raw))
+        if isinstance(record, dict):  # a line written by hand has no rid: one derived from the line
+            good.append({**record, "rid": record.get("rid") or "line-" + hashlib.sha1(raw).hexdigest()})
         else:
             bad.append((number, raw[:200].decode("utf-8", "replace")))
     return good, bad
 
 
-def _append_line(path: Path, line: bytes) -> None:
-    """Appends one line; a file that ends mid-line (a writer killed mid-append) gets its newline first."""
-    with path.open("ab+") as f:  # reads may seek; writes always go to the end
-        if f.seek(0, os.SEEK_END) > 0:
-            f.seek(-1, os.SEEK_END)
-            if f.read(1) != b"\n":
-                line = b"\n" + line
-        f.write(line + b"\n")
+def _write_lines(path: Path, lines: list[str]) -> None:
+    if not lines:
+        path.unlink(missing_ok=True)
+        return
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp.write_text("".join(line + "\n" for line in lines))
+    os.replace(tmp, path)
 
 
 class RecordBuffer:
-    """An append-only JSONL of records MLflow has not taken yet, shared by a run, its children and any
-    other process (a second training run, `python -m agent_r1.tracking flush`)."""
+    """The folder of records MLflow has not taken yet (see the module doc), shared by a run, its children
+    and any other process (a second training run, `python -m agent_r1.tracking flush`)."""
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
-        self.pending_path = self.root / "pending.jsonl"
-        self.rejected_path = self.root / "rejected.jsonl"
+        self.pending_path, self.rejected_path = self.root / "pending.jsonl", self.root / "rejected.jsonl"
         self.map_path = self.root / "runs.json"
-        self.journal_path = self.root / "progress.log"
-        self.lock = FileLock(self.root / ".lock")
-        self.flush_lock = FileLock(self.root / ".flush.lock")
+        self.lock, self.flush_lock = FileLock(self.root / ".lock"), FileLock(self.root / ".flush.lock")
 
-    def _ensure(self) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
+    def append(self, record: dict[str, Any]) -> dict[str, Any]:
+        """Queues `record` (an artifact is copied first: its own files, never through a link)."""
+        record = {**record, "rid": record.get("rid") or uuid.uuid4().hex}
+        if record["op"] == "artifacts":
+            src = Path(record["local_path"])
+            files = artifact_files(src, record.get("files"))
+            blob = self.root / "blobs" / record["rid"]  # a new name: no one else touches it until the line is written
+            blob.mkdir(parents=True)
+            for rel in files:
+                (blob / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2((src.parent if src.is_file() else src) / rel, blob / rel, follow_symlinks=False)
+            record.update(local_path=str(blob), blob=True, **({"file_name": src.name} if src.is_file() else {}))
+        line = json.dumps(record, default=str).encode()
+        with self.lock:
+            _append_line(self.pending_path, line)
+        return record
 
-    # run ids -------------------------------------------------------------------------------------
+    def scan(self) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]:
+        """(the records waiting, in order; the unreadable lines)."""
+        with self.lock:
+            return _read_jsonl(self.pending_path)
+
+    def pending(self) -> list[dict[str, Any]]:
+        return self.scan()[0]
+
+    def compact(self, done: set[str]) -> list[tuple[int, str]]:
+        """Drops the records `done` names (and their copies) and sets unreadable lines aside; returns those lines."""
+        with self.lock:
+            records, partial = _read_jsonl(self.pending_path)
+            for number, text in partial:
+                _append_line(self.rejected_path, json.dumps({"line": number, "raw": text, "error": (
+                    f"unreadable line {number} of {self.pending_path.name} (cut short by a kill during an append?)")}).encode())
+            if partial or any(r["rid"] in done for r in records):
+                _write_lines(self.pending_path, [json.dumps(r, default=str) for r in records if r["rid"] not in done])
+        for record in records:
+            if record["rid"] in done:
+                self.drop_blob(record)
+        return partial
+
+    def reject(self, record: dict[str, Any], error: str) -> None:
+        with self.lock:
+            _append_line(self.rejected_path, json.dumps({**record, "error": error}, default=str).encode())
+
+    def rejected_runs(self) -> dict[str, str]:
+        """Run key -> why MLflow refused to create that run."""
+        with self.lock:
+            good, _ = _read_jsonl(self.rejected_path)
+        return {r["key"]: str(r.get("error")) for r in good if r.get("op") == "create_run" and isinstance(r.get("key"), str)}
+
+    def rejected_count(self) -> int:
+        with self.lock:
+            return sum(map(len, _read_jsonl(self.rejected_path)))
+
     def run_ids(self) -> dict[str, str]:
         if not self.map_path.exists():
             return {}
@@ -113,159 +257,23 @@ class RecordBuffer:
 
     def remember(self, key: str, run_id: str) -> None:
         with self.lock:
-            self._ensure()
-            ids = self.run_ids()
-            ids[key] = run_id
-            tmp = self.map_path.with_name(f".runs.{uuid.uuid4().hex}.tmp")
-            tmp.write_text(json.dumps(ids, indent=1))
-            os.replace(tmp, self.map_path)
+            _write_lines(self.map_path, [json.dumps({**self.run_ids(), key: run_id}, indent=1)])
 
-    # records -------------------------------------------------------------------------------------
-    def _journal(self) -> tuple[set[str], set[str]]:
-        """(begun, done) rids; a line cut by a kill is ignored (its record is simply redone)."""
-        begun: set[str] = set()
-        done: set[str] = set()
-        if self.journal_path.exists():
-            for line in self.journal_path.read_bytes().decode("utf-8", "replace").splitlines():
-                mark, _, rid = line.partition(" ")
-                if len(rid) >= 32:
-                    (done if mark == "d" else begun if mark == "b" else set()).add(rid)
-        return begun, done
-
-    def scan(self) -> Scan:
-        with self.lock:
-            good, bad = _read_jsonl(self.pending_path)
-            begun, done = self._journal()
-        scan = Scan(partial=bad, done=done)
-        for record, raw in good:
-            if "rid" not in record:  # written before records had ids: one derived from the line
-                record["rid"] = "legacy-" + hashlib.sha1(raw).hexdigest()
-            if record["rid"] in done:
-                scan.done_records.append(record)
-            else:
-                scan.records.append(record)
-        scan.in_flight = begun & {r["rid"] for r in scan.records}
-        return scan
-
-    def pending(self) -> list[dict[str, Any]]:
-        return self.scan().records
-
-    def append(self, record: dict[str, Any]) -> None:
-        self._ensure()
-        record = {**record, "rid": record.get("rid") or uuid.uuid4().hex}
-        if record.get("op") == "artifacts":  # the files may change or be pruned: keep a copy
-            # outside the lock (a checkpoint copy takes a while); the blob's name is new, so no one
-            # else touches it before the line naming it is written
-            blob = self.root / "blobs" / record["rid"]
-            src = Path(record["local_path"])
-            if src.is_dir() and not src.is_symlink():
-                copy_artifact(src, blob, record.get("files"))  # its own files: links never followed (files.py)
-            else:
-                blob.mkdir(parents=True)
-                shutil.copy2(src, blob / src.name, follow_symlinks=False)  # a link is copied as one, never followed
-                record = {**record, "file_name": src.name}
-            record = {**record, "local_path": str(blob), "blob": True}
-        line = json.dumps(record, default=str).encode()
-        with self.lock:
-            _append_line(self.pending_path, line)
-
-    def begin(self, record: dict[str, Any]) -> dict[str, Any]:
-        """Appends a record about to be sent at once, with its begin mark, in one step under the lock: if
-        the send's outcome is never learnt, a flush replays it as uncertain (see transport.py)."""
-        self._ensure()
-        record = {**record, "rid": record.get("rid") or uuid.uuid4().hex}
-        line = json.dumps(record, default=str).encode()
-        with self.lock:
-            _append_line(self.pending_path, line)
-            _append_line(self.journal_path, f"b {record['rid']}".encode())
-        return record
-
-    def mark(self, rid: str, done: bool) -> None:
-        with self.lock:
-            self._ensure()
-            _append_line(self.journal_path, f"{'d' if done else 'b'} {rid}".encode())
-
-    def compact(self) -> list[tuple[int, str]]:
-        """Drops done records from pending.jsonl and sets unreadable lines aside; returns those lines."""
-        with self.lock:
-            scan = self.scan()
-            for number, text in scan.partial:
-                self.reject({"line": number, "raw": text},
-                            f"unreadable line {number} of {self.pending_path.name} (cut short by a kill "
-                            f"during an append?)")
-            for record in scan.done_records:
-                self.drop_blob(record)
-            if not (scan.partial or scan.done_records):
-                return []
-            self._write_lines(self.pending_path, [json.dumps(r, default=str) for r in scan.records])
-            self._write_lines(self.journal_path, [f"b {rid}" for rid in sorted(scan.in_flight)])
-            return scan.partial
-
-    def _write_lines(self, path: Path, lines: list[str]) -> None:
-        if not lines:
-            path.unlink(missing_ok=True)
-            return
-        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-        tmp.write_text("".join(line + "\n" for line in lines))
-        os.replace(tmp, path)
-
-    def rewrite(self, records: list[dict[str, Any]]) -> None:
-        """Replaces pending.jsonl by `records` (and forgets the journal): for tools and tests only."""
-        with self.lock:
-            self._write_lines(self.pending_path, [json.dumps(r, default=str) for r in records])
-            self.journal_path.unlink(missing_ok=True)
-
-    # set aside -----------------------------------------------------------------------------------
-    def reject(self, record: dict[str, Any], error: str) -> None:
-        with self.lock:
-            self._ensure()
-            _append_line(self.rejected_path, json.dumps({**record, "error": error}, default=str).encode())
-
-    def rejected_runs(self) -> dict[str, str]:
-        """Run key -> why MLflow refused to create that run (from rejected.jsonl)."""
-        with self.lock:
-            good, _ = _read_jsonl(self.rejected_path)
-        return {r["key"]: str(r.get("error", "")) for r, _ in good
-                if r.get("op") == "create_run" and isinstance(r.get("key"), str)}
-
-    def rejected_count(self) -> int:
-        with self.lock:
-            good, bad = _read_jsonl(self.rejected_path)
-        return len(good) + len(bad)
-
-    # blobs ---------------------------------------------------------------------------------------
     def own_blob(self, record: dict[str, Any]) -> Path:
-        """The buffer's own copy a pending artifacts record stands for: `<root>/blobs/<rid>`.
-
-        The record's `local_path` must name that copy (by its last two parts, so a buffer folder that
-        was moved still flushes); the path used is always rebuilt from this buffer's root. Anything
-        else (another folder, `..`, a record without a blob) raises BadRecord: set aside, with nothing
-        uploaded and nothing deleted."""
-        rid, named = str(record.get("rid", "")), Path(str(record.get("local_path", "")))
-        file_name = record.get("file_name")
-        ok = (record.get("blob") is True and _RID.fullmatch(rid) is not None and named.name == rid
-              and named.parent.name == "blobs" and ".." not in named.parts
-              and (file_name is None or (isinstance(file_name, str) and file_name not in ("", ".", "..")
-                                         and Path(file_name).name == file_name)))
-        if not ok:
-            raise BadRecord(f"a buffered artifacts record must name this buffer's own copy {self.root / 'blobs'}/<rid> "
-                            f"(with a plain file_name), not {named}: refused, nothing uploaded or deleted. "
-                            f"Buffered artifacts are always copied there; a record naming anything else was "
-                            f"edited or came from elsewhere. To upload that folder, log it from a run instead.")
-        return self.root / "blobs" / rid
+        """`<root>/blobs/<rid>`, the copy a pending artifacts record stands for, whatever path the record
+        names; anything else raises BadRecord: set aside, nothing uploaded or deleted."""
+        blob = self.root / "blobs" / str(record.get("rid"))
+        if record.get("blob") is not True or not _RID.fullmatch(str(record.get("rid"))) or not blob.is_dir():
+            raise BadRecord(f"a buffered artifacts record is sent only from this buffer's own copy ({self.root / 'blobs'}"
+                            f"/<rid>), and there is none for it: {record.get('local_path')} was neither uploaded nor "
+                            f"deleted. To upload a folder, log it from a run.")
+        return blob
 
     def sendable(self, record: dict[str, Any]) -> dict[str, Any]:
-        """`record` as a flush may send it: an artifacts record points at its own blob (or raises)."""
-        if record.get("op") != "artifacts":
-            return record
-        return {**record, "local_path": str(self.own_blob(record))}
+        """`record` as a flush sends it: an artifacts record from its own copy (or BadRecord)."""
+        return {**record, "local_path": str(self.own_blob(record))} if record.get("op") == "artifacts" else record
 
     def drop_blob(self, record: dict[str, Any]) -> None:
-        """Removes a sent (or refused) record's blob; a record naming any other folder removes nothing."""
-        if record.get("op") != "artifacts" or not record.get("blob"):
-            return
-        try:
-            blob = self.own_blob(record)
-        except BadRecord:
-            return
-        shutil.rmtree(blob, ignore_errors=True)
+        """Removes the copy of a sent (or refused) record; never any other folder."""
+        if record.get("op") == "artifacts" and _RID.fullmatch(str(record.get("rid"))):
+            shutil.rmtree(self.root / "blobs" / record["rid"], ignore_errors=True)

@@ -1,9 +1,8 @@
-"""An exclusive lock shared by threads and processes: `fcntl.flock` on a file, re-entrant per holder.
+"""An exclusive lock shared by threads and processes: `fcntl.flock` on a file.
 
-flock locks belong to an open file description, so the OS drops them when their process dies: a
-writer or flusher killed while holding one never blocks the others. Within one process, a second
-`FileLock` on the same path opens its own description and so waits like another process would; the
-same `FileLock` taken again by the thread that holds it just counts (re-entrant).
+The OS drops a flock when its process dies, so a holder killed with it never blocks the others. Each
+FileLock opens its own file description: two of them on one path exclude each other, within one
+process too; threads sharing one FileLock also wait on its thread lock. Not re-entrant.
 """
 
 from __future__ import annotations
@@ -18,46 +17,47 @@ from pathlib import Path
 class FileLock:
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self._thread_lock = threading.RLock()
+        self._thread_lock = threading.Lock()
         self._fd: int | None = None
-        self._depth = 0
 
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """`blocking=False`: one try. `timeout`: keep trying that many seconds (None: forever)."""
-        if timeout is not None and blocking:
-            deadline = time.monotonic() + timeout
-            while not self.acquire(blocking=False):
-                if time.monotonic() >= deadline:
-                    return False
-                time.sleep(0.05)
-            return True
-        if not self._thread_lock.acquire(blocking=blocking):
-            return False
-        if self._depth == 0:
+        if blocking and timeout is None:
+            self._thread_lock.acquire()
+            return self._lock_file(fcntl.LOCK_EX)
+        deadline = time.monotonic() + (timeout if blocking else 0.0)
+        while not (self._thread_lock.acquire(blocking=False) and self._lock_file(fcntl.LOCK_EX | fcntl.LOCK_NB)):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def _lock_file(self, flags: int) -> bool:
+        """Takes the flock, the thread lock held; on failure gives the thread lock back."""
+        try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-            except BlockingIOError:
-                os.close(fd)
-                self._thread_lock.release()
+        except BaseException:
+            self._thread_lock.release()
+            raise
+        try:
+            fcntl.flock(fd, flags)
+        except BaseException as err:
+            os.close(fd)
+            self._thread_lock.release()
+            if isinstance(err, BlockingIOError):
                 return False
-            except BaseException:
-                os.close(fd)
-                self._thread_lock.release()
-                raise
-            self._fd = fd
-        self._depth += 1
+            raise
+        self._fd = fd
         return True
 
     def release(self) -> None:
-        self._depth -= 1
-        if self._depth == 0 and self._fd is not None:
-            fd, self._fd = self._fd, None
+        fd, self._fd = self._fd, None
+        if fd is not None:
             os.close(fd)  # closing the description drops the flock
         self._thread_lock.release()
 
-    def __enter__(self) -> "FileLock":
+    def __enter__(self) -> FileLock:
         self.acquire()
         return self
 

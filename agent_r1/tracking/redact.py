@@ -5,7 +5,8 @@ What counts as a secret (a config written by a user may hold any of these):
 - every value of an MCP server's `env` mapping (tokens are passed to stdio servers this way; which
   variable is harmless cannot be told, so none is shown);
 - the value after a secret-looking flag in an MCP server's `args` (`--api-key X`, `--token=X`);
-- credentials in any URL (`user:pass@`, `?token=`, `api_key=`: location.redact_uri);
+- credentials in any URL (`user:pass@`, `?token=`, `api_key=`: `redact_uri`, also what this
+  package prints or logs of a tracking URI);
 - a string under a key that names a secret (`api_key`, `token`, `password`, ...), e.g. in env.tool_args.
 
 `redact_config` returns the public copy and the hidden values by path; `restore_secrets` puts them
@@ -18,7 +19,28 @@ import copy
 import re
 from typing import Any
 
-from agent_r1.tracking.location import redact_uri
+# Two readers of a URI's user info disagree, and a secret must be hidden from both:
+# - urllib (requests, MLflow's REST client): the authority ends at the first `/ ? #`, and the user
+#   info runs to its last `@`, so a password holding a raw `@` is hidden whole (_USERINFO);
+# - SQLAlchemy (the database stores): after `user:`, the password runs to an `@` and may hold `/ # ?`
+#   and spaces (_PASSWORD). It ends at the first `@` that a host follows (a host ends at `/ ? # :`,
+#   a space or the end), so `p@ss@host` hides `p@ss`. In free text this can hide more than the
+#   password (`http://h:5000/x ... a@b` hides up to `@b`): shown text errs on hiding.
+_SCHEME = r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)"
+_PASSWORD = re.compile(_SCHEME + r"[^:/?#\s@]*:[^\n]*?@(?=[^\s/?#@]+(?:[/?#\s]|$))")
+_USERINFO = re.compile(_SCHEME + r"[^/?#\s]+@")
+# Credentials in the query string (`?password=`, `&token=`, `api_key=`): the value is hidden.
+_QUERY_SECRET = re.compile(r"(?P<key>[?&;][^=&#\s]*?(?:pass|pwd|token|secret|key|auth|credential|signature)"
+                           r"[^=&#\s]*=)[^&#\s]*", re.IGNORECASE)
+
+
+def redact_uri(text: str) -> str:
+    """`http://user:pass@host:5000` -> `http://***@host:5000`, `?password=x` -> `?password=***`; any other
+    text is returned with the credentials of every URI it quotes hidden the same way."""
+    text = _PASSWORD.sub(r"\g<scheme>***@", str(text))
+    text = _USERINFO.sub(r"\g<scheme>***@", text)
+    return _QUERY_SECRET.sub(r"\g<key>***", text)
+
 
 REDACTED = "***"
 Path_ = tuple[Any, ...]  # keys and list indices from the tree's root

@@ -1,26 +1,213 @@
-"""One MLflow run (optionally the child of another), safe to use while MLflow is down."""
+"""One MLflow run (optionally the child of another), safe to use while MLflow is down; where records go;
+`python -m agent_r1.tracking flush|status`.
+
+A record is sent at once while MLflow answers (after whatever the buffer holds, so order is kept). When
+it does not (server down, network, a locked database) the record goes to the buffer (buffer.py) and
+training goes on; the buffer is flushed as soon as MLflow answers again: retried with a back-off during
+the run, at `RunTracker.close()`, or later by `python -m agent_r1.tracking flush`. A record MLflow
+refuses, and every later record of a run it refused to create, is set aside in `rejected.jsonl` with
+the reason, and the rest go on. Order matters only within a run: a run whose records cannot go yet
+(its parent is not created) waits without holding up the others.
+"""
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
+import os
+import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from agent_r1.tracking.channel import CLOSE_FLUSH_WAIT_S, _Channel
-from agent_r1.tracking.location import (
-    DEFAULT_EXPERIMENT,
-    default_artifact_root,
-    default_buffer_dir,
-    default_tracking_uri,
-    project_dir,
-    redact_uri,
-)
-from agent_r1.tracking.rows import rows_to_columns
-from agent_r1.tracking.redact import redact_secrets
-from agent_r1.tracking.tags import flatten_params
+from agent_r1.tracking.buffer import BadRecord, RecordBuffer, check_record, is_network
+from agent_r1.tracking.redact import redact_secrets, redact_uri
+from agent_r1.tracking.tags import flatten_params, project_dir
+from agent_r1.tracking.traces import rows_to_columns, trace_record
+from agent_r1.tracking.transport import NotYet, _Transport
+
+DEFAULT_EXPERIMENT = "agent-r1"
+CLOSE_FLUSH_WAIT_S = 60.0  # how long `close()` waits for another process's flush of the same buffer
+
+
+def default_tracking_uri(project: str | Path | None = None) -> str:
+    """`MLFLOW_TRACKING_URI` if set, else a SQLite store `<project>/mlruns/mlflow.db` (MLflow 3's plain
+    file store is in maintenance mode)."""
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return os.environ["MLFLOW_TRACKING_URI"]
+    root = Path(project).resolve() if project else project_dir()
+    (root / "mlruns").mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{root / 'mlruns' / 'mlflow.db'}"
+
+
+def default_artifact_root(tracking_uri: str | None = None, project: str | Path | None = None) -> str:
+    """Beside a SQLite store (`<its folder>/artifacts`), else `<project>/mlruns/artifacts`; used only for
+    experiments created on a local store (a server decides its own)."""
+    if tracking_uri and tracking_uri.startswith("sqlite:///"):
+        return (Path(tracking_uri[len("sqlite:///"):]).parent / "artifacts").resolve().as_uri()
+    return ((Path(project).resolve() if project else project_dir()) / "mlruns" / "artifacts").as_uri()
+
+
+def default_buffer_dir(project: str | Path | None = None) -> Path:
+    """`AGENT_R1_MLFLOW_BUFFER`, else `<project>/mlruns/buffer`."""
+    if os.environ.get("AGENT_R1_MLFLOW_BUFFER"):
+        return Path(os.environ["AGENT_R1_MLFLOW_BUFFER"])
+    return (Path(project).resolve() if project else project_dir()) / "mlruns" / "buffer"
+
+
+class _Channel:
+    """What a run and its child runs share: the transport, the buffer, counters and the back-off."""
+
+    def __init__(self, tracking_uri: str, artifact_root: str | None, buffer_dir: Path, verbose: bool = True):
+        # MLflow's HTTP client retries a refused connection for minutes; the buffer retries here (explicit settings win)
+        for name, value in (("MAX_RETRIES", "1"), ("BACKOFF_FACTOR", "1"), ("TIMEOUT", "20")):
+            os.environ.setdefault(f"MLFLOW_HTTP_REQUEST_{name}", value)
+        self.transport, self.buffer = _Transport(tracking_uri, artifact_root), RecordBuffer(buffer_dir)
+        self.lock, self.verbose = threading.RLock(), verbose
+        self.offline, self.retry_at, self.backoff, self.last_error = False, 0.0, 5.0, ""
+        self.counts = dict.fromkeys(("sent", "buffered", "flushed", "rejected", "partial_lines"), 0)
+        self.own_keys: set[str] = set()  # the runs this process created: its report is about their records
+        self.run_ids, self.rejected_runs = self.buffer.run_ids(), self.buffer.rejected_runs()
+
+    def _warn(self, message: str) -> None:
+        if self.verbose:
+            print(f"[tracking] {redact_uri(message)}", flush=True)
+
+    def known_run(self, key: str | None) -> str | None:
+        """The MLflow run id of a run key; another process may have created it since we last looked."""
+        if key and key not in self.run_ids:
+            self.run_ids.update(self.buffer.run_ids())
+        return self.run_ids.get(key) if key else None
+
+    def submit(self, record: Any) -> None:
+        with self.lock:
+            try:
+                check_record(record)  # a malformed record never enters the queue
+            except BadRecord as err:
+                return self._reject(record, err)
+            if record["op"] == "create_run":
+                self.own_keys.add(record["key"])
+            # backing off, or another process is flushing: the record queues behind the buffer's records
+            if (self.offline and time.monotonic() < self.retry_at) or not self.buffer.flush_lock.acquire(timeout=0):
+                return self._keep(record)
+            try:
+                if not self._flush():
+                    return self._keep(record)
+                try:
+                    self._send(record)
+                    self.counts["sent"] += 1
+                except Exception as err:  # noqa: BLE001 - the network's: kept; anything else: set aside
+                    if self._failed(record, err):
+                        self._keep(record)
+            finally:
+                self.buffer.flush_lock.release()
+
+    def _send(self, record: dict[str, Any]) -> None:
+        check_record(record)  # a malformed record says so, whatever else is wrong with its run
+        for k in (record["key"], record.get("parent_key")):
+            if k in self.rejected_runs:
+                raise BadRecord(f"{'its run' if k == record['key'] else 'its parent run'} {k} was refused by MLflow: "
+                                f"{self.rejected_runs[k]}")
+            self.known_run(k)
+        if new_id := self.transport.send(record, self.run_ids):
+            self.run_ids[record["key"]] = new_id
+            self.buffer.remember(record["key"], new_id)
+
+    def _failed(self, record: dict[str, Any], err: Exception) -> bool:
+        """True: the record may go later (MLflow away, its run not created yet); False: set aside."""
+        if isinstance(err, NotYet):
+            return True
+        if not is_network(err):
+            self._reject(record, err)
+            return False
+        self.last_error = redact_uri(f"{type(err).__name__}: {str(err)[:300]}")
+        if not self.offline:
+            self._warn(f"MLflow at {redact_uri(self.transport.tracking_uri)} is unreachable ({self.last_error}); "
+                       f"buffering to {self.buffer.pending_path}")
+        self.offline, self.retry_at = True, time.monotonic() + self.backoff
+        self.backoff = min(self.backoff * 2, 120.0)
+        self.transport.reset()
+        return True
+
+    def _keep(self, record: dict[str, Any]) -> None:
+        try:
+            self.buffer.append(record)
+            self.counts["buffered"] += 1
+        except BadRecord as err:  # an artifact that is gone, or a link
+            self._reject(record, err)
+
+    def _reject(self, record: Any, err: BaseException) -> None:
+        if not isinstance(record, dict):  # set aside as what it was: rejected.jsonl stays one object a line
+            record = {"op": None, "record": repr(record)[:1000]}
+        reason = redact_uri(f"{type(err).__name__}: {err}")
+        self.buffer.reject(record, reason)
+        self.counts["rejected"] += 1
+        if record.get("op") == "create_run" and isinstance(record.get("key"), str):
+            self.rejected_runs[record["key"]] = reason
+        self._warn(f"MLflow rejected a {record.get('op')!r} record ({reason}); kept in {self.buffer.rejected_path}")
+
+    def flush(self, wait_s: float | None = 0.0) -> bool:
+        """Sends the buffered records in order; True when none is left behind. `wait_s`: how long to wait
+        while another process flushes this buffer (0: do not wait, None: as long as it takes)."""
+        with self.lock:
+            if not self.buffer.flush_lock.acquire(timeout=wait_s):
+                return False
+            try:
+                return self._flush()
+            finally:
+                self.buffer.flush_lock.release()
+
+    def _flush(self) -> bool:
+        records, partial = self.buffer.scan()
+        if not (records or partial):
+            return True
+        # lists, not sets: a hand-edited line may hold a key of any JSON type
+        creates = [r.get("key") for r in records if r.get("op") == "create_run"]
+        waiting: list[str] = []  # runs whose records cannot go yet: later ones wait too (order)
+        done: set[str] = set()
+        ok = True
+        try:
+            for record in records:
+                if record.get("key") in waiting:
+                    continue
+                try:
+                    self._send(self.buffer.sendable(record))  # an artifact from the buffer's own copy only
+                    self.counts["flushed"] += 1
+                except Exception as err:  # noqa: BLE001
+                    if isinstance(err, NotYet) and record.get("parent_key" if record["op"] == "create_run" else "key") \
+                            not in creates:  # the line that creates its run was lost
+                        err = BadRecord(f"{err}, and no pending record creates it")
+                    if self._failed(record, err):
+                        ok = False
+                        if not isinstance(err, NotYet):
+                            break  # MLflow is away: the rest wait
+                        waiting.append(record["key"])
+                        continue
+                done.add(record["rid"])
+        finally:
+            partial = self.buffer.compact(done)
+        if partial:
+            self.counts["partial_lines"] += len(partial)
+            self._warn(f"{len(partial)} unreadable line(s) in {self.buffer.pending_path} (lines "
+                       f"{', '.join(str(n) for n, _ in partial)}) set aside in {self.buffer.rejected_path}")
+        if ok and self.offline:
+            self._warn(f"MLflow is back: flushed {len(done)} buffered record(s)")
+        if ok:
+            self.offline, self.backoff = False, 5.0
+        return ok
+
+    def report(self) -> dict[str, Any]:
+        records, partial = self.buffer.scan()
+        # the buffer is shared: another process's queued records are its own to deliver, so a run's report
+        # counts its own runs' records; a channel that made no run (the flush command) counts them all
+        own = [r for r in records if str(r.get("key")) in self.own_keys] if self.own_keys else records
+        return {**self.counts, "pending": len(own), "pending_in_buffer": len(records),
+                "partial_lines": self.counts["partial_lines"] + len(partial), "offline": self.offline,
+                "buffer": str(self.buffer.pending_path), "last_error": self.last_error,
+                "set_aside": self.buffer.rejected_count(), "tracking_uri": redact_uri(self.transport.tracking_uri)}
 
 
 class RunTracker:
@@ -29,43 +216,36 @@ class RunTracker:
 
     def __init__(self, name: str, experiment: str = DEFAULT_EXPERIMENT, tags: dict[str, str] | None = None,
                  tracking_uri: str | None = None, buffer_dir: str | Path | None = None,
-                 parent: "RunTracker | None" = None, verbose: bool = True):
+                 parent: RunTracker | None = None, verbose: bool = True):
         if parent is not None:
-            self.channel = parent.channel
-            experiment = parent.experiment
+            self.channel, experiment = parent.channel, parent.experiment
         else:
             project = project_dir()
             uri = tracking_uri or default_tracking_uri(project)
             buffer = Path(buffer_dir) if buffer_dir else default_buffer_dir(project)
             self.channel = _Channel(uri, default_artifact_root(uri, project), buffer, verbose)
         self.name, self.experiment, self.parent = name, experiment, parent
-        self.key = uuid.uuid4().hex
-        self.closed = False
+        self.key, self.closed = uuid.uuid4().hex, False
         self.channel.submit({"op": "create_run", "key": self.key, "name": name, "experiment": experiment,
-                             "tags": _texts(tags), "parent_key": parent.key if parent else None,
-                             "time_ms": _now_ms()})
+                             "tags": _texts(tags), "parent_key": parent.key if parent else None, "time_ms": _now_ms()})
 
-    # identity
     @property
     def run_id(self) -> str | None:
-        """The MLflow run id, or None while the run exists only in the buffer (another process's flush
-        may have created it since)."""
+        """The MLflow run id, or None while the run exists only in the buffer."""
         return self.channel.known_run(self.key)
 
     @property
     def tracking_uri(self) -> str:
-        """The URI as given (it may hold credentials: print `display_uri` instead)."""
+        """The URI as given (it may hold credentials: show `display_uri` instead)."""
         return self.channel.transport.tracking_uri
 
     @property
     def display_uri(self) -> str:
-        """The URI without its user info, for messages and logs."""
         return redact_uri(self.tracking_uri)
 
-    def child(self, name: str, tags: dict[str, str] | None = None) -> "RunTracker":
+    def child(self, name: str, tags: dict[str, str] | None = None) -> RunTracker:
         return RunTracker(name, tags=tags, parent=self)
 
-    # writes
     def log_params(self, params: dict[str, Any]) -> None:
         if params:
             self.channel.submit({"op": "params", "key": self.key, "params": _texts(params)})
@@ -82,32 +262,23 @@ class RunTracker:
         clean = {k: float(v) for k, v in metrics.items()
                  if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
         if clean:
-            self.channel.submit({"op": "metrics", "key": self.key, "step": int(step), "metrics": clean,
-                                 "time_ms": _now_ms()})
+            self.channel.submit({"op": "metrics", "key": self.key, "step": int(step), "metrics": clean, "time_ms": _now_ms()})
 
     def log_table(self, rows: list[dict[str, Any]], artifact_file: str) -> None:
         if rows:
-            self.channel.submit({"op": "table", "key": self.key, "columns": rows_to_columns(rows),
-                                 "artifact_file": artifact_file})
+            self.channel.submit({"op": "table", "key": self.key, "columns": rows_to_columns(rows), "artifact_file": artifact_file})
 
     def log_trace(self, step: int, index: int, trajectory: Any) -> None:
-        """One trajectory as an MLflow trace linked to this run (a record like any other: buffered
-        when MLflow is away, replayed once)."""
-        from agent_r1.tracking.traces import trace_record
-
+        """One trajectory as an MLflow trace linked to this run (traces.py)."""
         self.channel.submit(trace_record(self.key, self.experiment, step, index, trajectory))
 
-    def log_artifacts(self, local_path: str | Path, artifact_path: str | None = None,
-                      files: list[str] | None = None) -> None:
-        """A file, or a folder's regular files (links are never followed); `files`: only these of them
-        (relative paths, e.g. what a checkpoint's manifest lists)."""
+    def log_artifacts(self, local_path: str | Path, artifact_path: str | None = None, files: list[str] | None = None) -> None:
+        """A file, or a folder's regular files (links are never followed); `files`: only these of them."""
         record = {"op": "artifacts", "key": self.key, "local_path": str(local_path), "artifact_path": artifact_path}
         self.channel.submit({**record, "files": list(files)} if files is not None else record)
 
     def log_dict(self, data: dict[str, Any], artifact_file: str) -> None:
-        """A small JSON artifact (e.g. final metrics), written to a temp file first."""
-        import tempfile
-
+        """A small JSON artifact (e.g. final metrics)."""
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / Path(artifact_file).name
             path.write_text(json.dumps(data, indent=1, default=str))
@@ -119,7 +290,6 @@ class RunTracker:
             self.closed = True
             self.channel.submit({"op": "end", "key": self.key, "status": status, "time_ms": _now_ms()})
 
-    # the buffer
     def flush(self) -> bool:
         return self.channel.flush()
 
@@ -132,23 +302,35 @@ class RunTracker:
         self.channel.flush(wait_s=CLOSE_FLUSH_WAIT_S)
         rep = self.report()
         if rep["pending"] or rep["rejected"]:
-            self.channel._warn(f"{rep['pending']} record(s) still buffered in {rep['buffer']} "
-                               f"({rep['rejected']} rejected); run `python -m agent_r1.tracking flush` "
-                               f"when MLflow is reachable")
+            self.channel._warn(f"{rep['pending']} record(s) still buffered in {rep['buffer']} ({rep['rejected']} "
+                               f"rejected); run `python -m agent_r1.tracking flush` when MLflow is reachable")
         return rep
 
     def ui_hint(self) -> str:
-        uri = self.tracking_uri
-        if uri.startswith("http"):
-            return f"open {redact_uri(uri)} in a browser"
+        if self.tracking_uri.startswith("http"):
+            return f"open {redact_uri(self.tracking_uri)} in a browser"
         return "run `make ui` (or infra/mlflow/server.sh) and open http://127.0.0.1:5000"
 
 
 def _texts(values: dict[str, Any] | None) -> dict[str, str]:
-    """Param and tag values as MLflow stores them (text), so a record never fails its shape check
-    (records.py) for a caller's int or None."""
+    """Param and tag values as MLflow stores them (text), so a caller's int or None passes the shape check."""
     return {str(k): str(v) for k, v in (values or {}).items()}
 
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m agent_r1.tracking flush|status`: send or show what the buffer holds."""
+    p = argparse.ArgumentParser(prog="python -m agent_r1.tracking", description="the MLflow record buffer")
+    p.add_argument("action", choices=["flush", "status"])
+    p.add_argument("--buffer", default=None, help="buffer folder (default <project>/mlruns/buffer)")
+    p.add_argument("--tracking-uri", default=None)
+    args = p.parse_args(argv)
+    uri = args.tracking_uri or default_tracking_uri()
+    channel = _Channel(uri, default_artifact_root(uri), Path(args.buffer) if args.buffer else default_buffer_dir())
+    # flush: another process flushing this buffer is waited for, then this one goes on
+    ok = channel.flush(wait_s=None) if args.action == "flush" else True
+    print(json.dumps(channel.report(), indent=1))
+    return 0 if ok else 1

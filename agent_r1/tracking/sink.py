@@ -7,39 +7,32 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from agent_r1.tracking.rows import trajectory_rows
 from agent_r1.tracking.run import RunTracker
+from agent_r1.tracking.traces import trajectory_rows
 
 
 def manifest_files(checkpoint: Path) -> list[str] | None:
-    """The files a checkpoint's manifest.json lists (its `sizes`), with the manifest itself: what was
-    written as the checkpoint, so a file dropped in later stays local. None without a readable manifest
-    (a checkpoint from before manifests): its regular files are all sent."""
+    """The files a checkpoint's manifest.json lists (its `sizes`) and the manifest itself: what was written
+    as the checkpoint, so a file dropped in later stays local. None without a readable manifest: then
+    the folder's regular files are all sent."""
     try:
         listed = json.loads((checkpoint / "manifest.json").read_text())["sizes"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if not isinstance(listed, dict):
-        return None
-    return sorted({*map(str, listed), "manifest.json"})
+    return sorted({*map(str, listed), "manifest.json"}) if isinstance(listed, dict) else None
 
 
 class MlflowSink:
-    """A MetricsSink for `run_train(..., sink=)`: per-iteration metrics, trajectory tables and traces
-    to an MLflow run, checkpoints as artifacts; `also` sinks (e.g. the JSONL file DVC plots) get every
-    metric too.
-
-    Each logged iteration's first `max_traces` table rows also become MLflow traces (the experiment's
-    Traces tab; traces.py), linked to the run and tagged with the iteration and sample id. A trace
-    costs a few store writes, so they stay few (None: as many as the table rows, 0: none)."""
+    """A MetricsSink for `run_train(..., sink=)`: per-iteration metrics, trajectory tables and traces to an
+    MLflow run, checkpoints as artifacts; `also` sinks (e.g. the run folder's metrics.jsonl, which DVC
+    plots) get every metric too. Each logged iteration's first `max_traces` table rows also become traces
+    (a trace costs a few store writes, so they stay few; None: as many as the table rows, 0: none)."""
 
     def __init__(self, tracker: RunTracker, also: Iterable[Any] = (), checkpoints_dir: str | Path | None = None,
                  max_table_rows: int | None = 64, max_traces: int | None = 16):
-        self.tracker = tracker
-        self.also = list(also)
+        self.tracker, self.also = tracker, list(also)
         self.checkpoints_dir = Path(checkpoints_dir) if checkpoints_dir else None
-        self.max_table_rows = max_table_rows
-        self.max_traces = max_traces
+        self.max_table_rows, self.max_traces = max_table_rows, max_traces
         self.logged_checkpoints: set[str] = set()  # checkpoint folder names uploaded (or not to upload)
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
@@ -57,11 +50,10 @@ class MlflowSink:
 
     def log_traces(self, step: int, trajectories: list[Any]) -> int:
         """The first trajectories (those in the table, at most `max_traces`) as traces; returns how many."""
-        # the table reads a max_table_rows of 0 as "no limit" (rows.py); max_traces=0 means no traces
+        # the table reads a max_table_rows of 0 as "no limit"; max_traces=0 means no traces
         limits = [n for n in (self.max_table_rows or None, self.max_traces) if n is not None]
         chosen = trajectories[:min(limits)] if limits else trajectories
         for index, traj in enumerate(chosen):
-            # through the run's channel like every record: sent now, or buffered while MLflow is away
             self.tracker.log_trace(step, index, traj)
         return len(chosen)
 

@@ -1,4 +1,4 @@
-"""What describes a run: flattened params, git, DVC and machine tags."""
+"""What describes a run: flattened params, git, DVC and machine tags; the project folder they describe."""
 
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from agent_r1.tracking.location import project_dir
+
+def project_dir() -> Path:
+    """`AGENT_R1_PROJECT_DIR`, else the current folder."""
+    return Path(os.environ.get("AGENT_R1_PROJECT_DIR") or Path.cwd()).resolve()
 
 
 def flatten_params(tree: dict[str, Any], prefix: str = "") -> dict[str, str]:

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_r1.tracking.buffer import RecordBuffer
-from agent_r1.tracking.channel import _Channel
-from agent_r1.tracking.transport import BadRecord
+from agent_r1.tracking.buffer import BadRecord, RecordBuffer
+from agent_r1.tracking.run import _Channel
 
 
 class _FakeTransport:
@@ -26,7 +25,7 @@ class _FakeTransport:
         self.uploaded: list[Path] = []
         self.refuse = refuse
 
-    def send(self, record, run_ids, uncertain=False):
+    def send(self, record, run_ids):
         if record["op"] == "artifacts":
             path = Path(record["local_path"])
             self.uploaded.append(path / record["file_name"] if record.get("file_name") else path)

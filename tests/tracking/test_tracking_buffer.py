@@ -203,8 +203,8 @@ def test_poison_records_are_set_aside_and_the_rest_flushed(store, tmp_path):
 
 
 def test_a_runs_report_counts_its_own_records_not_another_process_s(store, tmp_path):
-    """The buffer is shared: a record another process journals while it sends it is not this run's
-    undelivered work (two deployment runs at once: one's report said 12 pending, all the other's)."""
+    """The buffer is shared: a record another process queued while it holds the flush lock is not this
+    run's undelivered work (two deployment runs at once: one's report said 12 pending, all the other's)."""
     from agent_r1.tracking.filelock import FileLock
 
     buffer = tmp_path / "buffer"
@@ -213,9 +213,9 @@ def test_a_runs_report_counts_its_own_records_not_another_process_s(store, tmp_p
     mine.log_metrics({"loss": 1.0}, step=1)
     sending = FileLock(buffer / ".flush.lock")  # the other process, in the middle of a send
     assert sending.acquire(blocking=False)
-    RecordBuffer(buffer).begin({"op": "tags", "key": theirs.key, "tags": {"t": "x"}})
+    RecordBuffer(buffer).append({"op": "tags", "key": theirs.key, "tags": {"t": "x"}})
     report = mine.report()
     assert report["pending"] == 0 and report["pending_in_buffer"] == 1  # its record, not mine
     sending.release()
     assert theirs.close()["pending"] == 0 and mine.close()["pending"] == 0
-    assert not RecordBuffer(buffer).pending()  # delivered: the replay of the journalled one included
+    assert not RecordBuffer(buffer).pending()  # delivered: the other process's queued one included

@@ -92,8 +92,8 @@ def test_a_record_whose_reply_was_lost_is_replayed_once(store, tmp_path, monkeyp
 
     real_send, lost = _Transport.send, {"create_run", "table"}
 
-    def send(self, record, run_ids, uncertain=False):
-        out = real_send(self, record, run_ids, uncertain)  # MLflow commits ...
+    def send(self, record, run_ids):
+        out = real_send(self, record, run_ids)  # MLflow commits ...
         if record["op"] in lost:
             lost.discard(record["op"])
             raise _ReplyLost("connection reset after the request was sent")  # ... and the reply is lost
