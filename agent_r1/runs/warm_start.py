@@ -35,6 +35,9 @@ FORMAT = 1  # bump when the demonstrations or the SFT loop change what a key pro
 # keys added after warm starts were keyed: at these values they are left out of the key, so the warm
 # starts made before them keep theirs
 LATER_KEYS = {("model", "chat_template"): "chatml", ("sft", "demo_style"): "env"}
+# chat demos spell a copied value as the context last wrote it (training/demos.py copy_spelling); before,
+# every value was spaced: a chat warm start's key names the spelling, so one made before is not reused
+CHAT_SPELLING = "copy"
 
 
 @dataclass
@@ -65,7 +68,8 @@ def ingredients(cfg: ExperimentConfig, data_dir: Path, index_dir: Path, cache: D
         if tree[section].get(key) == default:
             del tree[section][key]
     model = {k: v for k, v in tree["model"].items() if k not in ("lora", "gradient_checkpointing")}  # RL-only
-    return {"format": FORMAT, "seed": cfg.seed,
+    spelling = {"chat_spelling": CHAT_SPELLING} if cfg.sft.demo_style == "chat" else {}
+    return {"format": FORMAT, **spelling, "seed": cfg.seed,
             "data": data_hash(data_dir, (cfg.data.train_file,), cache),
             "index": index_hash(index_dir, cfg.search), "model": model,
             "sft": {k: v for k, v in tree["sft"].items() if k not in ("out_dir", "log_every")},

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -29,6 +30,24 @@ def _spaced(value: Any) -> str:
     return " " + str(value).strip()
 
 
+def copy_spelling(value: Any, context: str) -> str:
+    """`value` spelled as it was last written in `context` (chat demos): with a leading space when its
+    latest whole-word occurrence follows a space (a name or number inside a sentence), bare when it
+    follows anything else (a tool result on a line of its own, "<tool_response>\n1217\n"; a number
+    that opens the question), spaced when it does not occur. Byte-level BPE gives " 1217" and "1217"
+    other ids, so a demo that always spaced would teach a second spelling of every value read from a
+    tool result instead of copying its ids. Only the first word's spacing is the demo's choice: the
+    words after it follow spaces whatever the context."""
+    text = str(value).strip()
+    if not text:
+        return " "
+    word = text.split()[0]
+    found = list(re.finditer(r"(?<!\w)" + re.escape(word) + r"(?!\w)", context))
+    if found and found[-1].start() > 0 and context[found[-1].start() - 1] != " ":
+        return text
+    return " " + text
+
+
 def tool_action(fmt: str, name: str, arguments: dict[str, Any]) -> str:
     """The text of one tool call in format `fmt` (tag: the one argument is the tag body)."""
     if fmt == "tag":
@@ -38,15 +57,17 @@ def tool_action(fmt: str, name: str, arguments: dict[str, Any]) -> str:
 
 
 def scripted_actions(sample: dict[str, Any], fmt: str, guess: str | None,
-                     tool_args: dict[str, str] | None = None, turn: Callable[..., str] | None = None) -> list[str]:
+                     tool_args: dict[str, str] | None = None, turn: Callable[..., str] | None = None,
+                     spell: Callable[[Any], str] = _spaced) -> list[str]:
     """The scripted agent's actions: each `plan` step as a tool call, then the answer.
 
     A plan step is a call (`{"name": ..., "arguments": {...}}`) or a plain string, the input of
     the sample's first tool; `tool_args` maps tool names to the argument a string fills
     (default: search -> query). With `turn` (`chat_turn` over a tokenizer) each action is a whole
-    assistant turn as the chat template writes it (demo_style chat).
+    assistant turn as the chat template writes it (demo_style chat). `spell` writes a copied value
+    (an answer; a chat call's string argument): `_spaced`, or `copy_spelling` over the context so far.
     """
-    answer = f"<answer>{_spaced(guess if guess is not None else sample['answers'][0])}</answer>"
+    answer = f"<answer>{spell(guess if guess is not None else sample['answers'][0])}</answer>"
     answer = turn(content=answer) if turn else answer
     if guess is not None:
         return [answer]
@@ -62,7 +83,7 @@ def scripted_actions(sample: dict[str, Any], fmt: str, guess: str | None,
             actions.append(call(step["name"], step.get("arguments", {})))
         else:
             # chat: spaced inside the JSON string too, so a copied name has the question's token ids
-            actions.append(call(default_tool, {tool_args[default_tool]: _spaced(step) if turn else step}))
+            actions.append(call(default_tool, {tool_args[default_tool]: spell(step) if turn else step}))
     return actions + [answer]
 
 
@@ -85,13 +106,20 @@ def chat_turn(tokenizer: Any, calls: list[dict[str, Any]] | None = None, content
     return turn[:turn.index(eos) + len(eos)]
 
 
-def demo_trajectory(env: Any, codec: ChatCodec, sample: dict[str, Any], actions: list[str],
-                    max_observation_tokens: int) -> Trajectory:
-    """Plays `actions` in `env`; observations come from the real tools, masked as in rollouts."""
+def demo_trajectory(env: Any, codec: ChatCodec, sample: dict[str, Any],
+                    actions: list[str] | Callable[[str], list[str]], max_observation_tokens: int) -> Trajectory:
+    """Plays `actions` in `env`; observations come from the real tools, masked as in rollouts. `actions`
+    may be a function of the text so far (prompt, actions, observations), asked again before each turn
+    for the actions from there on (chat demos spell a copied value as the context last wrote it)."""
     messages = env.reset(sample)
     prompt = codec.prompt_ids(messages, tools=None if env.fmt.inline_observations else env.tool_schemas)
     traj = Trajectory(sample_id=str(sample["id"]), prompt_ids=prompt, sample=sample)
-    for text in actions:
+    planned = actions if callable(actions) else (lambda _context: actions)
+    while True:
+        todo = planned(codec.decode(traj.token_ids))[len(traj.turns):]
+        if not todo:
+            break
+        text = todo[0]
         ids = codec.encode(text)  # env style: rollouts stop at the closing tag, so no end-of-turn token
         step = env.step(text)
         turn = Turn(action_ids=ids, action_logprobs=[0.0] * len(ids), action_text=text)
@@ -114,17 +142,27 @@ def build_demos(samples: list[dict[str, Any]], make_env: Callable[[dict[str, Any
         raise ValueError(f"sft.demo_style={style!r} with env.format={fmt!r}: choose one of {list(DEMO_STYLES)}; "
                          "chat writes tool calls as the chat template does, so it needs env.format=hermes")
     turn = partial(chat_turn, codec.tokenizer) if style == "chat" else None
+    demos = []
+    for s, guess in zip(samples, demo_guesses(samples, guess_fraction, seed)):
+        env = make_env(s)
+        args = _string_arguments(env)
+        if turn is None:
+            actions: Any = scripted_actions(s, fmt, guess, args)
+        else:
+            def actions(context: str, s=s, guess=guess, args=args) -> list[str]:
+                return scripted_actions(s, fmt, guess, args, turn, partial(copy_spelling, context=context))
+        demos.append(demo_trajectory(env, codec, s, actions, max_observation_tokens))
+    return demos
+
+
+def demo_guesses(samples: list[dict[str, Any]], guess_fraction: float, seed: int) -> list[str | None]:
+    """Per sample, the guess its demo answers by (None: it follows its plan): `guess_fraction` of them,
+    each drawn from the answers of the samples of its question type."""
     rng = random.Random(seed)
     pools: dict[str, list[str]] = {}
     for s in samples:
         pools.setdefault(s.get("type", ""), []).append(s["answers"][0])
-    demos = []
-    for s in samples:
-        guess = rng.choice(pools[s.get("type", "")]) if rng.random() < guess_fraction else None
-        env = make_env(s)
-        actions = scripted_actions(s, fmt, guess, _string_arguments(env), turn)
-        demos.append(demo_trajectory(env, codec, s, actions, max_observation_tokens))
-    return demos
+    return [rng.choice(pools[s.get("type", "")]) if rng.random() < guess_fraction else None for s in samples]
 
 
 def _string_arguments(env: Any) -> dict[str, str]:
