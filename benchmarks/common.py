@@ -42,6 +42,12 @@ def work_dir(name: str) -> Path:
     return Path(os.environ.get(WORK_ENV) or ROOT / "benchmarks" / ".work") / name
 
 
+def pct(values: list[float], q: float) -> float:
+    """The q-quantile of `values` (nearest rank); nan for none."""
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))] if values else float("nan")
+
+
 def loadavg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 

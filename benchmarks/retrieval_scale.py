@@ -36,7 +36,7 @@ from typing import Any
 
 from agent_r1.retrieval.base import SearchConfig, open_index, open_retriever, write_manifest
 from benchmarks import common
-from benchmarks.common import ROOT, loadavg, result_path, work_dir
+from benchmarks.common import ROOT, loadavg, pct, result_path, work_dir
 from benchmarks.noida import start_noida
 from benchmarks.scale_passages import PassageConfig, iter_passages, passage_name, sample_indices
 from benchmarks.scale_profile import profile
@@ -115,11 +115,6 @@ def build_index(passages: int, config: ScaleConfig) -> tuple[Path, dict[str, Any
                segments=len(list((index_dir / "tantivy").glob("*.store"))), load_after=load())
     row["index_mib"] = round(row["index_bytes"] / 2**20, 1)
     return index_dir, row
-
-
-def pct(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
 
 
 _BARRIER: Any = None  # set in each pool worker by _init_worker: all start searching together

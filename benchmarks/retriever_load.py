@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ROOT, machine, result_path, shown
+from benchmarks.common import ROOT, machine, pct, result_path, shown
 from benchmarks.retrieval import hotpot
 
 HOTPOT = ROOT / "samples" / "hotpotqa" / "hotpotqa_dev_distractor_400.jsonl"  # tracked in the repo
@@ -67,11 +67,6 @@ def worker(index_dir: str, questions: list[str], reference: list[list[str]], wor
     retriever.close()
     return {"worker": worker_id, "batches": len(latencies), "queries": queries, "latencies": latencies,
             "errors": errors, "lost": lost, "mismatched": mismatched, "empty": empty}
-
-
-def pct(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))] if values else float("nan")
 
 
 def write_merged(path: str, update: dict) -> None:

@@ -222,11 +222,8 @@ LEARNING: list[Figure] = [
            span(0), lambda doc: [learning_diff(v, "warm_start")(doc)["mean"] for v in ("grpo", "ppo")]),
     Figure("learning: GRPO - PPO", L, "paired bootstrap of per_seed em_per_question", ci(1, sign=True),
            learning_diff("grpo", "ppo")),
-    Figure("results: GRPO - PPO at 80 iterations", L, "paired bootstrap of per_seed em_per_question",
-           ci(1, sign=True), learning_diff("grpo", "ppo")),
     Figure("learning: shuffled control - warm start", L, "paired bootstrap of per_seed em_per_question",
            ci(1, sign=True), learning_diff("grpo_shuffled_rewards", "warm_start")),
-    Figure("learning: async GRPO mean [CI]", L, "summary.grpo_async1.greedy_em_ci95", ci(1)),
     Figure("learning: async GRPO per seed", L, "per_seed.*.runs.grpo_async1.greedy.em", seq(0),
            learning_seeds("grpo_async1", "greedy.em")),
     Figure("learning: synchronous GRPO beside async", L, "summary.grpo.greedy_em_mean", num(1)),
@@ -238,7 +235,6 @@ LEARNING: list[Figure] = [
            lambda doc: doc["model_params"]),
 ] + [
     # README's "Two commands" summary of the same benchmark (the make-run figures there are not covered here)
-    Figure("two commands: GRPO held-out EM", L, "summary.grpo.greedy_em_mean", num(1)),
     Figure("two commands: PPO held-out EM", L, "summary.ppo.greedy_em_mean", num(1)),
     Figure("two commands: warm start EM", L, "summary.warm_start.greedy_em_mean", num(0)),
     Figure("two commands: minutes of RL, GRPO and PPO", L, "summary.{grpo,ppo}.rl_seconds_mean / 60",
@@ -422,9 +418,6 @@ VLLM_CPU: list[Figure] = [
 VR = "vllm_rollout.json"
 VLLM_ROLLOUT: list[Figure] = [
     Figure("README: perf vllm model parameters", "perf_vllm.json", "model.parameters", num(1, scale=1e-6)),
-    Figure("README: vllm folder parameters", VC, "model.parameters", num(1, scale=1e-6)),
-    Figure("README: vllm over transformers, multi-turn rollouts", VR, "vllm_over_transformers", num(2)),
-    Figure("scaling: vllm folder parameters, again", VC, "model.parameters", num(1, scale=1e-6)),
     Figure("scaling: vllm rollout tokens/s, again", VR, "engines.{vllm,transformers}.tokens_per_s_median",
            seq(1, " against "), lambda d: [d["engines"][e]["tokens_per_s_median"] for e in ("vllm", "transformers")]),
     Figure("vllm rollout: vLLM tokens/s", VR, "engines.vllm.tokens_per_s_median", num(1)),
@@ -487,8 +480,6 @@ MAKE_RUN: list[Figure] = seeds_table(S) + [
     Figure("make run seeds: least lift", S, "summary.lift_min", num(0, sign=True)),
     Figure("make run seeds: one seed's flow, minutes", S, "per_seed.1-4.wall_s (min-max)", span(0, scale=1 / 60),
            lambda doc: [doc["per_seed"][s]["wall_s"] for s in SEEDS[1:]]),
-    Figure("make run seeds, AVX2: lifts (README)", AVX2, "per_seed.0-2.lift", seq(0, ", ", sign=True),
-           lambda doc: [doc["per_seed"][s]["lift"] for s in ("0", "1", "2")]),
     Figure("make run seeds: the recipe before, least and most lift", S500, "summary.lift_min, lift_max",
            lambda v: f"+{v[0]:.0f} to +{v[1]:.0f}", lambda doc: [doc["summary"]["lift_min"], doc["summary"]["lift_max"]]),
 ] + seeds_table(S500) + [
@@ -604,34 +595,27 @@ PERF: list[Figure] = [
     Figure("perf: tokens processed, 1 and 5 turns", R, "scaling.turns.{1,5}.total_tokens",
            seq(0, " -> ", comma=True), lambda d: [d["scaling"]["turns"][k]["total_tokens"] for k in ("1", "5")]),
     Figure("perf: update / bare torch", U, "trainer_over_bare", med(2)),
-    Figure("perf: update / bare torch, item 2", U, "trainer_over_bare", med(2)),
     Figure("perf: tokens per update", U, "config.tokens_per_update", num(0, comma=True)),
     Figure("perf: update vs bare tokens/s", U, "tokens_per_s.{trainer_update,bare_torch}.median",
            seq(0, " vs ", comma=True), lambda d: [d["tokens_per_s"][k]["median"] for k in ("trainer_update", "bare_torch")]),
     Figure("perf: update per-repeat ratios", U, "trainer_over_bare.runs", seq(2)),
     Figure("perf: update load at start", U, "machine.load_average_at_start.0", num(1)),
     Figure("perf: update peak RSS", U, "peak_rss_mb", num(0, comma=True)),
-    Figure("perf: update peak RSS, item 5", U, "peak_rss_mb", num(0, comma=True)),
     Figure("perf: agent-r1 / TRL equal work, idle", T, f"{EQ}.128x256.ratio_agent_r1_over_trl", med(2)),
     Figure("perf: floor / TRL, table", T, f"{EQ}.128x256.floor.ratio_over_trl.median", num(2)),
     Figure("perf: skip_zero_advantage / TRL", T, f"{EQ}.128x256.agent_r1_skip_zero_advantage.ratio_over_trl",
            med(2)),
     Figure("perf: rows skipped", T, f"{EQ}.128x256.agent_r1_skip_zero_advantage.skipped_rows_fraction.median",
            num(0, scale=100)),
-    Figure("perf: rows skipped, prose", T, f"{EQ}.128x256.agent_r1_skip_zero_advantage.skipped_rows_fraction.median",
-           num(0, scale=100)),
     Figure("perf: skip ratio, prose", T, f"{EQ}.128x256.agent_r1_skip_zero_advantage.ratio_over_trl.median",
            num(2)),
     Figure("perf: agent-r1 / TRL with a tool", T, f"{TOOL}.ratio_agent_r1_over_trl", med(2)),
     Figure("perf: tool calls per trajectory, warm-up", T, f"{TOOL}.checks.tool_calls_per_trajectory_warmup",
            seq(3, " vs "), lambda d: list(dig_tool(d)["checks"]["tool_calls_per_trajectory_warmup"].values())),
-    Figure("perf: tool calls per trajectory, prose", T, f"{TOOL}.checks.tool_calls_per_trajectory_warmup",
-           seq(3, " vs "), lambda d: list(dig_tool(d)["checks"]["tool_calls_per_trajectory_warmup"].values())),
     Figure("perf: tool calls per trajectory, timed", T, f"{TOOL}.{{agent_r1,trl}}.per_trajectory.tool_calls",
            seq(2, " vs "), lambda d: tool_pair(d, "per_trajectory", "tool_calls")),
     Figure("perf: tool s per iteration", T, f"{TOOL}.*.seconds_per_iteration.median", seq(1, " vs "),
            lambda d: tool_pair(d, "seconds_per_iteration", "median")),
-    Figure("perf: tool ratio, prose", T, f"{TOOL}.ratio_agent_r1_over_trl", med(2)),
     Figure("perf: tool generation tokens/s", T, f"{TOOL}.*.generation_tokens_per_s.median", seq(0, " vs "),
            lambda d: tool_pair(d, "generation_tokens_per_s", "median")),
     Figure("perf: tool update tokens/s", T, f"{TOOL}.*.update_tokens_per_s.median", seq(0, " vs ", comma=True),
@@ -788,8 +772,6 @@ OBJECTIVES += [
 ]
 
 OBJECTIVES += [  # README's sentence
-    Figure("README: paper-recipe GRPO mean", PO, "per_seed.*.methods.grpo (mean)", num(1),
-           lambda doc: paper_cell("methods", "grpo")(doc)["mean"]),
     Figure("README: paper-recipe seeds", PO, "len(seeds)", num(0), lambda doc: len(doc["seeds"])),
 ]
 
@@ -856,14 +838,6 @@ ENDPOINT: list[Figure] = [
            lambda doc: max(c["agent/drift"] for c in _iterations(doc))),
     Figure("endpoint: no agent errors", E, f"{CURVES}.*.agent/errors", num(0), lambda doc: sum(c["agent/errors"] for c in _iterations(doc))),
 ] + [f for row in TRIED for f in _tried(*row)] + [
-    Figure("agents page: endpoint greedy EM", E, "per_seed.*.grpo_endpoint.greedy.em", seq(0),
-           learning_seeds("grpo_endpoint", "greedy.em")),
-    Figure("agents page: built-in greedy EM", E, "per_seed.*.grpo_hermes.greedy.em", seq(0),
-           learning_seeds("grpo_hermes", "greedy.em")),
-    Figure("agents page: warm start greedy EM", E, "per_seed.*.warm_start.greedy.em", seq(0),
-           learning_seeds("warm_start", "greedy.em")),
-    Figure("agents page: paired difference", E, f"{END}.minus_grpo_hermes_ci95", ci(1, sign=True)),
-    Figure("agents page: overhead", E, OVERHEAD, ci(2, sign=True)),
 ]
 
 
@@ -949,17 +923,23 @@ OUTSIDE_AGENT: list[Figure] = [
 
 # the objectives in a sentence: from about the warm start to the RL rows' span (README, docs/results.md)
 OBJECTIVES += [
-    Figure(f"{page}: objectives' warm start", "learning_objectives.json", "summary.warm_start.greedy_em_mean", num(0))
-    for page in ("README", "results")
-] + [
-    Figure(f"{page}: objectives' greedy EM span", "learning_objectives.json", "per_seed.*.runs.*.greedy.em", span(0),
-           lambda doc: [r["greedy"]["em"] for one in doc["per_seed"].values() for r in one["runs"].values()])
-    for page in ("README", "results")
+    Figure("objectives: warm start", O, "summary.warm_start.greedy_em_mean", num(0)),
+    Figure("objectives: greedy EM span", O, "per_seed.*.runs.*.greedy.em", span(0),
+           lambda doc: [r["greedy"]["em"] for one in doc["per_seed"].values() for r in one["runs"].values()]),
 ]
 
 
+# --- the GPU check at tiny size on the CPU (gpu_smoke_cpu_tiny.json) ----------------------------------
+
+GPU_SMOKE: list[Figure] = [
+    Figure("gpu smoke, CPU tiny: vLLM runs' iteration 2 log-prob gap", "gpu_smoke_cpu_tiny.json",
+           "max runs.vllm_*.iterations.1.rollout/logprob_diff_max", lambda v: f"{v:.1e}",
+           lambda d: max(r["iterations"][1]["rollout/logprob_diff_max"] for k, r in d["runs"].items()
+                         if k.startswith("vllm"))),
+]
+
 FIGURES: list[Figure] = (LEARNING + PAPER + PERF + MEMORY + RETRIEVAL + SCALE + RELIABILITY + PROFILE + MAKE_RUN
-                         + VLLM_CPU + VLLM_ROLLOUT + OBJECTIVES + VLLM_PERF + ENDPOINT + PRECISION + OUTSIDE_AGENT)
+                         + VLLM_CPU + VLLM_ROLLOUT + OBJECTIVES + VLLM_PERF + ENDPOINT + PRECISION + OUTSIDE_AGENT + GPU_SMOKE)
 
 
 # --- rendering the pages ----------------------------------------------------------------------------
