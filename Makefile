@@ -93,6 +93,8 @@ bench: $(STAMP)
 	# 1M passages take ~11 min and would overwrite the committed figures: FULL=1 only
 	$(if $(FULL),$(PY) -m benchmarks.retrieval_scale,@echo "retrieval_scale.py skipped (1M passages, ~11 min): make bench FULL=1")
 	$(PY) -m benchmarks.plots
+	# the figures README.md and docs/*.md quote, from the result files just written
+	$(PY) -m benchmarks.tables
 
 clean:
 	rm -rf runs data benchmarks/.work
