@@ -33,6 +33,7 @@ from benchmarks.common import ROOT
 RESULTS = ROOT / "benchmarks" / "results"
 PAGES = ("README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")))
 MARKER = re.compile(r"<!-- fig:(?P<id>[a-z0-9-]+) -->(?P<text>.*?)<!-- /fig -->", re.S)
+LINE_START = re.compile(r"\s{0,3}([-*+]\s+|\d+\.\s+|>\s*)?<!-- fig:")
 
 Fmt = Callable[[Any], str]
 Getter = Callable[[Any], Any]
@@ -974,6 +975,9 @@ def run(check: bool, results: Path = RESULTS, root: Path = ROOT) -> list[str]:
     for page in PAGES:
         text = (root / page).read_text()
         quoted |= {m["id"] for m in MARKER.finditer(text)}
+        # a line that opens with `<!--` is an HTML block to Markdown: its text would show raw, outside the paragraph
+        problems += [f"{page}:{n}: starts with a figure marker; move a word before it"
+                     for n, line in enumerate(text.splitlines(), 1) if LINE_START.match(line)]
         new, stale = render(text, figures)
         problems += [f"{page}: {s}" for s in stale]
         if not check and new != text:
