@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from agent_r1.algos.dynamic_sampling import DynamicSamplingConfig
-from agent_r1.algos.rollout_correction import RolloutCorrectionConfig
+from agent_r1.algos.correction import RolloutCorrectionConfig
 from agent_r1.algos.step_advantages import GiGPOConfig
 from agent_r1.envs.factory import apply_kind_defaults, check_kind_keys
 from agent_r1.envs.tool_env import EnvConfig
@@ -44,7 +44,7 @@ class AlgoConfig:
     adv_estimator: str = "grpo"
     # ppo | vanilla | gspo (sequence-level ratio and clip: set clip_low 3e-4, clip_high 4e-4 and loss_agg
     # seq-mean-token-mean as the paper) | cispo (clipped detached IS weight on REINFORCE: weight <= 1 + clip_high,
-    # no lower bound, clip_low unused; TRL/ScaleRL's cap 5.0 is clip_high 4.0) (algos/gspo_cispo.py)
+    # no lower bound, clip_low unused; TRL/ScaleRL's cap 5.0 is clip_high 4.0) (algos/losses.py)
     policy_loss: str = "ppo"
     clip_low: float = 0.2  # ratio bounds [1 - clip_low, 1 + clip_high]: per token (ppo), per sequence (gspo)
     clip_high: float = 0.2
@@ -70,7 +70,7 @@ class AlgoConfig:
     # skipping (training/zero_advantage.py). Entropy bonus and KL loss terms give such rows gradients:
     # it needs entropy_coef 0 and kl_coef 0 (or kl_in_reward, where the KL is inside the advantages)
     skip_zero_advantage: bool = False
-    # engine/trainer log-prob gap correction in synchronous training (algos/rollout_correction.py)
+    # engine/trainer log-prob gap correction in synchronous training (algos/correction.py)
     rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
     # the step-level (turn) part of adv_estimator gigpo (algos/step_advantages.py)
     gigpo: GiGPOConfig = field(default_factory=GiGPOConfig)

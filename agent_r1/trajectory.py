@@ -76,7 +76,7 @@ class Trajectory:
     # as learner version at update - this); 0 in-process, where rollout and update alternate
     policy_version: int = 0
     # an agent session's steps (agents/assemble.py: a call whose prompt drifted starts a new step) share
-    # it, so a group estimator counts the session once (algos/sessions.py); "" = an episode of its own
+    # it, so a group estimator counts the session once (algos/advantages.py); "" = an episode of its own
     session_id: str = ""
 
     # --- flat views -------------------------------------------------------------------

@@ -94,7 +94,7 @@ def build_trajectories(records: Sequence[CallRecord], sample_id: str, sample: di
 
 def assign_outcome(steps: Sequence[Trajectory], reward: float, answer: str | None = None) -> None:
     """The session's outcome reward on every step (step-wise training: each step is trained as if it had
-    earned the episode's reward; a group estimator compares sessions, not steps: algos/sessions.py)."""
+    earned the episode's reward; a group estimator compares sessions, not steps: algos/advantages.py)."""
     for step in steps:
         step.outcome_reward = float(reward)
         step.answer = answer

@@ -15,7 +15,7 @@ each in a daemon thread of its own, a coroutine on its own event loop there: ses
 within `env.agent_timeout_s`.
 A session's records become steps (assemble.py); every step gets the session's outcome and the prompt's
 `sample_id` and the session's `session_id`, so a group estimator (GRPO) compares the prompt's n sessions
-as one group, each session once whatever its number of steps (algos/sessions.py, as SkyRL's step-wise
+as one group, each session once whatever its number of steps (algos/advantages.py, as SkyRL's step-wise
 training: the session's advantage on every one of its steps).
 An agent that raises, times out or returns something else: its session keeps the steps it sampled with
 reward 0 (its failure may be the policy's doing, e.g. arguments its harness cannot read) and counts in

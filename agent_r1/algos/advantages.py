@@ -15,23 +15,39 @@ estimators (GAE, REINFORCE++): callers must put each reward on an action token
 
 Rows whose mask is all zero (padding rows) get zero advantage and never enter
 any normaliser: neither the batch whitening nor the group statistics.
+
+Each estimator registers in ``ADV_ESTIMATORS`` with its traits (`EstimatorTraits`), takes one
+``AdvantageInputs`` and returns ``AdvantageOutputs``, so the trainer switches algorithms by config
+string and the config's validation asks the registry instead of naming estimators::
+
+    est = ADV_ESTIMATORS[cfg.adv_estimator]
+    out = est(AdvantageInputs(token_rewards, scores, action_mask, group_ids, values, gamma, lam))
+    if ADV_ESTIMATORS.traits(cfg.adv_estimator).critic: ...train the value head on out.returns...
+
+Add a new estimator with ``@ADV_ESTIMATORS.register("name", group=..., critic=...)``. GiGPO's step
+advantages are in step_advantages.py.
+
+Agent sessions (`per_session`): in a group estimator each counts once, whatever its steps. An agent trained through the endpoint (agents/) may leave one session as several steps: a call whose
+rendered prompt does not extend the previous call's starts a new step, and every step carries the
+session's outcome. Fed to GRPO as rows, a session of three steps would weigh three times in its
+group's mean and std, and its advantage would depend on how often its harness edited the history.
+SkyRL's step-wise training computes the advantage on each trajectory's last step and gives it to every
+step of the trajectory; `per_session` does the same for the estimators that give a trajectory one
+advantage (`scalar` in the registry: GRPO, its no-std and Dr. variants, RLOO, REINFORCE++-baseline):
+the estimator sees one row per session (its last step), and each step's action tokens get the
+session's advantage. Rows without a shared session (every built-in env) go through unchanged.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 
 from agent_r1.algos.masked import masked_whiten
-
-__all__ = [
-    "compute_gae",
-    "compute_grpo",
-    "compute_rloo",
-    "compute_reinforce_pp",
-    "compute_reinforce_pp_baseline",
-]
+from agent_r1.registry import Registry
 
 
 def _reverse_scan(
@@ -204,3 +220,162 @@ def compute_reinforce_pp_baseline(
     _, mean, _ = _group_stats(scores, group_ids, valid)
     adv = torch.where(valid, scores - mean, torch.zeros_like(scores))
     return masked_whiten(_broadcast(adv.to(out_dtype), action_mask), action_mask)
+
+
+# ---------------------------------------------------------------- the registry
+
+@dataclass
+class AdvantageInputs:
+    """Everything an estimator may need; each uses a subset.
+
+    token_rewards: [B, T] rewards on action tokens (outcome reward on the last one).
+    scores:        [B] trajectory-level outcome scores (for group estimators).
+    action_mask:   [B, T] 0/1, 1 on policy-generated tokens.
+    group_ids:     length-B list of hashable prompt ids.
+    values:        [B, T] critic values, or None (required by "gae").
+    turn_index:    [B, T] long, turn k on its tokens, -1 elsewhere; context_keys: per row, a digest
+                   per turn of the context it acts on (both from `collate`; read by "gigpo").
+    gigpo:         `algo.gigpo` (step_advantages.GiGPOConfig), or None for its defaults.
+    session_ids:   length-B list: rows that are steps of one agent session share an id (collate; read by
+                   `per_session` for the `scalar` estimators), or None: every row its own episode.
+    """
+
+    token_rewards: torch.Tensor
+    scores: torch.Tensor
+    action_mask: torch.Tensor
+    group_ids: Sequence[Hashable]
+    values: torch.Tensor | None = None
+    gamma: float = 1.0
+    lam: float = 1.0
+    normalize_std: bool = True
+    turn_index: torch.Tensor | None = None
+    context_keys: Sequence[Sequence[Hashable]] | None = None
+    gigpo: Any = None
+    session_ids: Sequence[Hashable] | None = None
+
+
+@dataclass
+class AdvantageOutputs:
+    """advantages [B, T] (0 on masked tokens); returns [B, T] or None (critic-free estimators)."""
+
+    advantages: torch.Tensor
+    returns: torch.Tensor | None = None
+
+
+Estimator = Callable[[AdvantageInputs], AdvantageOutputs]
+
+
+@dataclass(frozen=True)
+class EstimatorTraits:
+    """What the rest of the system needs to know about an estimator (read by config.validate and the trainer).
+
+    group:  compares the samples of one prompt (a baseline from its group): needs rollout.n_samples >= 2.
+    critic: needs a value function; the trainer builds one and trains it on `AdvantageOutputs.returns`.
+    scalar: gives each trajectory one advantage on all its action tokens (an outcome estimator), so the
+            steps of an agent session can take their session's (`per_session`).
+    """
+
+    group: bool = False
+    critic: bool = False
+    scalar: bool = False
+
+
+ADV_ESTIMATORS: Registry[Estimator, EstimatorTraits] = Registry(
+    "advantage estimator", key="algo.adv_estimator", where="agent_r1.algos.ADV_ESTIMATORS", traits=EstimatorTraits,
+    plugins="agent_r1.adv_estimators")
+
+
+def register_adv_estimator(name: str, *, needs_critic: bool = False, group: bool = False,
+                           scalar: bool = False) -> Callable[[Estimator], Estimator]:
+    """Shorthand for ``ADV_ESTIMATORS.register(name, critic=needs_critic, group=group, scalar=scalar)``."""
+    return ADV_ESTIMATORS.register(name, critic=needs_critic, group=group, scalar=scalar)
+
+
+def get_adv_estimator(name: str) -> Estimator:
+    """Look up an estimator; unknown name -> ValueError listing the known names."""
+    return ADV_ESTIMATORS[name]
+
+
+def needs_critic(name: str) -> bool:
+    """True iff the estimator needs a value function (only "gae" among the built-ins)."""
+    return ADV_ESTIMATORS.traits(name).critic
+
+
+@ADV_ESTIMATORS.register("gae", critic=True)
+def _gae(x: AdvantageInputs) -> AdvantageOutputs:
+    if x.values is None:
+        raise ValueError("advantage estimator 'gae' needs values (a critic); got values=None")
+    a, r = compute_gae(x.token_rewards, x.values, x.action_mask, x.gamma, x.lam)
+    return AdvantageOutputs(a, r)
+
+
+@ADV_ESTIMATORS.register("grpo", group=True, scalar=True)
+def _grpo(x: AdvantageInputs) -> AdvantageOutputs:
+    return AdvantageOutputs(compute_grpo(x.scores, x.group_ids, x.action_mask, x.normalize_std))
+
+
+@ADV_ESTIMATORS.register("grpo_no_std", group=True, scalar=True)
+def _grpo_no_std(x: AdvantageInputs) -> AdvantageOutputs:
+    return AdvantageOutputs(compute_grpo(x.scores, x.group_ids, x.action_mask, normalize_std=False))
+
+
+@ADV_ESTIMATORS.register("dr_grpo", group=True, scalar=True)
+def _dr_grpo(x: AdvantageInputs) -> AdvantageOutputs:
+    """Dr. GRPO (Liu et al. 2025, "Understanding R1-Zero-Like Training: A Critical Perspective",
+    arXiv:2503.20783): A_i = r_i - mean(group), no division by the group's std (which up-weights
+    prompts whose rewards barely vary). The arithmetic of "grpo_no_std"; the paper's other half is
+    the loss normaliser: ``algo.loss_agg: seq-mean-token-sum-norm`` (a constant length, not |o_i|)."""
+    return AdvantageOutputs(compute_grpo(x.scores, x.group_ids, x.action_mask, normalize_std=False))
+
+
+@ADV_ESTIMATORS.register("rloo", group=True, scalar=True)
+def _rloo(x: AdvantageInputs) -> AdvantageOutputs:
+    return AdvantageOutputs(compute_rloo(x.scores, x.group_ids, x.action_mask))
+
+
+@ADV_ESTIMATORS.register("reinforce_pp")
+def _reinforce_pp(x: AdvantageInputs) -> AdvantageOutputs:
+    a, r = compute_reinforce_pp(x.token_rewards, x.action_mask, x.gamma)
+    return AdvantageOutputs(a, r)
+
+
+@ADV_ESTIMATORS.register("reinforce_pp_baseline", group=True, scalar=True)
+def _reinforce_pp_baseline(x: AdvantageInputs) -> AdvantageOutputs:
+    return AdvantageOutputs(compute_reinforce_pp_baseline(x.scores, x.group_ids, x.action_mask))
+
+
+# ---------------------------------------------------------------- agent sessions: each counts once
+
+def last_step_rows(session_ids: Sequence[Hashable]) -> list[int]:
+    """The row of each session's last step, in row order (steps of a session come in call order)."""
+    last: dict[Hashable, int] = {}
+    for row, session in enumerate(session_ids):
+        last[session] = row
+    return sorted(last.values())
+
+
+def per_session(estimator: Estimator) -> Estimator:
+    """`estimator` (a `scalar` one) over sessions instead of rows; the same call where no session has
+    more than one row."""
+
+    def run(x: AdvantageInputs) -> AdvantageOutputs:
+        if x.session_ids is None or len(set(x.session_ids)) == len(x.session_ids):
+            return estimator(x)
+        rows = last_step_rows(x.session_ids)
+        # one token per session carries its score: a scalar estimator reads scores, groups and the mask
+        one = torch.ones((len(rows), 1), dtype=x.action_mask.dtype, device=x.action_mask.device)
+        scores = x.scores[rows]
+        out = estimator(replace(x, token_rewards=scores[:, None].to(one.dtype), scores=scores, action_mask=one,
+                                group_ids=[x.group_ids[r] for r in rows], values=None, turn_index=None,
+                                context_keys=None, session_ids=None))
+        by_session = {x.session_ids[r]: out.advantages[k, 0] for k, r in enumerate(rows)}
+        per_row = torch.stack([by_session[s] for s in x.session_ids]).to(x.action_mask.dtype)
+        return AdvantageOutputs(per_row[:, None] * x.action_mask)
+
+    return run
+
+
+def estimator_over_sessions(name: str) -> Estimator:
+    """The registered estimator `name`, counting each agent session once where it is a `scalar` one."""
+    estimator = ADV_ESTIMATORS[name]
+    return per_session(estimator) if ADV_ESTIMATORS.traits(name).scalar else estimator

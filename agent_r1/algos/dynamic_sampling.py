@@ -1,7 +1,7 @@
 """`algo.dynamic_sampling`'s config and its group filter (DAPO, Yu et al. 2025, section 3.2): which
 groups of a rollout carry no gradient for a group estimator. The loop that drops them and rolls out
 more prompts is agent_r1/training/dynamic_sampling.py (`fill_batch`); the config lives here, below
-the config tree, as algos/rollout_correction.py's does.
+the config tree, as algos/correction.py's does.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def split_groups(trajs: list[Trajectory], n_samples: int) -> list[list[Trajector
 
 def informative(group: list[Trajectory], metric: str = "score") -> bool:
     """Whether the group's sessions' values differ (a group of one has no baseline: kept). A session
-    counts once, with its last step's value, as the group estimators read it (algos/sessions.py)."""
+    counts once, with its last step's value, as the group estimators read it (algos/advantages.py)."""
     last = {_session(t, row): METRICS[metric](t) for row, t in enumerate(group)}
     values = list(last.values())
     return len(values) < 2 or max(values) != min(values)

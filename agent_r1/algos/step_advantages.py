@@ -14,7 +14,7 @@ turn-level term computed inside the same prompt group, with no critic:
 - every action token of turn k gets ``A_episode + step_weight * A_step(k)``; other tokens 0. With
   ``algo.gigpo.step_weight: 0`` this is GRPO exactly, agent sessions included: an agent session split
   into steps (agents/assemble.py) counts once in the episode part, every step getting the session's
-  advantage, as GRPO through algos/sessions.py (tests/algos/test_gigpo_sessions.py).
+  advantage, as GRPO through algos/advantages.py (tests/algos/test_gigpo_sessions.py).
 
 Anchor state. GiGPO groups actions taken from the same *environment* state (in ALFWorld, the current
 text observation), not the same full context: two samples that worded a query differently almost never
@@ -58,9 +58,7 @@ from dataclasses import dataclass
 
 import torch
 
-from agent_r1.algos.advantages import compute_grpo
-from agent_r1.algos.registry import ADV_ESTIMATORS, AdvantageInputs, AdvantageOutputs
-from agent_r1.algos.sessions import per_session
+from agent_r1.algos.advantages import ADV_ESTIMATORS, AdvantageInputs, AdvantageOutputs, compute_grpo, per_session
 
 __all__ = ["ANCHORS", "GiGPOConfig", "compute_step_advantages", "step_returns"]
 

@@ -27,7 +27,7 @@ before the update starts). A batch is learned at most k versions after the weigh
 the driver never submits further ahead, so a rollout waits for the learner rather than being thrown
 away (dropping would waste rollouts and break "every prompt once per iteration"). Each trajectory
 carries its `policy_version`; the learner logs `staleness/mean` and `staleness/max` and corrects for
-the lag with decoupled PPO (agent_r1/algos/offpolicy.py). Rollout seeds stay (seed, iteration, shard).
+the lag with decoupled PPO (agent_r1/algos/correction.py). Rollout seeds stay (seed, iteration, shard).
 No rollout is submitted past `train.iterations`. A checkpoint holds the learned iterations only: the
 batches in flight when it is saved are not in it, and a resumed run draws and rolls out their
 prompts again, with the checkpoint's weights (so a resumed asynchronous run is not bit-identical to

@@ -24,9 +24,8 @@ from agent_r1.algos import (
     needs_critic,
     value_loss,
 )
-from agent_r1.algos.offpolicy import behaviour_weights, offpolicy_advantages
-from agent_r1.algos.rollout_correction import apply_rollout_correction
-from agent_r1.algos.sessions import estimator_over_sessions
+from agent_r1.algos.correction import apply_rollout_correction, behaviour_weights, offpolicy_advantages
+from agent_r1.algos.advantages import estimator_over_sessions
 from agent_r1.closing import close_all
 from agent_r1.config import ExperimentConfig
 from agent_r1.evaluation.agent_eval import evaluate_policy
@@ -154,10 +153,10 @@ class RLTrainer:
                                              context_keys=batch.pop("context_keys"),  # turns: "gigpo"
                                              session_ids=batch.pop("session_ids")))
         batch["advantages"], batch["returns"] = out.advantages, out.returns
-        if self.cfg.train.max_staleness > 0:  # asynchronous: decoupled PPO (algos/offpolicy.py)
+        if self.cfg.train.max_staleness > 0:  # asynchronous: decoupled PPO (algos/correction.py)
             batch["offpolicy_weight"], batch["offpolicy_metrics"] = behaviour_weights(
                 batch["old_logp"], batch["sampled_logprobs"], batch["action_mask"], a.offpolicy_clip)
-        elif a.rollout_correction.enabled:  # synchronous: the engine's numerics (algos/rollout_correction.py)
+        elif a.rollout_correction.enabled:  # synchronous: the engine's numerics (algos/correction.py)
             apply_rollout_correction(batch, a.rollout_correction)  # rejected rows leave loss_mask
         return batch
 

@@ -1,12 +1,12 @@
 """GiGPO over agent sessions split into steps: the episode part counts each session once (as GRPO
-does through algos/sessions.py), so `algo.gigpo.step_weight: 0` is GRPO exactly there too."""
+does through algos/advantages.py), so `algo.gigpo.step_weight: 0` is GRPO exactly there too."""
 
 from __future__ import annotations
 
 import torch
 
 from agent_r1.algos import ADV_ESTIMATORS, AdvantageInputs, GiGPOConfig
-from agent_r1.algos.sessions import estimator_over_sessions
+from agent_r1.algos.advantages import estimator_over_sessions
 from agent_r1.trajectory import Trajectory, Turn, collate
 
 

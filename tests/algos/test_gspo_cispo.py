@@ -1,4 +1,4 @@
-"""GSPO and CISPO policy losses (algos/gspo_cispo.py) vs hand-computed numbers."""
+"""GSPO and CISPO policy losses (algos/losses.py) vs hand-computed numbers."""
 
 from __future__ import annotations
 

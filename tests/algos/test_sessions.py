@@ -1,4 +1,4 @@
-"""Agent sessions of several steps in group estimators (algos/sessions.py): each session counts once
+"""Agent sessions of several steps in group estimators (algos/advantages.py): each session counts once
 and gives its advantage to every step (as SkyRL's step-wise training), checked by hand on small tensors;
 rows of their own (every built-in env) are computed exactly as before."""
 
@@ -10,7 +10,7 @@ import torch
 from agent_r1.agents.assemble import assign_outcome, build_trajectories
 from agent_r1.agents.records import CallRecord
 from agent_r1.algos import ADV_ESTIMATORS, AdvantageInputs
-from agent_r1.algos.sessions import estimator_over_sessions, last_step_rows, per_session
+from agent_r1.algos.advantages import estimator_over_sessions, last_step_rows, per_session
 from agent_r1.trajectory import collate
 
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from agent_r1.algos.losses import ppo_policy_loss
-from agent_r1.algos.offpolicy import behaviour_weights, offpolicy_advantages
+from agent_r1.algos.correction import behaviour_weights, offpolicy_advantages
 from agent_r1.config import load_config
 from tests.precision_modes import both_cpu_modes
 

@@ -27,7 +27,7 @@ def test_split_sessions_group_by_prompt_not_by_row_count():
 
 
 def test_a_session_counts_once_in_the_informative_test():
-    """A session's value is its last step's, as the group estimators read it (algos/sessions.py): an
+    """A session's value is its last step's, as the group estimators read it (algos/advantages.py): an
     earlier step's own score (here a process reward) does not make the group informative."""
     first, last = _session("a", 0, 1.0, steps=2)
     first.turns = [Turn(action_ids=[2], action_logprobs=[0.0], action_text="", process_reward=-0.5)]
