@@ -1,6 +1,6 @@
 """Held-out evaluation of a trained run, Prefect-free: the DVC `evaluate` stage
 (`python -m flows.evaluate --params params.yaml --set train.out_dir=RUN`) and the curves `dvc plots`
-reads. The evaluation itself is the run's (`Run.evaluate`, agent_r1/runs/evaluate.py), the same one
+reads. The evaluation itself is the run's (`Run.evaluate`, agent_r1/runs/run.py), the same one
 the flow's `evaluate` task runs.
 """
 

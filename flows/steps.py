@@ -86,11 +86,12 @@ def _config(params: str | None, overrides: dict[str, Any] | None):
     return load_config(params or None, dict(overrides or {}))
 
 
-def run_config(run_dir: str):
-    """The config a task works on: its run's own (the folder's config.json, written by `Run.open`)."""
+def run_of(run: Any) -> Any:
+    """The Run a task works on: the one the flow hands it, or, handed a run folder (a task run on its
+    own), the run that folder holds (its config.json, written by `Run.open`)."""
     from agent_r1.runs.run import Run
 
-    return Run.load(run_dir).cfg
+    return run if isinstance(run, Run) else Run.load(run)
 
 
 def _sections(cfg: Any, keys: tuple[str, ...]) -> dict[str, Any]:
@@ -141,13 +142,13 @@ def _abs(path: str) -> str:
 def data_key(context: Any, inputs: dict[str, Any]) -> str:
     """Same seed + data config + folder -> same data: a re-run reuses the result. (The flow refreshes
     the cache if the folder was deleted since.)"""
-    cfg = run_config(inputs["run_dir"])
+    cfg = run_of(inputs["run"]).cfg
     return "prepare-data-" + _digest(_sections(cfg, DATA_KEYS), _abs(cfg.data.dir), inputs.get("dvc"))
 
 
 def index_key(context: Any, inputs: dict[str, Any]) -> str | None:
     """Same corpus bytes + search config + folder -> same index."""
-    cfg = run_config(inputs["run_dir"])
+    cfg = run_of(inputs["run"]).cfg
     corpus = Path(inputs["data_dir"]) / "corpus.jsonl"
     if not corpus.exists():
         return None  # no caching
@@ -160,7 +161,7 @@ def index_key(context: Any, inputs: dict[str, Any]) -> str | None:
 def embed_key(context: Any, inputs: dict[str, Any]) -> str | None:
     """Same corpus bytes + backend + encoder settings -> the same embeddings (the cache itself is
     content-addressed too: this only spares loading the model)."""
-    cfg = run_config(inputs["run_dir"])
+    cfg = run_of(inputs["run"]).cfg
     corpus = Path(inputs["data_dir"]) / "corpus.jsonl"
     if not corpus.exists():
         return None

@@ -1,9 +1,10 @@
 """The `train-agent` Prefect flow: prepare_data -> build_index -> sft -> train -> evaluate.
 
 The flow reads the same `params.yaml` as `dvc repro` and the CLI, plus dotted overrides
-(`{"algo.adv_estimator": "rloo", "train.iterations": 10}`), and opens the run once (`Run.open`:
-its folder, config.json, the frozen config). Each task is handed the run folder and reopens the run
-from it (`Run.load`), so a task, a retried task and a cache key all see the run's one config.
+(`{"algo.adv_estimator": "rloo", "train.iterations": 10}`), and opens the run once (`Run.open`,
+agent_r1/runs/run.py: its folder, config.json, the frozen config). Each task is handed that Run (a
+task run on its own may be handed the run folder instead: `run_of`), so every task and a retried one
+works on the run's one config and the parts it already built.
 
 Run it:
     python -m flows.train_agent                       # params.yaml, a local (ephemeral) Prefect API
@@ -11,9 +12,9 @@ Run it:
     python -m flows.serve                             # serve deployment `train-agent/local`, then:
     prefect deployment run train-agent/local -p overrides='{"train.iterations": 5}' --watch
 
-MLflow: one parent run per flow run (params, tags, final metrics, the evaluation table) and one child
-run per heavy stage (`sft`, `train`, `evaluate`) holding that stage's step metrics and artifacts;
-data and index results are tags on the parent (they are tiny and usually cached).
+MLflow: one parent run per flow run (the run's `mlflow_run`: params, tags, final metrics, the
+evaluation table) and one child run per heavy stage (`sft`, `train`, `evaluate`) holding that stage's
+step metrics and artifacts; data and index results are tags on the parent (tiny, usually cached).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 
 from flows.steps import (
     ROOT, _config, check_flow_parameters, data_key, dvc_repro, embed_key, index_key, overrides_tag,
-    program_environment, use_dvc)
+    program_environment, run_of, use_dvc)
 
 if __name__ == "__main__":  # run as a program: Prefect reads its settings once, when it is imported below
     program_environment()
@@ -41,32 +42,32 @@ from agent_r1.runs.run import Run  # noqa: E402
 
 # --- tasks ----------------------------------------------------------------------------------------
 @task(name="prepare_data", retries=2, retry_delay_seconds=5, cache_key_fn=data_key)
-def prepare_data(run_dir: str, dvc: bool) -> str:
+def prepare_data(run: Run | str, dvc: bool) -> str:
     """The data folder (synthetic world, or a prepared dataset). Idempotent, so retried and cached."""
     logger = get_run_logger()
     if dvc:
         logger.info("dvc repro prepare\n%s", dvc_repro("prepare"))
-    path = Run.load(run_dir).data_dir
+    path = run_of(run).data_dir
     logger.info("data ready in %s", path)
     return str(path)
 
 
 @task(name="embed", retries=1, retry_delay_seconds=5, cache_key_fn=embed_key)
-def embed(run_dir: str, data_dir: str) -> str | None:
+def embed(run: Run | str, data_dir: str) -> str | None:
     """Corpus embeddings for a dense or hybrid search backend (cached by content; skipped otherwise)."""
     from agent_r1.retrieval.embeddings import embed_for_search
 
-    cfg = Run.load(run_dir).cfg
+    cfg = run_of(run).cfg
     path = embed_for_search(cfg.search, data_dir)
     get_run_logger().info("corpus embedded with %s: %s", cfg.search.encoder, path)
     return str(path) if path else None
 
 
 @task(name="build_index", retries=2, retry_delay_seconds=5, cache_key_fn=index_key)
-def build_index(run_dir: str, data_dir: str, dvc: bool) -> dict[str, Any]:
+def build_index(run: Run | str, data_dir: str, dvc: bool) -> dict[str, Any]:
     """The retrieval index over the corpus; rebuilt only when the corpus or search config changed."""
     logger = get_run_logger()
-    run = Run.load(run_dir)
+    run = run_of(run)
     cfg = run.cfg
     if dvc:
         for stage in ("embed", "index"):  # embed: the corpus vectors the index stage depends on (none for BM25)
@@ -80,18 +81,16 @@ def build_index(run_dir: str, data_dir: str, dvc: bool) -> dict[str, Any]:
 
 
 @task(name="sft", retries=1, retry_delay_seconds=5, cache_policy=NO_CACHE)
-def sft(run_dir: str, tracker: Any) -> dict[str, Any]:
+def sft(run: Run, tracker: Any) -> dict[str, Any]:
     """The supervised warm start: reused when one made from the same data, index, model, SFT and env
     settings exists (runs/warm_starts/<hash>), else trained once (deterministic: a retry redoes it).
-    The run then starts from it (its config.json names the warm start's model: `Run.with_start`)."""
+    Returns it, and the run starting from it (`Run.with_start`: its config.json names the warm start's model)."""
     from agent_r1.runs.warm_start import ensure_warm_start
     from agent_r1.training.metrics_log import read_metrics
 
     logger = get_run_logger()
-    run = Run.load(run_dir)
     started = time.perf_counter()
     warm = ensure_warm_start(run.cfg, log=logger.info)
-    run.with_start(warm.model_dir, warm.dir)
     for row in read_metrics(warm.dir / "metrics.jsonl"):  # the warm start's curve, on every run using it
         step = int(row.pop("step"))
         tracker.log_metrics(row, step)
@@ -100,27 +99,26 @@ def sft(run_dir: str, tracker: Any) -> dict[str, Any]:
                       "warm_start.reused": str(warm.reused).lower()})
     logger.info("warm start %s %s in %.0f s: %s", warm.hash[:16], "reused" if warm.reused else "trained",
                 time.perf_counter() - started, warm.model_dir)
-    return {"dir": str(warm.dir), "model_dir": str(warm.model_dir), "hash": warm.hash, "reused": warm.reused}
+    return {"dir": str(warm.dir), "model_dir": str(warm.model_dir), "hash": warm.hash, "reused": warm.reused,
+            "run": run.with_start(warm.model_dir, warm.dir)}
 
 
 @task(name="train", retries=1, retry_delay_seconds=10, cache_policy=NO_CACHE)
-def train(run_dir: str, tracker: Any) -> dict[str, Any]:
-    """The RL iterations (in-process or through Ray, as `ray.enabled` says). A retry resumes from the
-    latest complete checkpoint, which restores the exact state, so retrying is safe."""
+def train(run: Run, tracker: Any) -> dict[str, Any]:
+    """The RL iterations (in-process or through Ray, as `ray.enabled` says), logged to the stage's
+    MLflow run. A retry resumes from the latest complete checkpoint, which restores the exact state,
+    so retrying is safe."""
     from prefect.runtime import task_run
 
-    from agent_r1.runs.tracked import stamp_result, tracked_sink
+    from agent_r1.runs.folders import read_record
     from agent_r1.training import checkpoint as ckpt
 
     logger = get_run_logger()
-    out = Path(run_dir)
-    latest = ckpt.latest_checkpoint(out / "checkpoints")
-    resume = (task_run.run_count or 1) > 1 and latest is not None
-    run = Run.load(run_dir, resume=resume)
-    cfg = run.cfg
-    resume_step = ckpt.checkpoint_iteration(latest) + 1 if resume else None
-    sink = tracked_sink(cfg, tracker, resume)  # metrics.jsonl (what `dvc plots` reads) and MLflow
-    total = cfg.train.iterations
+    if (task_run.run_count or 1) > 1 and ckpt.latest_checkpoint(run.folder / "checkpoints") is not None:
+        run = run.resumed()
+        logger.warning("retry: resuming from %s", run.resume_from)
+    resume_step = ckpt.checkpoint_iteration(run.resume_from) + 1 if run.resume_from else None
+    total = run.cfg.train.iterations
     progress = create_progress_artifact(progress=0.0, description=f"RL iterations ({total})")
     started = time.perf_counter()
 
@@ -131,30 +129,22 @@ def train(run_dir: str, tracker: Any) -> dict[str, Any]:
                     " ".join(f"{k}={m[k]:.3f}" for k in keys if k in m), elapsed,
                     elapsed / max(it - (resume_step or 1) + 1, 1) * (total - it))
         update_progress_artifact(progress, progress=100.0 * it / max(total, 1))
-        sink.log_checkpoints()  # checkpoints saved so far (the trainer saves after this callback)
 
-    if resume:
-        logger.warning("retry: resuming from %s", latest)
-    result = run.train(sink=sink, on_iteration=on_iteration)
-    sink.log_checkpoints()
+    result = run.train(tracker=tracker, on_iteration=on_iteration)
     tracker.log_metrics({"train/duration_s": time.perf_counter() - started}, result["iterations"])
-    final = result["final"] or {}
-    tags = stamp_result(tracker, result)
-    lineage = {k[len("lineage."):]: v for k, v in tags.items() if k.startswith("lineage.")}
-    return {"iterations": result["iterations"], "final": final, "out_dir": result["out_dir"],
+    return {"iterations": result["iterations"], "final": result["final"] or {}, "out_dir": result["out_dir"],
             "checkpoint": result["checkpoint"], "checkpoint_sha256": result["checkpoint_sha256"],
-            "lineage": lineage}
+            "lineage": read_record(run.folder).get("lineage", {})}
 
 
 @task(name="evaluate", retries=2, retry_delay_seconds=5, cache_policy=NO_CACHE)
-def evaluate(run_dir: str, checkpoint: str, checkpoint_sha256: str, tracker: Any) -> dict[str, Any]:
+def evaluate(run: Run, checkpoint: str, checkpoint_sha256: str, tracker: Any) -> dict[str, Any]:
     """Greedy held-out evaluation of exactly the checkpoint this run's train stage produced (its
     content hash is checked first) and of its starting point, per question set; read-only, so retried."""
     from agent_r1.runs.lineage import checkpoint_hash
     from flows.evaluate import write_curves
 
     logger = get_run_logger()
-    run = Run.load(run_dir)
     found = checkpoint_hash(checkpoint)
     if found != checkpoint_sha256:
         raise RuntimeError(f"checkpoint {checkpoint} changed since training wrote it (sha256 {found[:16]}, trained "
@@ -205,9 +195,10 @@ def train_agent(params: str = "params.yaml", overrides: dict[str, Any] | None = 
     check_flow_parameters(params, overrides)  # before anything: parameters come from the API's callers
     from prefect.runtime import flow_run
 
+    from agent_r1.retrieval.base import VECTOR_BACKENDS
     from agent_r1.runs.folders import update_record
     from agent_r1.runs.lifecycle import fail_card
-    from agent_r1.tracking import RunTracker, dvc_lock_hashes, git_tags, machine_tags
+    from agent_r1.tracking import dvc_lock_hashes
 
     logger = get_run_logger()
     os.chdir(ROOT)  # params and every relative path in them are relative to the project
@@ -216,75 +207,64 @@ def train_agent(params: str = "params.yaml", overrides: dict[str, Any] | None = 
         overrides["train.experiment"] = experiment
     cfg = _config(params, overrides)  # fails fast on a bad key, before any work
     via_dvc = use_dvc(params, overrides, dvc)
-    # the run, opened once: its folder and config.json, which every task (and a retried one) reopens;
-    # the warm start is the sft stage's (tracked as a child run), not trained inside the opening
+    # the run, opened once and handed to every task; the warm start is the sft stage's (tracked as a
+    # child run), not trained inside the opening
     run = Run.open(cfg, name=flow_run.name or None, resolve_start=False, log=logger.info)
-    run_dir = run.folder
-    cfg = run.cfg
-    experiment = cfg.train.experiment
-    tree = cfg.to_dict()
-    tracker = RunTracker(run_dir.name, experiment=experiment,
-                         tags={**git_tags(ROOT), **machine_tags(tree), "pipeline": "train-agent",
-                               "prefect.flow_run_id": str(flow_run.id or ""), "params_file": str(params),
-                               "overrides": overrides_tag(overrides), "data.via": "dvc" if via_dvc else "library",
-                               "run.name": run_dir.name, "run.dir": str(run_dir)})
-    tracker.log_config(tree)
-    update_record(run_dir, mlflow_run_id=tracker.run_id, prefect_flow_run_id=str(flow_run.id or ""))
-    logger.info("run folder %s; MLflow run %s at %s", run_dir, tracker.run_id, tracker.display_uri)  # never credentials
-    status = "FAILED"
+    cfg, experiment = run.cfg, run.cfg.train.experiment
+    tags = {"prefect.flow_run_id": str(flow_run.id or ""), "params_file": str(params),
+            "overrides": overrides_tag(overrides), "data.via": "dvc" if via_dvc else "library"}
     try:
-        folder = str(run_dir)
-        data_dir = prepare_data(folder, via_dvc)
-        if not (Path(data_dir) / cfg.data.train_file).exists():  # cached, but deleted since
-            data_dir = prepare_data.with_options(refresh_cache=True)(folder, via_dvc)
-        from agent_r1.retrieval.base import VECTOR_BACKENDS
+        with run.mlflow_run("train-agent", tags=tags, root=ROOT,
+                            card={"prefect_flow_run_id": str(flow_run.id or "")}) as tracker:
+            # never credentials in the log: display_uri
+            logger.info("run folder %s; MLflow run %s at %s", run.folder, tracker.run_id, tracker.display_uri)
+            data_dir = prepare_data(run, via_dvc)
+            if not (Path(data_dir) / cfg.data.train_file).exists():  # cached, but deleted since
+                data_dir = prepare_data.with_options(refresh_cache=True)(run, via_dvc)
+            if cfg.search.backend in VECTOR_BACKENDS and not via_dvc:  # vectors first (DVC's index stage has its own)
+                tracker.set_tags({"embeddings": embed(run, data_dir) or ""})
+            index = build_index(run, data_dir, via_dvc)
+            if not (Path(index["index_dir"]) / "retriever.json").exists():
+                index = build_index.with_options(refresh_cache=True)(run, data_dir, via_dvc)
+            data_tags = {"data.dir": data_dir, "index.dir": index["index_dir"], "index.num_docs": index["num_docs"],
+                         "index.corpus_sha1": index["corpus_sha1"]}
+            if via_dvc:
+                data_tags.update(dvc_lock_hashes(ROOT, stages=("prepare", "index")))
+            tracker.set_tags(data_tags)
 
-        if cfg.search.backend in VECTOR_BACKENDS and not via_dvc:  # vectors first (DVC's index stage has its own)
-            tracker.set_tags({"embeddings": embed(folder, data_dir) or ""})
-        index = build_index(folder, data_dir, via_dvc)
-        if not (Path(index["index_dir"]) / "retriever.json").exists():
-            index = build_index.with_options(refresh_cache=True)(folder, data_dir, via_dvc)
-        tags = {"data.dir": data_dir, "index.dir": index["index_dir"], "index.num_docs": index["num_docs"],
-                "index.corpus_sha1": index["corpus_sha1"]}
-        if via_dvc:
-            tags.update(dvc_lock_hashes(ROOT, stages=("prepare", "index")))
-        tracker.set_tags(tags)
+            started = run  # the run as it starts training: from the warm start, when there is one
+            if _wants_sft(cfg):
+                tree = cfg.to_dict()
+                warm = _stage(tracker, "sft", {"seed": tree["seed"], "model": tree["model"], "sft": tree["sft"]},
+                              sft, run)
+                started = warm["run"]
+                tracker.set_tags({"warm_start.hash": warm["hash"], "warm_start.reused": str(warm["reused"]).lower()})
+            else:
+                logger.info("no SFT stage: train.init_from=%r", cfg.train.init_from)
 
-        if _wants_sft(cfg):
-            warm = _stage(tracker, "sft", {"seed": tree["seed"], "model": tree["model"], "sft": tree["sft"]},
-                          sft, folder)
-            tracker.set_tags({"warm_start.hash": warm["hash"], "warm_start.reused": str(warm["reused"]).lower()})
-        else:
-            logger.info("no SFT stage: train.init_from=%r", cfg.train.init_from)
+            trained = _stage(tracker, "train", started.cfg.to_dict(), train, started)
+            final = trained["final"]
+            tracker.log_metrics({k: v for k, v in final.items() if isinstance(v, (int, float))}, trained["iterations"])
+            tracker.set_tags({"checkpoint": trained["checkpoint"] or "",
+                              "checkpoint.sha256": trained["checkpoint_sha256"],
+                              **{f"lineage.{k}": v for k, v in trained["lineage"].items()}})
 
-        trained = _stage(tracker, "train", Run.load(folder).cfg.to_dict(), train, folder)
-        final = trained["final"]
-        tracker.log_metrics({k: v for k, v in final.items() if isinstance(v, (int, float))}, trained["iterations"])
-        tracker.set_tags({"checkpoint": trained["checkpoint"] or "", "checkpoint.sha256": trained["checkpoint_sha256"],
-                          **{f"lineage.{k}": v for k, v in trained["lineage"].items()}})
-
-        results = _stage(tracker, "evaluate", None, evaluate, folder, trained["checkpoint"],
-                         trained["checkpoint_sha256"])
-        flat = {f"final/{d}/{label}/{k}": v for d, per in results.items() for label, vals in per.items()
-                for k, v in vals.items()}
-        tracker.log_metrics(flat, trained["iterations"])
-        tracker.log_dict({"train": final, "evaluation": results}, "final_metrics.json")
-        dataset = next(iter(results))
-        update_record(run_dir, evaluation={d: {label: vals.get("em") for label, vals in per.items()}
-                                           for d, per in results.items()})
-        status = "FINISHED"
+            results = _stage(tracker, "evaluate", None, evaluate, started, trained["checkpoint"],
+                             trained["checkpoint_sha256"])
+            flat = {f"final/{d}/{label}/{k}": v for d, per in results.items() for label, vals in per.items()
+                    for k, v in vals.items()}
+            tracker.log_metrics(flat, trained["iterations"])
+            tracker.log_dict({"train": final, "evaluation": results}, "final_metrics.json")
+            dataset = next(iter(results))
+            update_record(run.folder, evaluation={d: {label: vals.get("em") for label, vals in per.items()}
+                                                  for d, per in results.items()})
     except BaseException as err:
-        fail_card(run_dir, err)
+        fail_card(run.folder, err)
         raise
-    finally:
-        report = tracker.close(status)
-        # the id is None at the start when another process held the MLflow buffer's flush lock (the
-        # run was created from the buffer since): the card names the run once it is known
-        if tracker.run_id:
-            update_record(run_dir, mlflow_run_id=tracker.run_id)
+    report = run.tracking_report
     summary = {
         "mlflow_run_id": tracker.run_id, "tracking_uri": tracker.display_uri, "experiment": experiment,
-        "run_dir": str(run_dir), "iterations": trained["iterations"], "checkpoint": trained["checkpoint"],
+        "run_dir": str(run.folder), "iterations": trained["iterations"], "checkpoint": trained["checkpoint"],
         "checkpoint_sha256": trained["checkpoint_sha256"], "lineage": trained["lineage"],
         "final_em": results[dataset]["rl"]["em"], "start_em": results[dataset].get("start", {}).get("em"),
         "trainer_final_eval_em": final.get("eval/em"),

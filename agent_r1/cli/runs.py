@@ -60,7 +60,8 @@ def cmd_sft(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from agent_r1.runs.train import run_train
+    """Opens the run (agent_r1/runs/run.py) and trains it, under its MLflow run unless --no-mlflow."""
+    from agent_r1.runs.run import Run
 
     def progress(it: int, m: dict) -> None:
         keys = ("reward_mean", "em", "search_first_rate", "policy_loss", "eval/em")
@@ -74,18 +75,18 @@ def cmd_train(args: argparse.Namespace) -> int:
         cfg = config_for_resume(args.resume, runs_dir, parse_overrides(args.overrides))
     else:
         cfg = _config(args)
-    if args.mlflow:
-        from agent_r1.runs.tracked import train_with_mlflow
-
-        result = train_with_mlflow(cfg, resume=bool(args.resume), on_iteration=progress,
-                                   allow_config_change=args.allow_config_change)
-        print(f"MLflow run {result['mlflow_run_id']} (experiment {cfg.train.experiment!r}); {result['ui']}")
-        if result["tracking"]["pending"]:
-            print(f"MLflow was unreachable: {result['tracking']['pending']} record(s) buffered; "
-                  "`python -m agent_r1.tracking flush` sends them")
+    run = Run.open(cfg, bool(args.resume), allow_config_change=args.allow_config_change)
+    print(f"run folder: {run.folder}", flush=True)
+    if not args.mlflow:
+        result = run.train(on_iteration=progress)
     else:
-        result = run_train(cfg, resume=bool(args.resume), on_iteration=progress,
-                           allow_config_change=args.allow_config_change)
+        with run.mlflow_run("agent-r1 train", tags={"stage": "train"}) as tracker:
+            result = run.train(tracker=tracker, on_iteration=progress)
+        report = run.tracking_report
+        print(f"MLflow run {tracker.run_id} (experiment {run.cfg.train.experiment!r}); {tracker.ui_hint()}")
+        if report["pending"]:
+            print(f"MLflow was unreachable: {report['pending']} record(s) buffered; "
+                  "`python -m agent_r1.tracking flush` sends them")
     print(json.dumps(result["final"], indent=1, default=float))
     return 0
 

@@ -12,7 +12,7 @@ from typing import Any
 from agent_r1.tracking.redact import REDACTED, redact_config, restore_secrets
 
 CONFIG_FILE = "config.json"
-SECRETS_FILE = "config.secrets.json"  # never among train.RUN_ARTIFACTS: it stays on this machine
+SECRETS_FILE = "config.secrets.json"  # never among folders.RUN_ARTIFACTS: it stays on this machine
 
 
 def write_run_config(folder: str | Path, tree: dict[str, Any]) -> Path:

@@ -1,4 +1,5 @@
-"""A folder per run: `<runs_dir>/<experiment>/<run name>`, with `run.json` saying what it is.
+"""A folder per run: `<runs_dir>/<experiment>/<run name>`, with `run.json` saying what it is, and
+holding one run only (a fresh start moves a previous run's files aside: `set_aside_previous_run`).
 
 A run folder is created with an exclusive `mkdir`, so two runs started at the same moment (two
 deployment runs, two terminals) can never get the same folder: the second takes the next free
@@ -10,6 +11,7 @@ run, and the lineage (data -> index -> warm start hashes). `agent-r1 runs` lists
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import sys
@@ -19,10 +21,16 @@ from typing import Any
 
 from agent_r1.config import RESERVED_FOLDERS, check_folder_name
 from agent_r1.data.owned import mark_made
+from agent_r1.runs.config_file import SECRETS_FILE
 from agent_r1.tracking.filelock import FileLock
+from agent_r1.training import checkpoint as ckpt
+
+log = logging.getLogger(__name__)
 
 RUN_FILE = "run.json"
 WARM_STARTS = RESERVED_FOLDERS[0]  # <runs_dir>/warm_starts/<hash>: shared by runs, never a run folder
+# what a training run writes into its folder; a fresh start moves a previous run's copies aside
+RUN_ARTIFACTS = ("metrics.jsonl", "final_metrics.json", "config.json", "init_model", "checkpoints", "ray_shards.jsonl")
 
 
 def default_run_name(algo: str) -> str:
@@ -132,3 +140,36 @@ def find_run(ref: str, runs_dir: str | Path) -> Path:
                                 "`agent-r1 runs` lists them, or pass the run folder's path")
     raise ValueError(f"{len(matches)} runs are named {ref!r} ({', '.join(map(str, matches))}); "
                      "pass experiment/name or the folder's path")
+
+
+def set_aside_previous_run(out: Path) -> Path | None:
+    """A fresh start in a folder that holds a previous run's history (metrics or checkpoints) moves
+    that run's files to `out/previous/<UTC time>/` and says so. Returns that folder, or None.
+
+    Why not refuse, or overwrite: verl and the HF/TRL example scripts never wipe an output folder's
+    checkpoints on a new run, and Lightning gives each new run a new version folder; refusing would
+    break every rerun into the same folder (params.yaml's runs/default, the benchmarks' --rerun).
+    Writing over the old files would mix two runs: metrics.jsonl would lose its history, pruning
+    by name would keep the old run's higher iterations and delete the new ones, and a later
+    --resume would continue the wrong run. Moved aside, nothing is lost, the folder holds one run,
+    and the moved folder is itself a run folder (`train.out_dir=<it> --resume` continues it)."""
+    metrics = out / "metrics.jsonl"
+    has_history = (metrics.is_file() and metrics.stat().st_size > 0) or ckpt.checkpoint_candidates(out / "checkpoints")
+    if not has_history:
+        return None
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    dest = out / "previous" / stamp
+    n = 1
+    while dest.exists():  # two fresh starts within one second
+        n += 1
+        dest = out / "previous" / f"{stamp}_{n}"
+    dest.mkdir(parents=True)
+    # the config's secrets go with its config.json: the moved run is resumable (runs/config_file.py)
+    moved = [name for name in (*RUN_ARTIFACTS, SECRETS_FILE) if (out / name).exists()]
+    for name in moved:
+        os.replace(out / name, dest / name)
+    ckpt.fsync_path(dest)
+    ckpt.fsync_path(out)
+    log.warning("train.out_dir=%s already held a run (%s); starting over without --resume, so it was moved to %s "
+                "(pass --resume to continue a run instead)", out, ", ".join(moved), dest)
+    return dest

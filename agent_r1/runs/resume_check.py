@@ -1,7 +1,10 @@
-"""What a resume may change: `--resume` continues the run its folder holds, so a config that differs
-from the folder's own config.json in what the run trains (algorithm, seed, data, format, model,
-rewards, sampling) is refused unless asked for; a bare `--resume` under another params file would
-otherwise train a different run on top of this one's checkpoint, silently."""
+"""What `--resume` checks, in one place: that it names a run (`check_resume`), that the config does not
+change what that run trains (`check_resume_config`), and which checkpoint it continues from
+(`resume_checkpoint`). `Run.open` runs them before any data, warm start or Ray is built.
+
+A config that differs from the folder's own config.json in what the run trains (algorithm, seed,
+data, format, model, rewards, sampling) is refused unless asked for; a bare `--resume` under another
+params file would otherwise train a different run on top of this one's checkpoint, silently."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_r1.config import ExperimentConfig, load_config
+from agent_r1.training import checkpoint as ckpt
 
 #: Keys (or sections) a resume may change: how long, where, how fast or how watched the run goes.
 #: Anything else changes what it trains. init_from and sft: a resume starts from its checkpoint.
@@ -21,6 +25,34 @@ RESUME_MAY_CHANGE = (
     "search.es_pool_size", "search.msearch_batch_size", "search.bulk_chunk_size", "search.encode_batch_size",
     "env.mcp_servers", "env.agent_concurrency", "env.agent_timeout_s", "rollout.engine", "rollout.vllm",
 )
+
+
+def check_resume(cfg: ExperimentConfig, resume: bool) -> None:
+    """A resume names the run it continues (ValueError otherwise)."""
+    if resume and not cfg.train.out_dir:
+        raise ValueError("--resume needs a run to continue: `agent-r1 train --resume NAME` (`agent-r1 runs` lists "
+                         "them) or train.out_dir=FOLDER")
+
+
+def resume_checkpoint(out: Path) -> Path:
+    """The checkpoint `--resume` continues from: the newest intact one (a truncated newer one is
+    skipped with a warning). None usable is a NoCheckpointError naming the folder and why."""
+    root = out / "checkpoints"
+    found = ckpt.latest_checkpoint(root)
+    if found is not None:
+        return found
+    if not out.is_dir():
+        why = f"the folder {out} does not exist"
+    elif not root.is_dir():
+        why = f"{out} holds no checkpoints/ folder"
+    elif ckpt.checkpoint_candidates(root):
+        why = f"every checkpoint in {root} is truncated or corrupt (see the warnings above)"
+    elif any(root.glob("iter_*")):
+        why = f"the checkpoints in {root} are incomplete (no {ckpt.STATE_FILE}): the run was stopped while saving"
+    else:
+        why = f"{root} holds no checkpoint yet"
+    raise ckpt.NoCheckpointError(f"--resume: nothing to resume in train.out_dir={out}: {why}. Check train.out_dir, "
+                                 "or start over without --resume (the history there is moved aside, not deleted).")
 
 
 def _flat(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -90,7 +90,7 @@ def test_config_json_holds_no_secret_and_the_run_reloads_the_real_values(tmp_pat
     assert Run.load(run.folder).cfg == cfg
     assert Run.load(run.folder).cfg.env.mcp_servers[0].env["SRV_TOKEN"] == SECRETS["env"]
     assert config_for_resume(str(run.folder), str(tmp_path / "runs")).env.mcp_servers == cfg.env.mcp_servers
-    from agent_r1.runs.fit import RUN_ARTIFACTS
+    from agent_r1.runs.folders import RUN_ARTIFACTS
 
     assert private[0].name not in RUN_ARTIFACTS
 

@@ -1,6 +1,6 @@
-"""The Run (agent_r1/runs/run.py): one owner of run assembly. It settles the run once (folder,
-config.json, a frozen config), builds each part once, reopens from its folder, and travels to other
-processes as a picklable spec."""
+"""The Run (agent_r1/runs/run.py): the run's recipe, one owner of run assembly. It settles the run once
+(folder, config.json, a frozen config), builds each part once and in one order (`setup`), reopens
+from its folder, and travels to other processes as a picklable spec."""
 
 from __future__ import annotations
 
@@ -67,6 +67,29 @@ def test_each_part_is_built_once(tmp_path, monkeypatch):
     assert calls == {"data": 1, "index": 1}
     assert result["iterations"] == 1 and Path(result["checkpoint"]).is_dir()
     assert run.env_factory is run.env_factory and run.train_samples is run.train_samples
+
+
+def test_setup_builds_the_parts_in_one_order(tmp_path, monkeypatch):
+    from agent_r1.envs import factory
+    from agent_r1.runs import assembly, lifecycle, run_lock
+    from agent_r1.runs import run as recipe
+    from agent_r1.training import trainer
+
+    run = Run.open(_cfg(tmp_path), log=lambda _: None)
+    order = []
+
+    def spy(module, name, label):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, **k: order.append(label) or real(*a, **k))
+
+    for module, name, label in ((run_lock, "hold_run_folder", "folder"), (assembly, "ensure_data", "data"),
+                                (assembly, "ensure_index", "index"), (lifecycle, "start_card", "card"),
+                                (recipe, "metrics_logger", "logger"), (factory, "make_env_factory", "env"),
+                                (assembly, "build_policy", "policy"), (trainer, "RLTrainer", "trainer")):
+        spy(module, name, label)
+    run.setup()
+    run.close()
+    assert order == ["folder", "data", "index", "card", "logger", "env", "policy", "trainer"]
 
 
 def test_the_spec_rebuilds_the_same_run_elsewhere(tmp_path):

@@ -42,7 +42,6 @@ def _cfg(tmp_path: Path):
 
 
 def test_a_second_trainer_in_a_busy_run_folder_is_refused(tmp_path, holder, monkeypatch):
-    from agent_r1.runs import fit as train_mod
     from agent_r1.runs.folders import read_record
     from agent_r1.runs.run import Run
     from agent_r1.runs.run_lock import RunInUseError
@@ -58,7 +57,7 @@ def test_a_second_trainer_in_a_busy_run_folder_is_refused(tmp_path, holder, monk
         with pytest.raises(RunInUseError) as info:
             attempt()
         assert str(run.folder) in str(info.value) and f"pid {proc.pid}" in str(info.value)
-    monkeypatch.setattr(train_mod, "_run_local", lambda *a, **k: pytest.fail("trained in a busy folder"))
+    monkeypatch.setattr(Run, "parts", lambda *a, **k: pytest.fail("trained in a busy folder"))
     with pytest.raises(RunInUseError):
         Run.load(run.folder, resume=True).train()
     assert (run.folder / "metrics.jsonl").read_text() == '{"step": 1}\n'  # nothing moved aside
@@ -67,21 +66,31 @@ def test_a_second_trainer_in_a_busy_run_folder_is_refused(tmp_path, holder, monk
 
 
 def test_the_lock_is_held_while_training_and_dropped_after(tmp_path, monkeypatch):
-    from agent_r1.runs import fit as train_mod
-    from agent_r1.runs.run import Run
+    from agent_r1.runs.run import Run, RunParts
     from agent_r1.runs.run_lock import RunInUseError, hold_run_folder
+    from agent_r1.training import trainer
 
     run = Run.open(_cfg(tmp_path), resolve_start=False, log=lambda *a: None)
     seen = []
 
-    def fake_local(r, sink=None, on_iteration=None):
-        with pytest.raises(RunInUseError):  # a second holder, even in this process, is refused
-            with hold_run_folder(r.folder):
-                pass
-        seen.append(True)
-        return {"iterations": 0, "final": {}, "out_dir": str(r.folder), "checkpoint": None, "checkpoint_sha256": None}
+    class FakeTrainer:
+        iteration = 0
 
-    monkeypatch.setattr(train_mod, "_run_local", fake_local)
+        def __init__(self, *a, **k):
+            pass
+
+        def fit(self, on_iteration=None):
+            with pytest.raises(RunInUseError):  # a second holder, even in this process, is refused
+                with hold_run_folder(run.folder):
+                    pass
+            seen.append(True)
+            return {}
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(Run, "parts", lambda self: RunParts(None, None, None, None, self.index_dir, [], []))
+    monkeypatch.setattr(trainer, "RLTrainer", FakeTrainer)
     monkeypatch.setattr(Run, "lineage", lambda self: {})
     run.train()
     assert seen == [True]

@@ -214,7 +214,7 @@ def test_cli_train_is_an_mlflow_run_with_its_lineage(tmp_path, monkeypatch, caps
 def test_card_names_the_mlflow_run_made_later_from_the_buffer(tmp_path, monkeypatch):
     """Another process flushing the MLflow buffer when a run starts (two deployment runs at once):
     the run is created from the buffer later, and the card names it once it exists, not None."""
-    from agent_r1.runs.tracked import train_with_mlflow
+    from agent_r1.runs.run import Run
     from agent_r1.tracking.filelock import FileLock
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", fresh_store(tmp_path))
@@ -230,6 +230,8 @@ def test_card_names_the_mlflow_run_made_later_from_the_buffer(tmp_path, monkeypa
             other.release()
 
     cfg = load_config(None, _overrides(tmp_path, **{"train.experiment": "late", "train.iterations": 1}))
-    result = train_with_mlflow(cfg, on_iteration=release)
+    run = Run.open(cfg)
+    with run.mlflow_run("agent-r1 train") as tracker:
+        run.train(tracker=tracker, on_iteration=release)
     assert seen == {"card_at_start": None}  # the id was not known at the start
-    assert result["mlflow_run_id"] and read_record(Path(result["out_dir"]))["mlflow_run_id"] == result["mlflow_run_id"]
+    assert tracker.run_id and read_record(run.folder)["mlflow_run_id"] == tracker.run_id

@@ -92,16 +92,14 @@ class _Recorder:
 
 
 def test_a_resumed_run_uploads_only_the_checkpoint_it_resumes_from_and_later_ones(tmp_path):
-    from agent_r1.config import load_config
-    from agent_r1.runs.tracked import tracked_sink
-    from agent_r1.training.checkpoint import save_checkpoint
+    from agent_r1.runs.run import metrics_logger
+    from agent_r1.training.checkpoint import latest_checkpoint, save_checkpoint
 
     out = tmp_path / "run"
     for it in (1, 2, 3):
         save_checkpoint(out / "checkpoints", it, _Saves(), _Saves(), {}, keep=0)
-    cfg = load_config(None, {"train.out_dir": str(out)})
     recorder = _Recorder()
-    sink = tracked_sink(cfg, recorder, resume=True)
+    sink = metrics_logger(out, recorder, resume_from=latest_checkpoint(out / "checkpoints"))
     sink.log_checkpoints()
     assert recorder.uploaded == ["iter_000003"], recorder.uploaded
     save_checkpoint(out / "checkpoints", 4, _Saves(), _Saves(), {}, keep=0)
