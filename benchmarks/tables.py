@@ -239,7 +239,8 @@ LEARNING: list[Figure] = [
     Figure("two commands: PPO held-out EM", L, "summary.ppo.greedy_em_mean", num(1)),
     Figure("two commands: warm start EM", L, "summary.warm_start.greedy_em_mean", num(0)),
     Figure("two commands: minutes of RL, GRPO and PPO", L, "summary.{grpo,ppo}.rl_seconds_mean / 60",
-           seq(0, " and ", scale=1 / 60), lambda doc: [doc["summary"][v]["rl_seconds_mean"] for v in ("grpo", "ppo")]),
+           seq(0, " and ", scale=1 / 60), lambda doc: [doc["summary"][v]["rl_seconds_mean"] for v in ("grpo",
+           "ppo")]),
     Figure("two commands: shuffled rewards EM", L, "summary.grpo_shuffled_rewards.greedy_em_mean", num(0)),
 ]
 
@@ -254,13 +255,16 @@ PAPER: list[Figure] = [
         Figure(f"paper table {table}, {n}: EM per seed", P, f"per_seed.*.{kind}.{n}.metrics.{PAPER_DS}.em",
                seq(0), paper_seeds(kind, n)))
 ] + [
-    Figure("paper: PPO - warm start", P, "paired bootstrap", ci(1, sign=True), paper_diff("ppo", "agent", "baselines")),
-    Figure("paper: RLOO - warm start", P, "paired bootstrap", ci(1, sign=True), paper_diff("rloo", "agent", "baselines")),
+    Figure("paper: PPO - warm start", P, "paired bootstrap", ci(1, sign=True),
+           paper_diff("ppo", "agent", "baselines")),
+    Figure("paper: RLOO - warm start", P, "paired bootstrap", ci(1, sign=True),
+           paper_diff("rloo", "agent", "baselines")),
     Figure("paper: GRPO - PPO", P, "paired bootstrap", ci(1, sign=True), paper_diff("grpo", "ppo")),
     Figure("paper: RLOO and REINFORCE++-baseline - PPO", P, "paired bootstrap, means", seq(1, sign=True),
            lambda doc: [paper_diff(m, "ppo")(doc)["mean"] for m in ("rloo", "reinforce_pp_baseline")]),
     Figure("paper: GRPO - REINFORCE++", P, "paired bootstrap", ci(1), paper_diff("grpo", "reinforce_pp")),
-    Figure("paper: RLOO - REINFORCE++", P, "paired bootstrap, mean", num(1), lambda doc: paper_diff("rloo", "reinforce_pp")(doc)["mean"]),
+    Figure("paper: RLOO - REINFORCE++", P, "paired bootstrap, mean", num(1),
+           lambda doc: paper_diff("rloo", "reinforce_pp")(doc)["mean"]),
     Figure("paper: REINFORCE++-baseline - REINFORCE++", P, "paired bootstrap, mean", num(1),
            lambda doc: paper_diff("reinforce_pp_baseline", "reinforce_pp")(doc)["mean"]),
     Figure("paper: PPO masks off - PPO", P, "paired bootstrap", ci(1, sign=True), paper_diff("ppo_masks_off", "ppo")),
@@ -268,7 +272,8 @@ PAPER: list[Figure] = [
            paper_diff("ppo_adv_mask_off", "ppo")),
     Figure("paper: the collapsed seed, advantage mask off", P, "min per_seed.*.methods.ppo_adv_mask_off EM",
            num(0), lambda doc: min(paper_seeds("methods", "ppo_adv_mask_off")(doc))),
-    Figure("paper: GRPO loss mask off - GRPO", P, "paired bootstrap", ci(1), paper_diff("grpo_loss_mask_off", "grpo")),
+    Figure("paper: GRPO loss mask off - GRPO", P, "paired bootstrap", ci(1),
+           paper_diff("grpo_loss_mask_off", "grpo")),
     Figure("paper: naive RAG supporting-fact recall", P, "per_seed.*.baselines.rag.metrics...support_recall",
            span(0), paper_seeds("baselines", "rag", "support_recall")),
     Figure("paper: wall time of the paper's rows, minutes", P, "wall_seconds_per_call.0 (the call that ran them)",
@@ -279,8 +284,10 @@ PAPER: list[Figure] = [
     Figure("two commands: GRPO, RLOO, REINFORCE++-baseline", P, "their EM means, rounded", span(0),
            lambda doc: [round(paper_cell("methods", m)(doc)["mean"])
                         for m in ("grpo", "rloo", "reinforce_pp_baseline")]),
-    Figure("two commands: paper PPO", P, "PPO EM mean", num(0), lambda doc: paper_cell("methods", "ppo")(doc)["mean"]),
-    Figure("two commands: paper REINFORCE++", P, "REINFORCE++ EM mean", num(0), lambda doc: paper_cell("methods", "reinforce_pp")(doc)["mean"]),
+    Figure("two commands: paper PPO", P, "PPO EM mean", num(0),
+           lambda doc: paper_cell("methods", "ppo")(doc)["mean"]),
+    Figure("two commands: paper REINFORCE++", P, "REINFORCE++ EM mean", num(0),
+           lambda doc: paper_cell("methods", "reinforce_pp")(doc)["mean"]),
 ]
 
 M = "memory.json"
@@ -317,7 +324,8 @@ RETRIEVAL: list[Figure] = [
     Figure("retrieval: hybrid - BM25, recall all", RT, "hybrid_minus_bm25_recall_all", num(3)),
 ] + [
     Figure(f"retrieval table: {key}", RT, f"{key}.{{recall@5_any,recall@5_all,queries_per_s}}",
-           lambda v: f"{num(3)(v[0])} | {num(3)(v[1])} | {num(0, comma=True)(v[2])}", lambda d, k=key: [d[k]["recall@5_any"], d[k]["recall@5_all"], d[k]["queries_per_s"]])
+           lambda v: f"{num(3)(v[0])} | {num(3)(v[1])} | {num(0, comma=True)(v[2])}", lambda d,
+           k=key: [d[k]["recall@5_any"], d[k]["recall@5_all"], d[k]["queries_per_s"]])
     for label, key in RETRIEVAL_ROWS
 ] + [
     Figure("retrieval scale: 1M index MiB", RS, "builds.2.index_mib", num(0)),
@@ -326,29 +334,37 @@ RETRIEVAL: list[Figure] = [
     Figure("retrieval scale: recall@5 at every size", RS, "min quality.*.recall@5", num(1),
            lambda d: min(q["recall@5"] for q in d["quality"])),
     Figure("retrieval scale: entity queries/s", RS, "search_entity_queries[processes=1].qps",
-           seq(0, " / ", comma=True), lambda d: [q["qps"] for q in d["search_entity_queries"] if q["processes"] == 1]),
+           seq(0, " / ", comma=True),
+           lambda d: [q["qps"] for q in d["search_entity_queries"] if q["processes"] == 1]),
     Figure("retrieval scale: 1M entity latency", RS, "quality[1M, entity].latency_ms.{p50,p99}",
-           seq((2, 1), " ms, p99 "), lambda d: [next(q for q in d["quality"] if q["passages"] == 1_000_000 and q["form"] == "entity")
+           seq((2, 1), " ms, p99 "),
+           lambda d: [next(q for q in d["quality"] if q["passages"] == 1_000_000 and q["form"] == "entity")
                       ["latency_ms"][k] for k in ("p50", "p99")]),
     Figure("retrieval scale: target", RS, "target_qps_1_process_1M", num(0, comma=True)),
     Figure("retrieval scale: question queries/s", RS, "search_question_queries[processes=1].qps",
-           seq(0, " / ", comma=True), lambda d: [q["qps"] for q in d["search_question_queries"] if q["processes"] == 1]),
+           seq(0, " / ", comma=True),
+           lambda d: [q["qps"] for q in d["search_question_queries"] if q["processes"] == 1]),
     Figure("retrieval scale: passages with \"was\"", RS, "profile_at_largest...was.doc_freq_text / passages",
-           num(0, scale=100), lambda d: d["profile_at_largest"]["question_words_alone"]["was"]["doc_freq_text"] / 1_000_000),
+           num(0, scale=100),
+           lambda d: d["profile_at_largest"]["question_words_alone"]["was"]["doc_freq_text"] / 1_000_000),
     Figure("retrieval scale: passages with \"born\"", RS, "profile_at_largest...born.doc_freq_text / passages",
-           num(0, scale=100), lambda d: d["profile_at_largest"]["question_words_alone"]["born"]["doc_freq_text"] / 1_000_000),
+           num(0, scale=100),
+           lambda d: d["profile_at_largest"]["question_words_alone"]["born"]["doc_freq_text"] / 1_000_000),
     Figure("retrieval scale: Elasticsearch bulk docs/s", RS, "elasticsearch_bulk.docs_per_s", num(0, comma=True)),
     Figure("retriever load: queries/s", RL, "qps", num(0, comma=True)),
     Figure("retriever load: batch latency p50 / p99", RL, "batch_latency_ms.{p50,p99}", seq(0, " ms / p99 "),
            lambda d: [d["batch_latency_ms"]["p50"], d["batch_latency_ms"]["p99"]]),
-    Figure("retriever load: errors, lost, differing", RL, "errors, lost_results, results_differing_from_single_process",
-           lambda v: "{} errors, {} lost results, {} results differing".format(*v), lambda d: [d["errors"], d["lost_results"], d["results_differing_from_single_process"]]),
+    Figure("retriever load: errors, lost, differing", RL,
+           "errors, lost_results, results_differing_from_single_process",
+           lambda v: "{} errors, {} lost results, {} results differing".format(*v), lambda d: [d["errors"],
+           d["lost_results"], d["results_differing_from_single_process"]]),
     Figure("ES workers: server connections", RL, "elasticsearch_workers.runs.*.server_connections_peak",
            seq(0, " / "), lambda d: [r["server_connections_peak"] for r in d["elasticsearch_workers"]["runs"]]),
     Figure("ES workers: queries/s", RL, "elasticsearch_workers.runs.*.qps", seq(1, " / "),
            lambda d: [r["qps"] for r in d["elasticsearch_workers"]["runs"]]),
     Figure("ES workers: batch p50 seconds", RL, "elasticsearch_workers.runs.*.batch_latency_ms.p50 / 1000",
-           seq(1, " / ", scale=1e-3), lambda d: [r["batch_latency_ms"]["p50"] for r in d["elasticsearch_workers"]["runs"]]),
+           seq(1, " / ", scale=1e-3),
+           lambda d: [r["batch_latency_ms"]["p50"] for r in d["elasticsearch_workers"]["runs"]]),
 ]
 
 S = "scale.json"
@@ -356,7 +372,8 @@ A = "async_speed"
 SCALE: list[Figure] = [
     Figure("async: one worker speed-up", S, f"{A}.speedup_paired_median.async_1_one_worker", num(2)),
     Figure("async: one worker s per iteration", S, f"{A}.iteration_s_median.{{async_1_one_worker,sync_one_worker}}",
-           seq(2, " s against "), lambda d: [d[A]["iteration_s_median"][k] for k in ("async_1_one_worker", "sync_one_worker")]),
+           seq(2, " s against "), lambda d: [d[A]["iteration_s_median"][k] for k in ("async_1_one_worker",
+           "sync_one_worker")]),
     Figure("async: earlier 3-repeat run, one worker", S, f"{A}.earlier_runs.3.speedup_sync_over_async_one_worker",
            num(2)),
     Figure("async: target", S, f"{A}.target_speedup", num(1)),
@@ -368,7 +385,8 @@ SCALE: list[Figure] = [
            lambda d: async_waits(d, ("sync", "sync_one_worker"))),
     Figure("async: earlier session on a shared machine", S, f"{A}.earlier_runs.0-2.speedup_sync_over_async",
            span(2, sep="x-"), lambda d: [r["speedup_sync_over_async"] for r in d[A]["earlier_runs"][:3]]),
-    Figure("scale grid: medians", S, "scale_grid.iteration_s_median.*", span(2), lambda d: list(d["scale_grid"]["iteration_s_median"].values())),
+    Figure("scale grid: medians", S, "scale_grid.iteration_s_median.*", span(2),
+           lambda d: list(d["scale_grid"]["iteration_s_median"].values())),
     Figure("scale grid: 1x1", S, "scale_grid.iteration_s_median.1w_1l", num(2)),
 ]
 
@@ -388,7 +406,8 @@ RELIABILITY: list[Figure] = [
 PF = "profile.json"
 PROFILE: list[Figure] = [
     Figure("profile: seconds per iteration", PF, "totals.iteration.seconds.median", num(1)),
-    Figure("profile: retrieval seconds", PF, "sections[retrieval].seconds.median", num(3), lambda d: profile_row(d, "retrieval")[0]),
+    Figure("profile: retrieval seconds", PF, "sections[retrieval].seconds.median", num(3),
+           lambda d: profile_row(d, "retrieval")[0]),
 ] + [
     Figure(f"profile row: {label}", PF, f"sections[{', '.join(keys)}]: seconds median, share",
            lambda v: f"{num(2)(v[0])} | {num(1)(v[1])}%", lambda d, ks=keys: profile_row(d, *ks))
@@ -455,7 +474,7 @@ def lift_ci(doc: Any) -> dict[str, float]:
 
 def start_to_final_of(seeds: tuple[str, ...]) -> Any:
     return lambda doc: ", ".join(f"{doc['per_seed'][s]['start_em']:.0f} -> {doc['per_seed'][s]['final_em']:.0f}"
-                                 for s in seeds)
+        for s in seeds)
 
 
 def first_iteration_reward(seed: str) -> Any:
@@ -482,7 +501,8 @@ MAKE_RUN: list[Figure] = seeds_table(S) + [
     Figure("make run seeds: one seed's flow, minutes", S, "per_seed.1-4.wall_s (min-max)", span(0, scale=1 / 60),
            lambda doc: [doc["per_seed"][s]["wall_s"] for s in SEEDS[1:]]),
     Figure("make run seeds: the recipe before, least and most lift", S500, "summary.lift_min, lift_max",
-           lambda v: f"+{v[0]:.0f} to +{v[1]:.0f}", lambda doc: [doc["summary"]["lift_min"], doc["summary"]["lift_max"]]),
+           lambda v: f"+{v[0]:.0f} to +{v[1]:.0f}", lambda doc: [doc["summary"]["lift_min"],
+           doc["summary"]["lift_max"]]),
 ] + seeds_table(S500) + [
     Figure("make run seeds: groups of 4, lift per seed", G4, "per_seed.*.lift", seq(0, " | ", sign=True),
            per_seed("lift")),
@@ -507,8 +527,10 @@ MAKE_RUN: list[Figure] = seeds_table(S) + [
     # the warm start to its plateau: the AVX2 machine, seed 0 before and after
     Figure("make run seeds, AVX2: EM before and after, seeds 0-2", AVX2, "per_seed.0-2.start_em, final_em", str,
            start_to_final_of(("0", "1", "2"))),
-    Figure("make run seeds, AVX2: lifts", AVX2, "per_seed.0-2.lift", seq(0, ", ", sign=True), lambda doc: [doc["per_seed"][s]["lift"] for s in ("0", "1", "2")]),
-    Figure("make run seeds, AVX2: seed 0 iteration 1 reward", AVX2, "per_seed.0.curve.0.reward_mean", num(0, scale=100),
+    Figure("make run seeds, AVX2: lifts", AVX2, "per_seed.0-2.lift", seq(0, ", ", sign=True),
+           lambda doc: [doc["per_seed"][s]["lift"] for s in ("0", "1", "2")]),
+    Figure("make run seeds, AVX2: seed 0 iteration 1 reward", AVX2, "per_seed.0.curve.0.reward_mean",
+           num(0, scale=100),
            first_iteration_reward("0")),
     Figure("make run seeds: seed 0 iteration 1 reward, the recipe before", S500, "per_seed.0.curve.0.reward_mean",
            num(0, scale=100), first_iteration_reward("0")),
@@ -585,7 +607,8 @@ PERF: list[Figure] = [
     Figure("perf: finished rows kept", R, "speedups.no_early_drop.seconds_over_all_on.median", num(2)),
     Figure("perf: rollout peak RSS", R, "peak_rss_mb", num(0)),
     Figure("perf: seconds for 8 / 32 / 128 trajectories", R, "scaling.trajectories.{8,32,128}.seconds.median",
-           seq(2, " / "), lambda d: [d["scaling"]["trajectories"][n]["seconds"]["median"] for n in ("8", "32", "128")]),
+           seq(2, " / "), lambda d: [d["scaling"]["trajectories"][n]["seconds"]["median"] for n in ("8", "32",
+           "128")]),
     Figure("perf: ms per trajectory", R, "scaling.trajectories.*.ms_per_trajectory", seq(1, " / "),
            lambda d: [d["scaling"]["trajectories"][n]["ms_per_trajectory"] for n in ("8", "32", "128")]),
     Figure("perf: time exponent", R, "scaling.time_exponent_8_to_128_trajectories", num(2)),
@@ -598,7 +621,8 @@ PERF: list[Figure] = [
     Figure("perf: update / bare torch", U, "trainer_over_bare", med(2)),
     Figure("perf: tokens per update", U, "config.tokens_per_update", num(0, comma=True)),
     Figure("perf: update vs bare tokens/s", U, "tokens_per_s.{trainer_update,bare_torch}.median",
-           seq(0, " vs ", comma=True), lambda d: [d["tokens_per_s"][k]["median"] for k in ("trainer_update", "bare_torch")]),
+           seq(0, " vs ", comma=True), lambda d: [d["tokens_per_s"][k]["median"] for k in ("trainer_update",
+           "bare_torch")]),
     Figure("perf: update per-repeat ratios", U, "trainer_over_bare.runs", seq(2)),
     Figure("perf: update load at start", U, "machine.load_average_at_start.0", num(1)),
     Figure("perf: update peak RSS", U, "peak_rss_mb", num(0, comma=True)),
@@ -655,21 +679,23 @@ OBJECTIVES: list[Figure] = [
     for label, v in OBJ_ROWS[1:]
 ] + [
     Figure("objectives: sampled EM span over the RL rows", O, "per_seed.*.runs.*.sampled.em (min-max)", span(0),
-           lambda doc: [r["sampled"]["em"] for one in doc["per_seed"].values()
-                                                for r in one["runs"].values()]),
+           lambda doc: [r["sampled"]["em"] for one in doc["per_seed"].values() for r in one["runs"].values()]),
     Figure("objectives: DAPO's prompts rolled out per seed", O, "per_seed.*.runs.dapo.train_curve.*.dynamic/"
-           "prompts_sampled (sums)", seq(0, comma=True), lambda doc: [sum(c["dynamic/prompts_sampled"] for c in doc["per_seed"][s]["runs"]["dapo"]["train_curve"])
+           "prompts_sampled (sums)", seq(0, comma=True),
+           lambda doc: [sum(c["dynamic/prompts_sampled"] for c in doc["per_seed"][s]["runs"]["dapo"]["train_curve"])
                         for s in ("0", "1", "2")]),
     Figure("objectives: DAPO's most rounds in an iteration", O, "max per_seed.*.runs.dapo...dynamic/rounds", num(0),
            lambda doc: max(c["dynamic/rounds"] for one in doc["per_seed"].values()
-                                                    for c in one["runs"]["dapo"]["train_curve"])),
+               for c in one["runs"]["dapo"]["train_curve"])),
     Figure("objectives: the other rows' prompts per run", O, "config: train.iterations x train.prompts_per_iter",
            num(0), lambda doc: doc["recipe"]["train"]["iterations"] * doc["recipe"]["train"]["prompts_per_iter"]),
     Figure("objectives: DAPO and GRPO RL seconds, seed 2", O, "per_seed.2.runs.{dapo,grpo}.rl_seconds",
-           seq(0, " s on seed 2 against GRPO's "), lambda doc: [doc["per_seed"]["2"]["runs"][v]["rl_seconds"] for v in ("dapo", "grpo")]),
-    Figure("objectives: the other rows' RL seconds, seed 2", O, "per_seed.2.runs.{gspo,cispo,dr_grpo,gigpo}.rl_seconds",
+           seq(0, " s on seed 2 against GRPO's "),
+           lambda doc: [doc["per_seed"]["2"]["runs"][v]["rl_seconds"] for v in ("dapo", "grpo")]),
+    Figure("objectives: the other rows' RL seconds, seed 2", O,
+           "per_seed.2.runs.{gspo,cispo,dr_grpo,gigpo}.rl_seconds",
            span(0), lambda doc: [doc["per_seed"]["2"]["runs"][v]["rl_seconds"]
-                                                       for v in ("gspo", "cispo", "dr_grpo", "gigpo")]),
+               for v in ("gspo", "cispo", "dr_grpo", "gigpo")]),
 ]
 
 # the probe at a quarter of the iterations (--set train.iterations=10): it saturates too
@@ -821,7 +847,8 @@ ENDPOINT: list[Figure] = [
         Figure(f"endpoint table, {v}: sampled EM per seed", E, f"per_seed.*.{v}.sampled.em", seq(0),
                learning_seeds(v, "sampled.em")))
 ] + [
-    Figure(f"endpoint table, {v}: seconds per iteration", E, f"summary.{v}.seconds_per_iteration", ci(2)) for label, v in EP_ROWS[1:]
+    Figure(f"endpoint table, {v}: seconds per iteration", E, f"summary.{v}.seconds_per_iteration",
+           ci(2)) for label, v in EP_ROWS[1:]
 ] + [
     Figure("endpoint: minus built-in, paired", E, f"{END}.minus_grpo_hermes_ci95", ci(1, sign=True)),
     Figure("endpoint: seeds in the paired difference", E, f"{END}.minus_grpo_hermes_ci95.seeds", num(0)),
@@ -837,7 +864,8 @@ ENDPOINT: list[Figure] = [
            lambda doc: sum(c["agent/drift"] == 0 for c in _iterations(doc))),
     Figure("endpoint: most split sessions", E, f"{CURVES}.*.agent/drift", num(0),
            lambda doc: max(c["agent/drift"] for c in _iterations(doc))),
-    Figure("endpoint: no agent errors", E, f"{CURVES}.*.agent/errors", num(0), lambda doc: sum(c["agent/errors"] for c in _iterations(doc))),
+    Figure("endpoint: no agent errors", E, f"{CURVES}.*.agent/errors", num(0),
+           lambda doc: sum(c["agent/errors"] for c in _iterations(doc))),
 ] + [f for row in TRIED for f in _tried(*row)] + [
 ]
 
@@ -846,7 +874,8 @@ ENDPOINT: list[Figure] = [
 
 PV = "perf_vllm.json"
 PVC = "cells.128x256"
-PV_ROWS = (("agent-r1, transformers engine", "agent_r1"), ("agent-r1, vLLM engine (weight sync included)", "agent_r1_vllm"),
+PV_ROWS = (("agent-r1, transformers engine", "agent_r1"), ("agent-r1, vLLM engine (weight sync included)",
+"agent_r1_vllm"),
         ("TRL `GRPOTrainer`, transformers `generate()`", "trl"),
         ("TRL `GRPOTrainer`, `use_vllm=True, vllm_mode=\"colocate\"`", "trl_vllm"))
 COLUMNS = (("seconds per iteration", "seconds_per_iteration", num(2)),
@@ -855,7 +884,8 @@ COLUMNS = (("seconds per iteration", "seconds_per_iteration", num(2)),
 
 
 
-TABLE = [Figure(f"perf vllm table, {side}: {name}", PV, f"{PVC}.sides.{side}.{key}.median", fmt) for label, side in PV_ROWS for i, (name, key, fmt) in enumerate(COLUMNS)]
+TABLE = [Figure(f"perf vllm table, {side}: {name}", PV, f"{PVC}.sides.{side}.{key}.median", fmt) for label,
+side in PV_ROWS for i, (name, key, fmt) in enumerate(COLUMNS)]
 PROSE = [
     Figure("perf vllm: vLLM / transformers engine per iteration", PV, f"{PVC}.ratios.vllm_over_transformers.median",
            num(2)),
