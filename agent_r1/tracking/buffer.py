@@ -10,7 +10,7 @@ Files in the folder
 - `runs.json`      run key -> MLflow run id, for every run created, so any process can send its records.
 - `blobs/<rid>/`   the copy of an artifact logged while MLflow was away (the original may be pruned). A
                    pending artifacts record is sent from that copy only: pending.jsonl is a file anyone
-                   can edit, so a path in it is never read (`own_blob`).
+                   can edit, so a path in it is never read (`sendable`).
 - `.lock`          held for every change to these files (short); `.flush.lock`: held by the one sender.
 
 A record is checked whole before it is sent or buffered (`check_record`). Sending can fail for two kinds
@@ -82,7 +82,8 @@ FIELD_SHAPES = {
     "metrics": ("a mapping of names to numbers", _map(lambda x: isinstance(x, (int, float)) and not isinstance(x, bool))),
     "columns": ("a mapping of column names to lists", _map(lambda x: isinstance(x, list))),
     "artifact_file": ("a string", _str), "local_path": ("a string", _str),
-    "artifact_path": ("a string or null", _or_none(_str)), "files": ("a list of relative paths or null", _or_none(_relative)),
+    "artifact_path": ("a string or null", _or_none(_str)),
+    "files": ("a list of relative paths or null", _or_none(_relative)),
     "file_name": ("a plain file name or null", _or_none(lambda v: _name(v) and Path(v).name == v != "..")),
     "status": (f"one of {', '.join(RUN_STATUSES)}", lambda v: v in RUN_STATUSES),
     "trace_key": ("a string", _str), "root": ("a span tree (a mapping)", lambda v: isinstance(v, dict))}
@@ -102,7 +103,8 @@ def check_record(record: Any) -> None:
     for field, value in record.items():
         what, ok = FIELD_SHAPES.get(field, ("", None))
         if ok is not None and not ok(value):
-            raise BadRecord(f"a {op!r} record's {field!r} must be {what}, got {type(value).__name__} {str(value)[:60]!r}")
+            raise BadRecord(f"a {op!r} record's {field!r} must be {what}, got {type(value).__name__} "
+                            f"{str(value)[:60]!r}")
     try:
         json.dumps(record, ensure_ascii=False, default=str).encode("utf-8")
     except UnicodeEncodeError as err:
@@ -220,8 +222,8 @@ class RecordBuffer:
         with self.lock:
             records, partial = _read_jsonl(self.pending_path)
             for number, text in partial:
-                _append_line(self.rejected_path, json.dumps({"line": number, "raw": text, "error": (
-                    f"unreadable line {number} of {self.pending_path.name} (cut short by a kill during an append?)")}).encode())
+                why = f"unreadable line {number} of {self.pending_path.name} (cut short by a kill during an append?)"
+                _append_line(self.rejected_path, json.dumps({"line": number, "raw": text, "error": why}).encode())
             if partial or any(r["rid"] in done for r in records):
                 _write_lines(self.pending_path, [json.dumps(r, default=str) for r in records if r["rid"] not in done])
         for record in records:
@@ -237,7 +239,8 @@ class RecordBuffer:
         """Run key -> why MLflow refused to create that run."""
         with self.lock:
             good, _ = _read_jsonl(self.rejected_path)
-        return {r["key"]: str(r.get("error")) for r in good if r.get("op") == "create_run" and isinstance(r.get("key"), str)}
+        return {r["key"]: str(r.get("error")) for r in good
+                if r.get("op") == "create_run" and isinstance(r.get("key"), str)}
 
     def rejected_count(self) -> int:
         with self.lock:
@@ -259,19 +262,17 @@ class RecordBuffer:
         with self.lock:
             _write_lines(self.map_path, [json.dumps({**self.run_ids(), key: run_id}, indent=1)])
 
-    def own_blob(self, record: dict[str, Any]) -> Path:
-        """`<root>/blobs/<rid>`, the copy a pending artifacts record stands for, whatever path the record
-        names; anything else raises BadRecord: set aside, nothing uploaded or deleted."""
+    def sendable(self, record: dict[str, Any]) -> dict[str, Any]:
+        """`record` as a flush sends it: an artifacts record from `<root>/blobs/<rid>`, the buffer's own copy,
+        whatever path the record names; without that copy, BadRecord: set aside, nothing uploaded or deleted."""
+        if record.get("op") != "artifacts":
+            return record
         blob = self.root / "blobs" / str(record.get("rid"))
         if record.get("blob") is not True or not _RID.fullmatch(str(record.get("rid"))) or not blob.is_dir():
-            raise BadRecord(f"a buffered artifacts record is sent only from this buffer's own copy ({self.root / 'blobs'}"
-                            f"/<rid>), and there is none for it: {record.get('local_path')} was neither uploaded nor "
-                            f"deleted. To upload a folder, log it from a run.")
-        return blob
-
-    def sendable(self, record: dict[str, Any]) -> dict[str, Any]:
-        """`record` as a flush sends it: an artifacts record from its own copy (or BadRecord)."""
-        return {**record, "local_path": str(self.own_blob(record))} if record.get("op") == "artifacts" else record
+            raise BadRecord(f"a buffered artifacts record is sent only from this buffer's own copy "
+                            f"({self.root / 'blobs'}/<rid>), and there is none for it: {record.get('local_path')} "
+                            f"was neither uploaded nor deleted. To upload a folder, log it from a run.")
+        return {**record, "local_path": str(blob)}
 
     def drop_blob(self, record: dict[str, Any]) -> None:
         """Removes the copy of a sent (or refused) record; never any other folder."""

@@ -22,28 +22,23 @@ class FileLock:
 
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """`blocking=False`: one try. `timeout`: keep trying that many seconds (None: forever)."""
-        if blocking and timeout is None:
-            self._thread_lock.acquire()
-            return self._lock_file(fcntl.LOCK_EX)
-        deadline = time.monotonic() + (timeout if blocking else 0.0)
-        while not (self._thread_lock.acquire(blocking=False) and self._lock_file(fcntl.LOCK_EX | fcntl.LOCK_NB)):
+        deadline = time.monotonic() + ((float("inf") if timeout is None else timeout) if blocking else 0.0)
+        while not (self._thread_lock.acquire(blocking=False) and self._lock_file()):
             if time.monotonic() >= deadline:
                 return False
-            time.sleep(0.05)
+            time.sleep(0.02)
         return True
 
-    def _lock_file(self, flags: int) -> bool:
-        """Takes the flock, the thread lock held; on failure gives the thread lock back."""
+    def _lock_file(self) -> bool:
+        """One try at the flock, the thread lock held; gives the thread lock back when it fails."""
+        fd = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        except BaseException:
-            self._thread_lock.release()
-            raise
-        try:
-            fcntl.flock(fd, flags)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BaseException as err:
-            os.close(fd)
+            if fd is not None:
+                os.close(fd)
             self._thread_lock.release()
             if isinstance(err, BlockingIOError):
                 return False
@@ -53,8 +48,7 @@ class FileLock:
 
     def release(self) -> None:
         fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)  # closing the description drops the flock
+        os.close(fd)  # closing the description drops the flock
         self._thread_lock.release()
 
     def __enter__(self) -> FileLock:

@@ -1,5 +1,5 @@
-"""One MLflow run (optionally the child of another), safe to use while MLflow is down; where records go;
-`python -m agent_r1.tracking flush|status`.
+"""One MLflow run (optionally the child of another), safe to use while MLflow is down; the trainer's
+sink over it (MlflowSink); where records go; `python -m agent_r1.tracking flush|status`.
 
 A record is sent at once while MLflow answers (after whatever the buffer holds, so order is kept). When
 it does not (server down, network, a locked database) the record goes to the buffer (buffer.py) and
@@ -20,42 +20,33 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from agent_r1.tracking.buffer import BadRecord, RecordBuffer, check_record, is_network
 from agent_r1.tracking.redact import redact_secrets, redact_uri
 from agent_r1.tracking.tags import flatten_params, project_dir
-from agent_r1.tracking.traces import rows_to_columns, trace_record
+from agent_r1.tracking.traces import rows_to_columns, trace_record, trajectory_rows
 from agent_r1.tracking.transport import NotYet, _Transport
 
 DEFAULT_EXPERIMENT = "agent-r1"
 CLOSE_FLUSH_WAIT_S = 60.0  # how long `close()` waits for another process's flush of the same buffer
 
 
-def default_tracking_uri(project: str | Path | None = None) -> str:
-    """`MLFLOW_TRACKING_URI` if set, else a SQLite store `<project>/mlruns/mlflow.db` (MLflow 3's plain
-    file store is in maintenance mode)."""
-    if os.environ.get("MLFLOW_TRACKING_URI"):
-        return os.environ["MLFLOW_TRACKING_URI"]
-    root = Path(project).resolve() if project else project_dir()
-    (root / "mlruns").mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{root / 'mlruns' / 'mlflow.db'}"
-
-
-def default_artifact_root(tracking_uri: str | None = None, project: str | Path | None = None) -> str:
-    """Beside a SQLite store (`<its folder>/artifacts`), else `<project>/mlruns/artifacts`; used only for
-    experiments created on a local store (a server decides its own)."""
-    if tracking_uri and tracking_uri.startswith("sqlite:///"):
-        return (Path(tracking_uri[len("sqlite:///"):]).parent / "artifacts").resolve().as_uri()
-    return ((Path(project).resolve() if project else project_dir()) / "mlruns" / "artifacts").as_uri()
-
-
-def default_buffer_dir(project: str | Path | None = None) -> Path:
-    """`AGENT_R1_MLFLOW_BUFFER`, else `<project>/mlruns/buffer`."""
-    if os.environ.get("AGENT_R1_MLFLOW_BUFFER"):
-        return Path(os.environ["AGENT_R1_MLFLOW_BUFFER"])
-    return (Path(project).resolve() if project else project_dir()) / "mlruns" / "buffer"
+def locations(tracking_uri: str | None = None, buffer_dir: str | Path | None = None) -> tuple[str, str, Path]:
+    """(tracking URI, artifact root, buffer folder): `MLFLOW_TRACKING_URI`, else a SQLite store
+    `<project>/mlruns/mlflow.db` (MLflow 3's file store is in maintenance mode) with the artifacts of
+    experiments made here beside it (a server decides its own); `AGENT_R1_MLFLOW_BUFFER`, else
+    `<project>/mlruns/buffer`."""
+    project = project_dir()
+    uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{project / 'mlruns' / 'mlflow.db'}"
+    store = Path(uri[len("sqlite:///"):]).parent if uri.startswith("sqlite:///") else None
+    if store is not None:
+        store.mkdir(parents=True, exist_ok=True)
+    artifacts = (store / "artifacts").resolve() if store is not None else project / "mlruns" / "artifacts"
+    buffer = buffer_dir or os.environ.get("AGENT_R1_MLFLOW_BUFFER") or project / "mlruns" / "buffer"
+    return uri, artifacts.as_uri(), Path(buffer)
 
 
 class _Channel:
@@ -220,10 +211,7 @@ class RunTracker:
         if parent is not None:
             self.channel, experiment = parent.channel, parent.experiment
         else:
-            project = project_dir()
-            uri = tracking_uri or default_tracking_uri(project)
-            buffer = Path(buffer_dir) if buffer_dir else default_buffer_dir(project)
-            self.channel = _Channel(uri, default_artifact_root(uri, project), buffer, verbose)
+            self.channel = _Channel(*locations(tracking_uri, buffer_dir), verbose)
         self.name, self.experiment, self.parent = name, experiment, parent
         self.key, self.closed = uuid.uuid4().hex, False
         self.channel.submit({"op": "create_run", "key": self.key, "name": name, "experiment": experiment,
@@ -262,17 +250,20 @@ class RunTracker:
         clean = {k: float(v) for k, v in metrics.items()
                  if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
         if clean:
-            self.channel.submit({"op": "metrics", "key": self.key, "step": int(step), "metrics": clean, "time_ms": _now_ms()})
+            self.channel.submit({"op": "metrics", "key": self.key, "step": int(step), "metrics": clean,
+                                 "time_ms": _now_ms()})
 
     def log_table(self, rows: list[dict[str, Any]], artifact_file: str) -> None:
         if rows:
-            self.channel.submit({"op": "table", "key": self.key, "columns": rows_to_columns(rows), "artifact_file": artifact_file})
+            self.channel.submit({"op": "table", "key": self.key, "columns": rows_to_columns(rows),
+                                 "artifact_file": artifact_file})
 
     def log_trace(self, step: int, index: int, trajectory: Any) -> None:
         """One trajectory as an MLflow trace linked to this run (traces.py)."""
         self.channel.submit(trace_record(self.key, self.experiment, step, index, trajectory))
 
-    def log_artifacts(self, local_path: str | Path, artifact_path: str | None = None, files: list[str] | None = None) -> None:
+    def log_artifacts(self, local_path: str | Path, artifact_path: str | None = None,
+                      files: list[str] | None = None) -> None:
         """A file, or a folder's regular files (links are never followed); `files`: only these of them."""
         record = {"op": "artifacts", "key": self.key, "local_path": str(local_path), "artifact_path": artifact_path}
         self.channel.submit({**record, "files": list(files)} if files is not None else record)
@@ -312,6 +303,65 @@ class RunTracker:
         return "run `make ui` (or infra/mlflow/server.sh) and open http://127.0.0.1:5000"
 
 
+def manifest_files(checkpoint: Path) -> list[str] | None:
+    """The files a checkpoint's manifest.json lists (its `sizes`) and the manifest itself: what was written
+    as the checkpoint, so a file dropped in later stays local. None without a readable manifest: then
+    the folder's regular files are all sent."""
+    try:
+        listed = json.loads((checkpoint / "manifest.json").read_text())["sizes"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return sorted({*map(str, listed), "manifest.json"}) if isinstance(listed, dict) else None
+
+
+class MlflowSink:
+    """A MetricsSink for `run_train(..., sink=)`: per-iteration metrics, trajectory tables and traces to an
+    MLflow run, checkpoints as artifacts; `also` sinks (e.g. the run folder's metrics.jsonl, which DVC
+    plots) get every metric too. Each logged iteration's first `max_traces` table rows also become traces
+    (a trace costs a few store writes, so they stay few; None: as many as the table rows, 0: none)."""
+
+    def __init__(self, tracker: RunTracker, also: Iterable[Any] = (), checkpoints_dir: str | Path | None = None,
+                 max_table_rows: int | None = 64, max_traces: int | None = 16):
+        self.tracker, self.also = tracker, list(also)
+        self.checkpoints_dir = Path(checkpoints_dir) if checkpoints_dir else None
+        self.max_table_rows, self.max_traces = max_table_rows, max_traces
+        self.logged_checkpoints: set[str] = set()  # checkpoint folder names uploaded (or not to upload)
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        for sink in self.also:
+            sink.log(step, metrics)
+        self.tracker.log_metrics(metrics, step)
+
+    def log_trajectories(self, step: int, trajectories: list[Any], tokenizer: Any = None) -> None:
+        rows = trajectory_rows(step, trajectories, tokenizer=None, max_rows=self.max_table_rows)
+        self.tracker.log_table(rows, f"trajectories/iter_{step:06d}.json")
+        self.log_traces(step, trajectories)
+        for sink in self.also:
+            if hasattr(sink, "log_trajectories"):
+                sink.log_trajectories(step, trajectories, tokenizer)
+
+    def log_traces(self, step: int, trajectories: list[Any]) -> int:
+        """The first trajectories (those in the table, at most `max_traces`) as traces; returns how many."""
+        # the table reads a max_table_rows of 0 as "no limit"; max_traces=0 means no traces
+        limits = [n for n in (self.max_table_rows or None, self.max_traces) if n is not None]
+        chosen = trajectories[:min(limits)] if limits else trajectories
+        for index, traj in enumerate(chosen):
+            self.tracker.log_trace(step, index, traj)
+        return len(chosen)
+
+    def log_checkpoints(self) -> list[str]:
+        """Uploads every complete checkpoint not uploaded yet (as `checkpoints/iter_XXXXXX`)."""
+        if self.checkpoints_dir is None or not self.checkpoints_dir.exists():
+            return []
+        new = []
+        for path in sorted(self.checkpoints_dir.glob("iter_*")):
+            if path.name not in self.logged_checkpoints and (path / "state.pt").exists():
+                self.tracker.log_artifacts(path, f"checkpoints/{path.name}", files=manifest_files(path))
+                self.logged_checkpoints.add(path.name)
+                new.append(path.name)
+        return new
+
+
 def _texts(values: dict[str, Any] | None) -> dict[str, str]:
     """Param and tag values as MLflow stores them (text), so a caller's int or None passes the shape check."""
     return {str(k): str(v) for k, v in (values or {}).items()}
@@ -328,8 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--buffer", default=None, help="buffer folder (default <project>/mlruns/buffer)")
     p.add_argument("--tracking-uri", default=None)
     args = p.parse_args(argv)
-    uri = args.tracking_uri or default_tracking_uri()
-    channel = _Channel(uri, default_artifact_root(uri), Path(args.buffer) if args.buffer else default_buffer_dir())
+    channel = _Channel(*locations(args.tracking_uri, args.buffer))
     # flush: another process flushing this buffer is waited for, then this one goes on
     ok = channel.flush(wait_s=None) if args.action == "flush" else True
     print(json.dumps(channel.report(), indent=1))

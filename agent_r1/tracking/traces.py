@@ -89,9 +89,9 @@ def _turn_span(index: int, turn: Any, start_ns: int, context_tokens: int) -> dic
     gen_start, gen_end, tools_end = info.get("timing_ns") or (start_ns, start_ns, start_ns)
     tools, t = [], gen_end
     for call in info.get("calls") or []:
-        ms, ok = round(float(call.get("latency_ms") or 0.0), 3), bool(call.get("ok"))
-        error = {"error": _cut(call["error"], 500)} if call.get("error") else {}
-        tools.append(_span(str(call.get("name") or "<unnamed>"), "TOOL", t, t + int(float(call.get("latency_ms") or 0.0) * 1e6),
+        latency_ms, ok = float(call.get("latency_ms") or 0.0), bool(call.get("ok"))
+        ms, error = round(latency_ms, 3), {"error": _cut(call["error"], 500)} if call.get("error") else {}
+        tools.append(_span(str(call.get("name") or "<unnamed>"), "TOOL", t, t + int(latency_ms * 1e6),
                            call.get("arguments") or {}, {"titles": list(call.get("titles") or []), "success": ok,
                                                          "error": call.get("error"), "latency_ms": ms},
                            {"tool": str(call.get("name")), "success": ok, "latency_ms": ms, **error}, ok))

@@ -67,7 +67,7 @@ class _Transport:
             if exp is None:
                 local = self.tracking_uri.startswith(("sqlite:", "file:", "postgresql:", "mysql:"))
                 try:
-                    exp_id = self.client.create_experiment(name, artifact_location=self.artifact_root if local else None)
+                    exp_id = self.client.create_experiment(name, self.artifact_root if local else None)
                 except Exception:  # noqa: BLE001 - created meanwhile by another process?
                     if (exp := self.client.get_experiment_by_name(name)) is None:
                         raise
@@ -99,7 +99,8 @@ class _Transport:
                 c.log_batch(run_id, metrics=items[i:i + 1000])
         elif op == "table":
             folder = str(Path(record["artifact_file"]).parent)
-            if not any(a.path == record["artifact_file"] for a in c.list_artifacts(run_id, None if folder == "." else folder)):
+            listed = c.list_artifacts(run_id, None if folder == "." else folder)
+            if not any(a.path == record["artifact_file"] for a in listed):
                 c.log_table(run_id, data=record["columns"], artifact_file=record["artifact_file"])
         elif op == "artifacts":  # file by file, a folder's own regular files: MLflow's log_artifacts follows links
             path = Path(record["local_path"], record.get("file_name") or "")
@@ -124,7 +125,8 @@ class _Transport:
         found = self.client.search_runs([exp_id], f"tags.`{RUN_KEY_TAG}` = '{record['key']}'", max_results=1)
         if found:
             return found[0].info.run_id
-        return self.client.create_run(exp_id, start_time=record["time_ms"], tags=tags, run_name=record.get("name")).info.run_id
+        run = self.client.create_run(exp_id, start_time=record["time_ms"], tags=tags, run_name=record.get("name"))
+        return run.info.run_id
 
     def _trace(self, run_id: str, record: dict[str, Any]) -> None:
         """Spans first, then the trace info: `start_trace` finishes the trace and tags it with its key,
