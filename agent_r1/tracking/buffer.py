@@ -235,13 +235,6 @@ class RecordBuffer:
         with self.lock:
             _append_line(self.rejected_path, json.dumps({**record, "error": error}, default=str).encode())
 
-    def rejected_runs(self) -> dict[str, str]:
-        """Run key -> why MLflow refused to create that run."""
-        with self.lock:
-            good, _ = _read_jsonl(self.rejected_path)
-        return {r["key"]: str(r.get("error")) for r in good
-                if r.get("op") == "create_run" and isinstance(r.get("key"), str)}
-
     def rejected_count(self) -> int:
         with self.lock:
             return sum(map(len, _read_jsonl(self.rejected_path)))

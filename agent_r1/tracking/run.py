@@ -61,7 +61,10 @@ class _Channel:
         self.offline, self.retry_at, self.backoff, self.last_error = False, 0.0, 5.0, ""
         self.counts = dict.fromkeys(("sent", "buffered", "flushed", "rejected", "partial_lines"), 0)
         self.own_keys: set[str] = set()  # the runs this process created: its report is about their records
-        self.run_ids, self.rejected_runs = self.buffer.run_ids(), self.buffer.rejected_runs()
+        self.run_ids = self.buffer.run_ids()
+        # run key -> why MLflow refused to create it (another process finds no pending record creating that
+        # run, so it sets the run's records aside all the same)
+        self.rejected_runs: dict[str, str] = {}
 
     def _warn(self, message: str) -> None:
         if self.verbose:
@@ -85,14 +88,17 @@ class _Channel:
             if (self.offline and time.monotonic() < self.retry_at) or not self.buffer.flush_lock.acquire(timeout=0):
                 return self._keep(record)
             try:
-                if not self._flush():
-                    return self._keep(record)
-                try:
-                    self._send(record)
-                    self.counts["sent"] += 1
-                except Exception as err:  # noqa: BLE001 - the network's: kept; anything else: set aside
-                    if self._failed(record, err):
-                        self._keep(record)
+                if record["op"] != "artifacts":  # written ahead, so a kill mid-send loses nothing; sent by the flush
+                    self._flush(fresh=self.buffer.append(record)["rid"])
+                elif not self._flush():
+                    self._keep(record)
+                else:  # an upload is idempotent, and a copy of it costs: the files are copied only if it fails
+                    try:
+                        self._send(record)
+                        self.counts["sent"] += 1
+                    except Exception as err:  # noqa: BLE001 - the network's: kept; anything else: set aside
+                        if self._failed(record, err):
+                            self._keep(record)
             finally:
                 self.buffer.flush_lock.release()
 
@@ -151,7 +157,9 @@ class _Channel:
             finally:
                 self.buffer.flush_lock.release()
 
-    def _flush(self) -> bool:
+    def _flush(self, fresh: str | None = None) -> bool:
+        """Sends what the buffer holds; `fresh`: the rid of the record being submitted (counted as sent
+        at once, or as buffered when it stays)."""
         records, partial = self.buffer.scan()
         if not (records or partial):
             return True
@@ -166,7 +174,7 @@ class _Channel:
                     continue
                 try:
                     self._send(self.buffer.sendable(record))  # an artifact from the buffer's own copy only
-                    self.counts["flushed"] += 1
+                    self.counts["sent" if record["rid"] == fresh else "flushed"] += 1
                 except Exception as err:  # noqa: BLE001
                     if isinstance(err, NotYet) and record.get("parent_key" if record["op"] == "create_run" else "key") \
                             not in creates:  # the line that creates its run was lost
@@ -180,12 +188,14 @@ class _Channel:
                 done.add(record["rid"])
         finally:
             partial = self.buffer.compact(done)
+        if fresh is not None and fresh not in done:
+            self.counts["buffered"] += 1
         if partial:
             self.counts["partial_lines"] += len(partial)
             self._warn(f"{len(partial)} unreadable line(s) in {self.buffer.pending_path} (lines "
                        f"{', '.join(str(n) for n, _ in partial)}) set aside in {self.buffer.rejected_path}")
         if ok and self.offline:
-            self._warn(f"MLflow is back: flushed {len(done)} buffered record(s)")
+            self._warn(f"MLflow is back: flushed {len(done - {fresh})} buffered record(s)")
         if ok:
             self.offline, self.backoff = False, 5.0
         return ok

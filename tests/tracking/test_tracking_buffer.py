@@ -182,6 +182,37 @@ def test_flush_killed_midway_replays_without_duplicates(store, tmp_path, kill_af
     assert not list((buffer / "blobs").iterdir()), "a sent artifact copy was left behind"
 
 
+_KILLED_SEND = """
+import os, sys
+import agent_r1.tracking as tracking
+buffer, uri = sys.argv[1:3]
+original = tracking._Transport.send
+def send(self, record, *args, **kwargs):
+    if record["op"] == "params":  # the process dies while it sends the record
+        os.kill(os.getpid(), 9)
+    return original(self, record, *args, **kwargs)
+tracking._Transport.send = send
+tracker = tracking.RunTracker("killed-send", experiment="killed-send", tracking_uri=uri, buffer_dir=buffer, verbose=False)
+tracker.log_params({"lr": "0.1"})
+"""
+
+
+def test_a_record_being_sent_when_its_process_is_killed_is_sent_by_the_next_flush(store, tmp_path):
+    """A record is written to the buffer before it is sent, so a process killed in the middle of the
+    send loses nothing: the next flush delivers it."""
+    from mlflow.tracking import MlflowClient
+
+    buffer = tmp_path / "buffer"
+    killed = subprocess.run([sys.executable, "-c", _KILLED_SEND, str(buffer), store], cwd=ROOT, capture_output=True,
+                            timeout=240)
+    assert killed.returncode == -9, killed.stderr.decode()[-2000:]
+    assert [r["op"] for r in RecordBuffer(buffer).pending()] == ["params"]
+    assert _flush(buffer, store) == 0
+    client = MlflowClient(tracking_uri=store)
+    (run,) = client.search_runs([client.get_experiment_by_name("killed-send").experiment_id])
+    assert run.data.params == {"lr": "0.1"} and RecordBuffer(buffer).pending() == []
+
+
 def test_poison_records_are_set_aside_and_the_rest_flushed(store, tmp_path):
     uri, buffer = store, tmp_path / "buffer"
     b = RecordBuffer(buffer)
