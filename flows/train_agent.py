@@ -197,7 +197,7 @@ def train_agent(params: str = "params.yaml", overrides: dict[str, Any] | None = 
 
     from agent_r1.retrieval.base import VECTOR_BACKENDS
     from agent_r1.runs.folders import update_record
-    from agent_r1.runs.lifecycle import fail_card
+    from agent_r1.runs.folders import fail_card
     from agent_r1.tracking import dvc_lock_hashes
 
     logger = get_run_logger()

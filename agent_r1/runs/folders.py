@@ -1,11 +1,13 @@
-"""A folder per run: `<runs_dir>/<experiment>/<run name>`, with `run.json` saying what it is, and
-holding one run only (a fresh start moves a previous run's files aside: `set_aside_previous_run`).
+"""A folder per run: `<runs_dir>/<experiment>/<run name>` (or a pinned `train.out_dir`: `open_run`),
+with `run.json` saying what it is, and holding one run only (a fresh start moves a previous run's
+files aside: `set_aside_previous_run`).
 
 A run folder is created with an exclusive `mkdir`, so two runs started at the same moment (two
 deployment runs, two terminals) can never get the same folder: the second takes the next free
 suffix. `run.json` is the run's card, rewritten atomically under a lock as the run goes: name,
 experiment, status, iterations, final held-out EM, the checkpoint and its content hash, the MLflow
-run, and the lineage (data -> index -> warm start hashes). `agent-r1 runs` lists these cards.
+run, and the lineage (data -> index -> warm start hashes); `start_card` / `finish_card` / `fail_card`
+keep it saying what the run is doing. `agent-r1 runs` lists these cards.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent_r1.config import RESERVED_FOLDERS, check_folder_name
-from agent_r1.data.owned import mark_made
+from agent_r1.config import RESERVED_FOLDERS, ExperimentConfig, check_folder_name
+from agent_r1.data.owned import check_replaceable, mark_made
 from agent_r1.runs.config_file import SECRETS_FILE
+from agent_r1.runs.lineage import checkpoint_hash
 from agent_r1.tracking.filelock import FileLock
 from agent_r1.training import checkpoint as ckpt
 
@@ -31,6 +34,11 @@ RUN_FILE = "run.json"
 WARM_STARTS = RESERVED_FOLDERS[0]  # <runs_dir>/warm_starts/<hash>: shared by runs, never a run folder
 # what a training run writes into its folder; a fresh start moves a previous run's copies aside
 RUN_ARTIFACTS = ("metrics.jsonl", "final_metrics.json", "config.json", "init_model", "checkpoints", "ray_shards.jsonl")
+# what a run folder made before the marker (agent_r1/data/owned.py) holds: its card or its history
+RUN_LEGACY = (RUN_FILE, "metrics.jsonl", "checkpoints", "init_model", "final_metrics.json")
+PINNED_FIX = ("pin train.out_dir to a new or empty folder, or to a run folder (`agent-r1 runs` lists them), or leave "
+              "it empty for a new run folder under train.runs_dir; to start from a model folder, set "
+              "train.init_from to it")
 
 
 def default_run_name(algo: str) -> str:
@@ -55,6 +63,31 @@ def create_run_dir(runs_dir: str | Path, experiment: str, name: str) -> Path:
                               "command": " ".join(sys.argv)[:500]})
         return folder
     raise RuntimeError(f"no free run folder named {name}[-N] under {parent}; pick another train.run_name")
+
+
+def open_run(cfg: ExperimentConfig, name: str | None = None) -> Path:
+    """The run's folder, set as `cfg.train.out_dir`: a new `<runs_dir>/<experiment>/<name>` unless
+    `train.out_dir` pins one (then that folder, with a card if it has none)."""
+    if cfg.train.out_dir:
+        folder = check_pinned_run_folder(cfg)
+        folder.mkdir(parents=True, exist_ok=True)
+        mark_made(folder, "train.out_dir")
+        if not (folder / RUN_FILE).is_file():
+            update_record(folder, name=folder.name, experiment=cfg.train.experiment, status="created")
+        return folder
+    folder = create_run_dir(cfg.train.runs_dir, cfg.train.experiment,
+                            name or cfg.train.run_name or default_run_name(cfg.algo.adv_estimator))
+    cfg.train.out_dir = str(folder)
+    return folder
+
+
+def check_pinned_run_folder(cfg: ExperimentConfig) -> Path:
+    """A pinned train.out_dir, refused unless it is new, empty or a run folder: a fresh start moves a
+    previous run aside and writes config.json and init_model/ there (a model folder's config.json is
+    not ours to overwrite). Called before any SFT, so a wrong folder costs a second, not minutes."""
+    folder = Path(cfg.train.out_dir)
+    check_replaceable(folder, "train.out_dir", PINNED_FIX, RUN_LEGACY)
+    return folder
 
 
 def _now() -> str:
@@ -90,6 +123,35 @@ def update_record(folder: str | Path, **fields: Any) -> dict[str, Any]:
         record["updated"] = _now()
         write_record(folder, record)
     return record
+
+
+def start_card(cfg: ExperimentConfig, lineage: dict[str, str], resumed_from: Path | None = None) -> dict[str, Any]:
+    return update_record(cfg.train.out_dir, status="running", pid=os.getpid(), host=socket.gethostname(),
+                         total_iterations=cfg.train.iterations, lineage=lineage,
+                         resumed_from=str(resumed_from) if resumed_from else None)
+
+
+def finish_card(out: Path, iterations: int, final: dict[str, float], checkpoint: Path | None) -> dict[str, Any]:
+    fields: dict[str, Any] = {"status": "finished", "iterations": iterations}
+    if "eval/em" in final:
+        fields["final_eval_em"] = final["eval/em"]
+    if "em" in final:
+        fields["final_train_em"] = final["em"]
+    if checkpoint is not None:
+        fields.update(checkpoint=str(Path(checkpoint).resolve()), checkpoint_sha256=checkpoint_hash(checkpoint))
+        fields["lineage"] = {"checkpoint": fields["checkpoint_sha256"]}
+    return update_record(out, **fields)
+
+
+def fail_card(out: str | Path, err: BaseException) -> None:
+    """Marks the run's card stopped or failed. On a full or broken disk the card may not be writable
+    either: that is logged, so the error that stopped the run is the one raised."""
+    status = "stopped" if isinstance(err, KeyboardInterrupt) else "failed"
+    if (Path(out) / RUN_FILE).is_file():
+        try:
+            update_record(out, status=status, error=f"{type(err).__name__}: {err}"[:500])
+        except OSError as card_err:
+            log.warning("could not mark %s %s: %s", Path(out) / RUN_FILE, status, card_err)
 
 
 def _alive(record: dict[str, Any]) -> bool:

@@ -1,6 +1,7 @@
-"""What `--resume` checks, in one place: that it names a run (`check_resume`), that the config does not
-change what that run trains (`check_resume_config`), and which checkpoint it continues from
-(`resume_checkpoint`). `Run.open` runs them before any data, warm start or Ray is built.
+"""What `--resume` checks, in one place: that it names a run (`check_resume`; `config_for_resume` for a
+run named by `agent-r1 train --resume NAME`), that the config does not change what that run trains
+(`check_resume_config`), and which checkpoint it continues from (`resume_checkpoint`). `Run.open`
+runs them before any data, warm start or Ray is built.
 
 A config that differs from the folder's own config.json in what the run trains (algorithm, seed,
 data, format, model, rewards, sampling) is refused unless asked for; a bare `--resume` under another
@@ -32,6 +33,26 @@ def check_resume(cfg: ExperimentConfig, resume: bool) -> None:
     if resume and not cfg.train.out_dir:
         raise ValueError("--resume needs a run to continue: `agent-r1 train --resume NAME` (`agent-r1 runs` lists "
                          "them) or train.out_dir=FOLDER")
+
+
+def config_for_resume(ref: str, runs_dir: str, overrides: dict[str, Any] | None = None) -> ExperimentConfig:
+    """The config of the run named `ref` (its own `config.json`), with `overrides` on top and
+    `train.out_dir` pinned to its folder: what `agent-r1 train --resume NAME` continues. A run that
+    already finished as many iterations as asked is refused."""
+    from agent_r1.runs.config_file import read_run_config
+    from agent_r1.runs.folders import find_run, read_record
+
+    folder = find_run(ref, runs_dir)
+    saved = folder / "config.json"
+    if not saved.is_file():
+        raise FileNotFoundError(f"{folder} has no config.json: it never started training; start it again "
+                                "instead of resuming")
+    cfg = load_config(None, {**(overrides or {}), "train.out_dir": str(folder)}, tree=read_run_config(folder))
+    record = read_record(folder)
+    if record.get("status") == "finished" and cfg.train.iterations <= int(record.get("iterations", 0)):
+        raise ValueError(f"run {folder.name} already finished its {record.get('iterations')} iterations; raise "
+                         f"train.iterations (--set train.iterations=N) to train it further")
+    return cfg
 
 
 def resume_checkpoint(out: Path) -> Path:

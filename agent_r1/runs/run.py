@@ -8,8 +8,8 @@ evaluates and closes it (as torchtune's recipes do: `setup()` calls small builde
 `Run.open(cfg)` settles everything a run's identity depends on before any part is built: `--resume`
 with nothing to resume and a pinned folder of the user's own files fail at once (resume_check.py);
 `train.init_from: sft` becomes the matching warm start (trained or reused, warm_start.py); the folder
-is claimed (a new one under train.runs_dir unless `train.out_dir` pins it, lifecycle.py) and, on a
-fresh start, a previous run in it moved aside (folders.py); config.json is written and the config
+is claimed (a new one under train.runs_dir unless `train.out_dir` pins it) and, on a fresh start, a
+previous run in it moved aside (folders.py); config.json is written and the config
 frozen (`agent_r1.schema.freeze`). `Run.load(folder)` reopens a run from its config.json.
 
 `setup()` then builds, in this order:
@@ -42,6 +42,8 @@ from agent_r1.config import ExperimentConfig, load_config
 from agent_r1.runs.folders import read_record, update_record
 from agent_r1.schema import freeze, is_frozen
 from agent_r1.training import checkpoint as ckpt
+
+WARM_START_KEYWORD = "sft"  # train.init_from: sft = the warm start matching the run's config
 
 
 @dataclass
@@ -120,7 +122,7 @@ class Run:
         `cfg` itself is left as it was. `resolve_start=False` leaves `train.init_from: sft` for a
         later `with_start` (the flow trains the warm start in a stage of its own). A resume whose config
         changes what the run trains is refused unless `allow_config_change` (resume_check.py)."""
-        from agent_r1.runs.lifecycle import check_pinned_run_folder, open_run, resolve_init
+        from agent_r1.runs.folders import check_pinned_run_folder, open_run
         from agent_r1.runs.resume_check import check_resume, check_resume_config, resume_checkpoint
         from agent_r1.runs.run_lock import check_run_folder_free
 
@@ -136,7 +138,12 @@ class Run:
             # before data, index, a warm start or Ray are built: nothing to resume fails at once, naming
             # the folder (on the Ray path the same error would otherwise arrive wrapped in an actor error)
             resume_from = resume_checkpoint(Path(cfg.train.out_dir))
-        warm = resolve_init(cfg, log=log) if resolve_start else None
+        warm = None
+        if resolve_start and cfg.train.init_from == WARM_START_KEYWORD:  # the matching warm start
+            from agent_r1.runs.warm_start import ensure_warm_start
+
+            warm = ensure_warm_start(cfg, log=log)
+            cfg.train.init_from = str(warm.model_dir)
         open_run(cfg, name)
         run = cls(cfg, resume, warm, resume_from)
         if not resume:
@@ -287,9 +294,18 @@ class Run:
         return RunParts(model, tokenizer, reference, latest, self.index_dir, self.train_samples, self.eval_samples)
 
     def lineage(self) -> dict[str, str]:
-        from agent_r1.runs.lifecycle import run_lineage
+        """data -> index -> warm start hashes of the run (full SHA-256s, lineage.py)."""
+        from agent_r1.runs.lineage import data_hash, digest_cache, index_hash
+        from agent_r1.runs.warm_start import warm_start_of
 
-        return run_lineage(self.cfg, self.data_dir, self.index_dir)
+        cfg = self.cfg
+        cache = digest_cache(cfg)
+        lineage = {"data": data_hash(self.data_dir, (cfg.data.train_file, cfg.data.eval_file), cache),
+                   "index": index_hash(self.index_dir, cfg.search)}
+        cache.save()
+        start = cfg.train.init_from
+        lineage["warm_start"] = (warm_start_of(start) if start else None) or (f"model:{start}" if start else "fresh")
+        return lineage
 
     # ------------------------------------------------------------------------------------ setup
     def setup(self, sink: Any = None, tracker: Any = None) -> None:
@@ -299,7 +315,7 @@ class Run:
         `sink`: the metrics logger to use instead of the folder's metrics.jsonl; `tracker`: the
         run's MLflow run (`mlflow_run`), logged to as well as metrics.jsonl."""
         from agent_r1.runs.assembly import set_threads
-        from agent_r1.runs.lifecycle import fail_card, start_card
+        from agent_r1.runs.folders import fail_card, start_card
         from agent_r1.runs.run_lock import hold_run_folder
 
         held = ExitStack()
@@ -341,7 +357,7 @@ class Run:
         the result (final metrics, folder, checkpoint and its hash). The card follows each iteration;
         with a `tracker`, each checkpoint is uploaded once saved and the result's lineage and
         checkpoint hash become the MLflow run's tags. The run is closed after, whatever happened."""
-        from agent_r1.runs.lifecycle import fail_card
+        from agent_r1.runs.folders import fail_card
 
         self.setup(sink=sink, tracker=tracker)
         out = self.folder
@@ -373,7 +389,7 @@ class Run:
 
     def _finish(self, iterations: int, final: dict[str, float]) -> dict[str, Any]:
         """final_metrics.json, and the card: finished, final held-out EM, the last checkpoint and its hash."""
-        from agent_r1.runs.lifecycle import finish_card
+        from agent_r1.runs.folders import finish_card
 
         out = self.folder
         if final:

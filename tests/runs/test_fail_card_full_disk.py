@@ -11,27 +11,27 @@ import pytest
 
 
 def test_a_card_that_cannot_be_written_keeps_the_runs_own_error(tmp_path, monkeypatch, caplog):
-    from agent_r1.runs import lifecycle
+    from agent_r1.runs import folders
 
-    (tmp_path / lifecycle.RUN_FILE).write_text(json.dumps({"status": "running"}))
+    (tmp_path / folders.RUN_FILE).write_text(json.dumps({"status": "running"}))
 
     def full(*args, **kwargs):
-        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / lifecycle.RUN_FILE))
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / folders.RUN_FILE))
 
-    monkeypatch.setattr(lifecycle, "update_record", full)
+    monkeypatch.setattr(folders, "update_record", full)
     stopped = RuntimeError("no space left on the disk holding the run; free space, then resume")
-    lifecycle.fail_card(tmp_path, stopped)  # says so in the log instead of raising
+    folders.fail_card(tmp_path, stopped)  # says so in the log instead of raising
     assert "run.json" in caplog.text and "No space left" in caplog.text
 
 
 def test_other_card_errors_still_raise(tmp_path, monkeypatch):
-    from agent_r1.runs import lifecycle
+    from agent_r1.runs import folders
 
-    (tmp_path / lifecycle.RUN_FILE).write_text(json.dumps({"status": "running"}))
+    (tmp_path / folders.RUN_FILE).write_text(json.dumps({"status": "running"}))
 
     def broken(*args, **kwargs):
         raise ValueError("a bug in the card code")
 
-    monkeypatch.setattr(lifecycle, "update_record", broken)
+    monkeypatch.setattr(folders, "update_record", broken)
     with pytest.raises(ValueError, match="a bug"):
-        lifecycle.fail_card(tmp_path, RuntimeError("x"))
+        folders.fail_card(tmp_path, RuntimeError("x"))

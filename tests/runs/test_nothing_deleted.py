@@ -102,7 +102,7 @@ def test_an_sft_out_dir_with_the_users_files_is_refused_before_training(tmp_path
 # --- train.out_dir (item 1) ----------------------------------------------------------------------
 
 def test_a_pinned_train_out_dir_holding_a_model_is_refused(tmp_path):
-    from agent_r1.runs.lifecycle import open_run
+    from agent_r1.runs.folders import open_run
 
     model = _users_folder(tmp_path / "my-model", config__json='{"model_type": "llama"}')
     with pytest.raises(ForeignFolderError, match="train.out_dir"):
@@ -121,7 +121,7 @@ def test_train_refuses_a_pinned_model_folder_before_any_sft(tmp_path):
 
 def test_a_pinned_run_folder_from_an_older_version_is_still_accepted(tmp_path):
     """A run folder made before markers existed has its card (run.json) or its history."""
-    from agent_r1.runs.lifecycle import open_run
+    from agent_r1.runs.folders import open_run
 
     old = _users_folder(tmp_path / "runs" / "default", metrics__jsonl='{"step": 1}\n')
     assert open_run(_cfg(tmp_path, **{"train.out_dir": str(old)})) == old
@@ -149,7 +149,7 @@ def test_obviously_dangerous_folders_are_refused(tmp_path, fake_home, key, where
 
 
 def test_a_pinned_train_out_dir_at_home_is_refused(tmp_path, fake_home):
-    from agent_r1.runs.lifecycle import open_run
+    from agent_r1.runs.folders import open_run
 
     with pytest.raises(ForeignFolderError, match="home"):
         open_run(_cfg(tmp_path, **{"train.out_dir": str(fake_home)}))
