@@ -63,7 +63,7 @@ def test_fresh_start_moves_a_previous_run_aside(world, tmp_path, caplog):
     run_train(_cfg(world, out, **{"train.iterations": 2}))
     before = (out / "metrics.jsonl").read_text()
     assert [m["step"] for m in read_metrics(out / "metrics.jsonl")] == [1, 2]
-    with caplog.at_level(logging.WARNING, logger="agent_r1.runs.fit"):
+    with caplog.at_level(logging.WARNING, logger="agent_r1.runs.folders"):
         run_train(_cfg(world, out, **{"train.iterations": 1}))  # no --resume: start over
     assert "moved to" in caplog.text and "--resume" in caplog.text
     (aside,) = (out / "previous").iterdir()
