@@ -1,10 +1,11 @@
 """The local record of what MLflow has not taken yet, a folder shared by processes; what a record may hold.
 
 Files in the folder
-- `pending.jsonl`  one record a line, each with its own `rid`, in the order they were logged. A flush
-                   sends them in order, then rewrites the file without those it delivered or set aside
-                   (lines appended meanwhile are kept). A line cut short by a kill is skipped, then set
-                   aside; an append after it starts a new line first.
+- `pending.jsonl`  one record a line, each with its own `rid`, in the order they were logged: every
+                   record is written here before it is sent (an upload only if it could not go at once).
+                   A flush sends them in order, then rewrites the file without those it delivered or set
+                   aside (lines appended meanwhile are kept). A line cut short by a kill is skipped, then
+                   set aside; an append after it starts a new line first.
 - `rejected.jsonl` what can never be sent, with the reason (`error`): a malformed record, one MLflow
                    refused, every record of a run MLflow refused to create, an unreadable line.
 - `runs.json`      run key -> MLflow run id, for every run created, so any process can send its records.
@@ -78,8 +79,9 @@ FIELD_SHAPES = {
     "key": ("a non-empty string", _name), "experiment": ("a non-empty string", _name),
     "name": ("a string or null", _or_none(_str)), "parent_key": ("a string or null", _or_none(_str)),
     "time_ms": ("an integer", _int), "step": ("an integer", _int),
-    "params": ("a mapping of names to values", _SCALARS), "tags": ("a mapping of names to values", _or_none(_SCALARS)),
-    "metrics": ("a mapping of names to numbers", _map(lambda x: isinstance(x, (int, float)) and not isinstance(x, bool))),
+    "params": ("a mapping of names to values", _SCALARS),
+    "tags": ("a mapping of names to values", _or_none(_SCALARS)),
+    "metrics": ("a mapping of names to numbers", _map(lambda x: _int(x) or isinstance(x, float))),
     "columns": ("a mapping of column names to lists", _map(lambda x: isinstance(x, list))),
     "artifact_file": ("a string", _str), "local_path": ("a string", _str),
     "artifact_path": ("a string or null", _or_none(_str)),
@@ -242,13 +244,14 @@ class RecordBuffer:
     def run_ids(self) -> dict[str, str]:
         if not self.map_path.exists():
             return {}
-        fix = f"it maps buffered runs to MLflow run ids: restore it, or delete it only if {self.pending_path} is empty"
+        fix = f"it maps buffered runs to MLflow run ids: restore it, or delete it only if {self.pending_path} is gone"
         try:
             ids = json.loads(self.map_path.read_text())
         except ValueError as err:  # written atomically, so only a hand edit gets here
             raise ValueError(f"{self.map_path} is not valid JSON ({err}); {fix}") from err
         if not (isinstance(ids, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in ids.items())):
-            raise ValueError(f"{self.map_path} is not a mapping of run keys to run ids (a {type(ids).__name__}); {fix}")
+            raise ValueError(f"{self.map_path} is not a mapping of run keys to run ids "
+                             f"(a {type(ids).__name__}); {fix}")
         return ids
 
     def remember(self, key: str, run_id: str) -> None:

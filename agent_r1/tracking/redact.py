@@ -45,7 +45,8 @@ def redact_uri(text: str) -> str:
 REDACTED = "***"
 Path_ = tuple[Any, ...]  # keys and list indices from the tree's root
 
-_SECRET_WORD = r"(?:pass(?:word|wd|phrase)?|pwd|token|secret|api[_-]?key|access[_-]?key|private[_-]?key|auth|credentials?)"
+_SECRET_WORD = (r"(?:pass(?:word|wd|phrase)?|pwd|token|secret|api[_-]?key|access[_-]?key|private[_-]?key|auth"
+                r"|credentials?)")
 _SECRET_KEY = re.compile(rf"^(?:.*[_\-.])?{_SECRET_WORD}$", re.IGNORECASE)
 _SECRET_FLAG = re.compile(rf"^(?P<flag>--?(?:[\w-]*[_-])?{_SECRET_WORD})(?P<eq>=)?", re.IGNORECASE)
 

@@ -1,10 +1,11 @@
 """One MLflow run (optionally the child of another), safe to use while MLflow is down; the trainer's
 sink over it (MlflowSink); where records go; `python -m agent_r1.tracking flush|status`.
 
-A record is sent at once while MLflow answers (after whatever the buffer holds, so order is kept). When
-it does not (server down, network, a locked database) the record goes to the buffer (buffer.py) and
-training goes on; the buffer is flushed as soon as MLflow answers again: retried with a back-off during
-the run, at `RunTracker.close()`, or later by `python -m agent_r1.tracking flush`. A record MLflow
+A record is written to the local buffer (buffer.py) and, while MLflow answers, sent at once after
+whatever the buffer holds (order is kept). When MLflow does not answer (server down, network, a locked
+database) the record stays there and training goes on; the buffer is flushed as soon as MLflow answers
+again: retried with a back-off during the run, at `RunTracker.close()`, or later by
+`python -m agent_r1.tracking flush`. A record MLflow
 refuses, and every later record of a run it refused to create, is set aside in `rejected.jsonl` with
 the reason, and the rest go on. Order matters only within a run: a run whose records cannot go yet
 (its parent is not created) waits without holding up the others.
@@ -53,7 +54,8 @@ class _Channel:
     """What a run and its child runs share: the transport, the buffer, counters and the back-off."""
 
     def __init__(self, tracking_uri: str, artifact_root: str | None, buffer_dir: Path, verbose: bool = True):
-        # MLflow's HTTP client retries a refused connection for minutes; the buffer retries here (explicit settings win)
+        # MLflow's HTTP client retries a refused connection for minutes; the buffer retries here
+        # (explicit settings win)
         for name, value in (("MAX_RETRIES", "1"), ("BACKOFF_FACTOR", "1"), ("TIMEOUT", "20")):
             os.environ.setdefault(f"MLFLOW_HTTP_REQUEST_{name}", value)
         self.transport, self.buffer = _Transport(tracking_uri, artifact_root), RecordBuffer(buffer_dir)
@@ -176,8 +178,8 @@ class _Channel:
                     self._send(self.buffer.sendable(record))  # an artifact from the buffer's own copy only
                     self.counts["sent" if record["rid"] == fresh else "flushed"] += 1
                 except Exception as err:  # noqa: BLE001
-                    if isinstance(err, NotYet) and record.get("parent_key" if record["op"] == "create_run" else "key") \
-                            not in creates:  # the line that creates its run was lost
+                    needs = "parent_key" if record["op"] == "create_run" else "key"
+                    if isinstance(err, NotYet) and record.get(needs) not in creates:  # its creating line was lost
                         err = BadRecord(f"{err}, and no pending record creates it")
                     if self._failed(record, err):
                         ok = False
@@ -225,7 +227,8 @@ class RunTracker:
         self.name, self.experiment, self.parent = name, experiment, parent
         self.key, self.closed = uuid.uuid4().hex, False
         self.channel.submit({"op": "create_run", "key": self.key, "name": name, "experiment": experiment,
-                             "tags": _texts(tags), "parent_key": parent.key if parent else None, "time_ms": _now_ms()})
+                             "tags": _texts(tags), "parent_key": parent.key if parent else None,
+                             "time_ms": _now_ms()})
 
     @property
     def run_id(self) -> str | None:

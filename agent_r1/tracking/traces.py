@@ -41,7 +41,8 @@ def trajectory_rows(step: int, trajectories: list[Any], tokenizer: Any = None,
             "iteration": int(step), "sample_id": str(t.sample_id), "question": str(sample.get("question", "")),
             "gold": " | ".join(map(str, gold)), "answer": "" if t.answer is None else str(t.answer),
             "em": float(exact_match(t.answer or "", gold)) if gold else 0.0,
-            "outcome_reward": float(t.outcome_reward), "process_reward": float(sum(u.process_reward for u in t.turns)),
+            "outcome_reward": float(t.outcome_reward),
+            "process_reward": float(sum(u.process_reward for u in t.turns)),
             "score": float(t.score), "stop_reason": str(t.stop_reason), "num_turns": len(t.turns),
             "tool_calls": int(sum(u.tool_calls for u in t.turns))}
         lines = []
@@ -68,7 +69,8 @@ def rows_to_columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
 def _span(name: str, span_type: str, start_ns: int, end_ns: int, inputs: Any, outputs: Any,
           attributes: dict[str, Any], ok: bool = True, children: list[dict] | None = None) -> dict[str, Any]:
     return {"name": name, "span_type": span_type, "start_ns": int(start_ns), "end_ns": int(end_ns), "inputs": inputs,
-            "outputs": outputs, "attributes": attributes, "status": "OK" if ok else "ERROR", "children": children or []}
+            "outputs": outputs, "attributes": attributes, "status": "OK" if ok else "ERROR",
+            "children": children or []}
 
 
 def _walk(span: dict[str, Any], parent: dict[str, Any] | None = None):
@@ -191,7 +193,8 @@ def mlflow_trace(record: dict[str, Any], experiment_id: str, run_id: str) -> tup
     inputs, outputs = _dump(root["inputs"])[:1000], _dump(root["outputs"])[:1000]
     info = TraceInfo(
         trace_id=trace_id, trace_location=TraceLocation.from_experiment_id(experiment_id),
-        request_time=root["start_ns"] // 1_000_000, execution_duration=(root["end_ns"] - root["start_ns"]) // 1_000_000,
+        request_time=root["start_ns"] // 1_000_000,
+        execution_duration=(root["end_ns"] - root["start_ns"]) // 1_000_000,
         state=TraceState.OK, request_preview=inputs, response_preview=outputs,
         trace_metadata={TraceMetadataKey.SOURCE_RUN: run_id, "mlflow.trace_schema.version": "3",
                         TraceMetadataKey.INPUTS: inputs, TraceMetadataKey.OUTPUTS: outputs},
