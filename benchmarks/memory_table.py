@@ -9,7 +9,7 @@ head's log-prob chunk + a flat allowance for the CUDA context and allocator slac
   and KL is exactly 0 at step 0); PPO's critic a full copy of the decoder at 16 bytes/parameter.
 - LoRA (r=16 on the 7 linear layers of every block): the frozen base in bf16 (2 bytes/parameter),
   adapters at 16 bytes/parameter; the reference is the base with adapters off (no copy); PPO's
-  critic a frozen bf16 copy of the decoder with its own adapter (as agent_r1/training/policy.py).
+  critic a frozen bf16 copy of the decoder with its own adapter (as agent_r1/training/compute.py).
 - activations: the decoder's forward + backward measured at hidden 512 with 4 and 8 layers (Qwen2.5's
   MLP ratio; bf16 autocast, with and without gradient checkpointing): bytes per token per hidden
   unit for each layer and for what does not grow with depth, scaled to the model's width and depth,

@@ -61,7 +61,7 @@ def shard_policy(trainer: Any) -> None:
     reshards behind `gathered`'s back."""
     from torch.distributed.fsdp import fully_shard
 
-    from agent_r1.training.schedule import make_scheduler
+    from agent_r1.algos.schedules import make_scheduler
 
     model, cfg = trainer.model, trainer.cfg
     layers = list(getattr(model.get_decoder(), "layers", []))

@@ -13,7 +13,7 @@ import torch
 
 from agent_r1.algos import masked_mean
 from agent_r1.training.metrics_log import JsonlMetrics
-from agent_r1.training.policy import token_logprobs
+from agent_r1.training.compute import token_logprobs
 from agent_r1.trajectory import Trajectory, collate
 
 StepCallback = Callable[[int, dict[str, float]], None]

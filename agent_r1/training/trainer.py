@@ -24,8 +24,9 @@ from agent_r1.algos import (
     needs_critic,
     value_loss,
 )
-from agent_r1.algos.correction import apply_rollout_correction, behaviour_weights, offpolicy_advantages
 from agent_r1.algos.advantages import estimator_over_sessions
+from agent_r1.algos.correction import apply_rollout_correction, behaviour_weights, offpolicy_advantages
+from agent_r1.algos.schedules import make_scheduler
 from agent_r1.closing import close_all
 from agent_r1.config import ExperimentConfig
 from agent_r1.evaluation.agent_eval import evaluate_policy
@@ -35,15 +36,14 @@ from agent_r1.rollout.engines import EngineWeights, build_engine, options_from_c
 from agent_r1.rollout.loop import run_rollout
 from agent_r1.sampling import check_trainable_sampling
 from agent_r1.training import checkpoint as ckpt
-from agent_r1.training.compute import Compute, master_dtype, pad_micro_batch, place_frozen, place_policy
+from agent_r1.training.compute import (Compute, ValueModel, has_dropout, master_dtype, pad_micro_batch, place_frozen,
+                                       place_policy, token_logprobs)
 from agent_r1.training.distributed import LocalGroup
 from agent_r1.training.dynamic_sampling import fill_batch
 from agent_r1.training.fit import fit_loop, log_finite, rollout_seed
 from agent_r1.training.iteration_metrics import iteration_metrics
 from agent_r1.training.metrics_log import MetricsSink
-from agent_r1.training.policy import ValueModel, has_dropout, token_logprobs
 from agent_r1.training.sampler import PromptSampler
-from agent_r1.training.schedule import make_scheduler
 from agent_r1.training.zero_advantage import finish_skipped, trained_rows
 from agent_r1.trajectory import Trajectory, collate
 

@@ -10,7 +10,7 @@ import torch
 from agent_r1.algos import entropy_from_logits
 from agent_r1.config import load_config
 from agent_r1.training.compute import Compute, resolve_device, token_logprobs
-from agent_r1.training.schedule import lr_factor
+from agent_r1.algos.schedules import lr_factor
 from agent_r1.training.trainer import RLTrainer
 from tests.rollout_helpers import QA_SAMPLES, make_env_factory, trainer_config
 

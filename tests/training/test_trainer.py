@@ -132,7 +132,7 @@ def test_resume_equals_uninterrupted(tmp_path):
 
 
 def test_entropy_as_metric_only_keeps_values_and_drops_its_graph(tiny_model):
-    from agent_r1.training.policy import token_logprobs
+    from agent_r1.training.compute import token_logprobs
 
     model, tok = tiny_model
     ids = torch.tensor([tok.encode("Where was Karivo born?", add_special_tokens=False)])
