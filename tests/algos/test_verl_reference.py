@@ -1,5 +1,5 @@
 """GSPO, CISPO, Dr. GRPO and the constant-normaliser aggregation against verl's own functions: the
-outputs verl's core_algos gave on 12 fixed float64 cases (recorded by benchmarks/verl_reference.py;
+outputs verl's core_algos gave on 12 fixed float64 cases (recorded by tests/algos/verl_reference.py;
 verl is not installed here), within 1e-6 (verl adds 1e-8 to its masked-mean denominators)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from agent_r1.algos import ADV_ESTIMATORS, AdvantageInputs, aggregate_loss, cispo_policy_loss, gspo_policy_loss
-from benchmarks.verl_reference import AGGS, case_inputs
+from tests.algos.verl_reference import AGGS, case_inputs
 
 DOC = json.loads((Path(__file__).parent / "data" / "verl_reference.json").read_text())
 CASES = list(range(len(DOC["cases"])))

@@ -25,8 +25,6 @@ COVERED_ELSEWHERE = {
     "plots": "tests/bench/test_plots.py",
     "retrieval_scale": "tests/retrieval/test_retrieval_scale.py",
     "perf_floor": "tests/bench/test_perf_floor.py",
-    # its inputs are regenerated there; recording verl's outputs needs verl's core_algos (see its docstring)
-    "verl_reference": "tests/algos/test_verl_reference.py",
     "tables": "tests/project/test_figures.py",
 }
 # run only where their optional dependency is installed: perf_trl.py's `trl` (the bench extra; the

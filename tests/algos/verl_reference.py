@@ -7,7 +7,7 @@ the verl repository (github.com/volcengine/verl, commit b178a3c) beside minimal 
 classes it imports, on PYTHONPATH. Any environment where `from verl.trainer.ppo import core_algos`
 works can rerun it:
 
-    PYTHONPATH=/path/to/verl python -m benchmarks.verl_reference   # rewrites the JSON
+    PYTHONPATH=/path/to/verl python -m tests.algos.verl_reference   # rewrites the JSON
 
 What is recorded, per case (float64): GSPO's loss, gradient and clipfrac (verl forces
 seq-mean-token-mean); CISPO's loss and gradient in three aggregations (verl clips both sides:
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-OUT = Path(__file__).resolve().parents[1] / "tests" / "algos" / "data" / "verl_reference.json"
+OUT = Path(__file__).resolve().parent / "data" / "verl_reference.json"
 AGGS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum")
 CLIPS = ((3e-4, 4e-4), (0.2, 0.28), (0.01, 0.02))
 
