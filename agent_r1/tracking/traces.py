@@ -25,26 +25,33 @@ TRACE_KEY_TAG = "agent_r1.trace_key"
 MAX_TEXT_CHARS = 4000  # longer observations and arguments are cut in a trace (the table has them whole)
 
 
+def _gold(traj: Any) -> list[str]:
+    return [str(g) for g in (traj.sample or {}).get("answers") or []]
+
+
+def _outcome(traj: Any) -> dict[str, Any]:
+    """How a trajectory ended: EM against the gold answers and the reward parts (in its row and its trace)."""
+    from agent_r1.rewards.qa import exact_match
+
+    return {"em": float(exact_match(traj.answer or "", _gold(traj))) if _gold(traj) else 0.0,
+            "outcome_reward": float(traj.outcome_reward),
+            "process_reward": float(sum(float(u.process_reward) for u in traj.turns)), "score": float(traj.score),
+            "stop_reason": str(traj.stop_reason), "num_turns": len(traj.turns),
+            "tool_calls": int(sum(u.tool_calls for u in traj.turns))}
+
+
 def trajectory_rows(step: int, trajectories: list[Any], tokenizer: Any = None,
                     max_rows: int | None = None) -> list[dict[str, Any]]:
     """One row per trajectory: question, gold, answer, EM, reward parts, and every turn's action and
     observation text (as the model produced / the tool returned it), plus a readable transcript."""
-    from agent_r1.rewards.qa import exact_match
-
     trajs = trajectories[:max_rows] if max_rows else trajectories
     width = max((len(t.turns) for t in trajs), default=0)
     rows = []
     for t in trajs:
-        sample = t.sample or {}
-        gold = list(sample.get("answers") or [])
         row: dict[str, Any] = {
-            "iteration": int(step), "sample_id": str(t.sample_id), "question": str(sample.get("question", "")),
-            "gold": " | ".join(map(str, gold)), "answer": "" if t.answer is None else str(t.answer),
-            "em": float(exact_match(t.answer or "", gold)) if gold else 0.0,
-            "outcome_reward": float(t.outcome_reward),
-            "process_reward": float(sum(u.process_reward for u in t.turns)),
-            "score": float(t.score), "stop_reason": str(t.stop_reason), "num_turns": len(t.turns),
-            "tool_calls": int(sum(u.tool_calls for u in t.turns))}
+            "iteration": int(step), "sample_id": str(t.sample_id),
+            "question": str((t.sample or {}).get("question", "")), "gold": " | ".join(_gold(t)),
+            "answer": "" if t.answer is None else str(t.answer), **_outcome(t)}
         lines = []
         for i in range(width):
             turn = t.turns[i] if i < len(t.turns) else None
@@ -113,10 +120,6 @@ def _turn_span(index: int, turn: Any, start_ns: int, context_tokens: int) -> dic
 
 def trajectory_span(step: int, traj: Any, end_ns: int | None = None) -> dict[str, Any]:
     """The span tree of one trajectory (see the module doc)."""
-    from agent_r1.rewards.qa import exact_match
-
-    sample = traj.sample or {}
-    gold = [str(g) for g in sample.get("answers") or []]
     t, turns, context = 0, [], len(traj.prompt_ids)  # untimed: laid out from 0, then shifted to end at `end_ns`
     for i, turn in enumerate(traj.turns, start=1):
         turns.append(_turn_span(i, turn, t, context))
@@ -127,16 +130,12 @@ def trajectory_span(step: int, traj: Any, end_ns: int | None = None) -> dict[str
         for span, _ in (pair for top in turns for pair in _walk(top)):
             span["start_ns"], span["end_ns"] = span["start_ns"] + shift, span["end_ns"] + shift
     start = turns[0]["start_ns"] if turns else (end_ns or time.time_ns())
-    process = [float(turn.process_reward) for turn in traj.turns]
-    attributes = {
-        "sample_id": str(traj.sample_id), "iteration": int(step), "gold": gold,
-        "em": float(exact_match(traj.answer or "", gold)) if gold else 0.0,
-        "outcome_reward": float(traj.outcome_reward), "process_reward": float(sum(process)),
-        "process_rewards": process, "score": float(traj.score), "stop_reason": str(traj.stop_reason),
-        "num_turns": len(traj.turns), "tool_calls": int(sum(turn.tool_calls for turn in traj.turns)),
-        "action_tokens": int(traj.num_action_tokens)}
+    attributes = {"sample_id": str(traj.sample_id), "iteration": int(step), "gold": _gold(traj), **_outcome(traj),
+                  "process_rewards": [float(turn.process_reward) for turn in traj.turns],
+                  "action_tokens": int(traj.num_action_tokens)}
     return _span("trajectory", "AGENT", start, max([start, *(s["end_ns"] for s in turns)]),
-                 {"question": str(sample.get("question", ""))}, {"answer": traj.answer}, attributes, children=turns)
+                 {"question": str((traj.sample or {}).get("question", ""))}, {"answer": traj.answer}, attributes,
+                 children=turns)
 
 
 def trace_record(run_key: str, experiment: str, step: int, index: int, traj: Any,
