@@ -54,7 +54,7 @@ rollout: $(STAMP)
 
 # pytest exits 5 when it collects no test: that is a failure here, never a silent pass.
 # Two xdist workers (pytest-xdist, dev extra): the suite took 11-14 min serial on 2 cores. A third
-# did not help there: 690 s against 675 (benchmarks/suite_time.py --workers 3 ->
+# did not help there: 690 s against 675 (python -m benchmarks.suite_time --workers 3 ->
 # results/suite_time_workers3.json; every module ran slower, the vLLM tests beside took 466 s instead
 # of 316): the cores are busy, not waiting. More cores: TEST_WORKERS=N. loadfile keeps a module on one
 # worker (its module-scoped servers and worlds are built once), and the Ray modules are one unit

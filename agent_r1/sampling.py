@@ -38,7 +38,7 @@ class VLLMOptions:
     # process), `auto` (inline on the CPU build, process elsewhere). On the CPU build the extra processes
     # each import vLLM and torch and compete with the model for the same cores: inline started in less
     # than half the time and sampled about twice the tokens/s here (benchmarks/results/vllm_cpu.json
-    # against vllm_cpu_process.json; benchmarks/vllm_cpu.py --engine-core)
+    # against vllm_cpu_process.json; python -m benchmarks.vllm_cpu --engine-core)
     engine_core: str = "auto"
 
     def __post_init__(self) -> None:

@@ -320,7 +320,7 @@ def run_seed(seed: int, work: Path, args: argparse.Namespace, methods: list[str]
     if not warm.exists():
         if args.warm_start:
             raise SystemExit(f"--warm-start {warm} does not exist for seed {seed}; train it (for example with "
-                             f"benchmarks/learning.py --seeds {seed}) or leave --warm-start out")
+                             f"python -m benchmarks.learning --seeds {seed}) or leave --warm-start out")
         t0 = time.perf_counter()
         warm = run_sft(cfg)
         sft_s = time.perf_counter() - t0

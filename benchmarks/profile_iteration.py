@@ -127,7 +127,7 @@ def leaf_seconds(measured: dict[str, float]) -> dict[str, float]:
 
 FLAME = ("Flame graph: `benchmarks/results/profile_iteration.svg`, from `py-spy record -o "
          "benchmarks/results/profile_iteration.svg --format flamegraph --rate 50 -- .venv/bin/python "
-         "benchmarks/profile_iteration.py --iterations 2 --no-write` (py-spy launches the process and samples it "
+         "-m benchmarks.profile_iteration --iterations 2 --no-write` (py-spy launches the process and samples it "
          "by ptrace at 50 Hz; the graph includes imports, setup and the warm-up iteration).")
 
 
