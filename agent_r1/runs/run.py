@@ -9,8 +9,8 @@ evaluates and closes it (as torchtune's recipes do: `setup()` calls small builde
 with nothing to resume and a pinned folder of the user's own files fail at once (resume_check.py);
 `train.init_from: sft` becomes the matching warm start (trained or reused, warm_start.py); the folder
 is claimed (a new one under train.runs_dir unless `train.out_dir` pins it) and, on a fresh start, a
-previous run in it moved aside (folders.py); config.json is written and the config
-frozen (`agent_r1.schema.freeze`). `Run.load(folder)` reopens a run from its config.json.
+previous run in it moved aside (folders.py); config.json is written and the config frozen
+(`agent_r1.schema.freeze`). `Run.load(folder)` reopens a run from its config.json.
 
 `setup()` then builds, in this order:
   1. folder   the folder's run lock (held until `close`); a fresh start's folder holds this run only
@@ -23,7 +23,7 @@ frozen (`agent_r1.schema.freeze`). `Run.load(folder)` reopens a run from its con
   8. trainer  RLTrainer in this process; or RayTrainer, whose actors build 6 and 7 from `spec()`
 Each part is built by a function of agent_r1/runs/assembly.py, at most once per Run (cached
 properties), so a `Run(cfg)` without a folder gives the parts alone (`agent-r1 rollout`, `agent-r1
-eval`, benchmarks). The CLI, the Prefect flow (flows/train_agent.py, whose tasks are handed the Run)
+prepare-data`, benchmarks). The CLI, the Prefect flow (flows/train_agent.py, whose tasks are handed the Run)
 and the Ray actors (agent_r1/training/ray_actors.py, handed `spec()`) all build a run here.
 """
 
@@ -57,46 +57,6 @@ class RunParts:
     index_dir: Path
     train_samples: list[dict[str, Any]]
     eval_samples: list[dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    """What another process needs to build the same run's parts: the frozen config tree and whether
-    it resumes. Picklable (plain data); `training/` calls its methods without importing this layer."""
-
-    config: dict[str, Any]
-    resume: bool = False
-    _run: list[Any] = field(default_factory=list, compare=False, repr=False)  # the Run, once attached here
-
-    def attach(self) -> Run:
-        if not self._run:
-            self._run.append(Run(load_config(tree=self.config), resume=self.resume))
-        return self._run[0]
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"config": self.config, "resume": self.resume, "_run": []}  # never a process's open retriever
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        for k, v in state.items():
-            object.__setattr__(self, k, v)
-
-    @property
-    def cfg(self) -> ExperimentConfig:
-        return self.attach().cfg
-
-    # what the Ray learner and rollout workers build from (agent_r1/training/ray_actors.py)
-    def parts(self) -> RunParts:
-        return self.attach().parts()
-
-    def open_index(self, index_dir: str | Path) -> Any:
-        from agent_r1.runs.assembly import open_run_index
-
-        return open_run_index(self.cfg, index_dir)
-
-    def env_factory(self, retriever: Any) -> Any:
-        from agent_r1.envs.factory import make_env_factory
-
-        return make_env_factory(self.cfg, retriever)
 
 
 class Run:
@@ -511,6 +471,46 @@ class Run:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What another process needs to build the same run's parts: the frozen config tree and whether
+    it resumes. Picklable (plain data); `training/` calls its methods without importing this layer."""
+
+    config: dict[str, Any]
+    resume: bool = False
+    _run: list[Any] = field(default_factory=list, compare=False, repr=False)  # the Run, once attached here
+
+    def attach(self) -> Run:
+        if not self._run:
+            self._run.append(Run(load_config(tree=self.config), resume=self.resume))
+        return self._run[0]
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"config": self.config, "resume": self.resume, "_run": []}  # never a process's open retriever
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for k, v in state.items():
+            object.__setattr__(self, k, v)
+
+    @property
+    def cfg(self) -> ExperimentConfig:
+        return self.attach().cfg
+
+    # what the Ray learner and rollout workers build from (agent_r1/training/ray_actors.py)
+    def parts(self) -> RunParts:
+        return self.attach().parts()
+
+    def open_index(self, index_dir: str | Path) -> Any:
+        from agent_r1.runs.assembly import open_run_index
+
+        return open_run_index(self.cfg, index_dir)
+
+    def env_factory(self, retriever: Any) -> Any:
+        from agent_r1.envs.factory import make_env_factory
+
+        return make_env_factory(self.cfg, retriever)
 
 
 def metrics_logger(folder: Path, tracker: Any = None, resume_from: Path | None = None) -> Any:
