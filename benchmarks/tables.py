@@ -84,10 +84,21 @@ def minutes_seconds(v: float) -> str:
 
 # --- a figure and the pages -------------------------------------------------------------------------
 
+def _at(doc: Any, key: str | int) -> Any:
+    return doc[int(key)] if isinstance(doc, list) else doc[key]
+
+
 def dig(doc: Any, path: str) -> Any:
-    for part in path.split("."):
-        doc = doc[int(part)] if isinstance(doc, list) else doc[part]
-    return doc
+    """The value at dotted keys; a key `*` (every item of a list or dict) or `{a,b}` (whole or part of a key:
+    `recall@5_{any,all}`) gives the list of the values under each, flat however many the path holds."""
+    head, _, rest = path.partition(".")
+    alt = re.fullmatch(r"(.*)\{(.*)\}(.*)", head)
+    if head != "*" and not alt:
+        return dig(_at(doc, head), rest) if rest else _at(doc, head)
+    keys = (range(len(doc)) if isinstance(doc, list) else list(doc)) if head == "*" else \
+        [alt[1] + k + alt[3] for k in alt[2].split(",")]
+    got = [dig(_at(doc, k), rest) if rest else _at(doc, k) for k in keys]
+    return [x for g in got for x in g] if "*" in rest or "{" in rest else got
 
 
 @lru_cache(maxsize=None)
@@ -212,8 +223,7 @@ LEARNING: list[Figure] = [
            learning_seeds(v, "rl_seconds"))
     for v in LEARNING_ROWS[1:4]
 ] + [
-    Figure("learning table: SFT seconds, seeds 1 and 2", L, "per_seed.{1,2}.warm_start.sft_seconds",
-           seq(0, " s and "), lambda doc: [doc["per_seed"][s]["warm_start"]["sft_seconds"] for s in ("1", "2")]),
+    Figure("learning table: SFT seconds, seeds 1 and 2", L, "per_seed.{1,2}.warm_start.sft_seconds", seq(0, " s and ")),
     Figure("learning: seed 0 SFT seconds", L, "per_seed.0.warm_start.sft_seconds", num(0, comma=True)),
     Figure("learning: GRPO - warm start", L, "paired bootstrap of per_seed em_per_question",
            ci(1, sign=True), learning_diff("grpo", "warm_start")),
@@ -238,9 +248,8 @@ LEARNING: list[Figure] = [
     # README's "Two commands" summary of the same benchmark (the make-run figures there are not covered here)
     Figure("two commands: PPO held-out EM", L, "summary.ppo.greedy_em_mean", num(1)),
     Figure("two commands: warm start EM", L, "summary.warm_start.greedy_em_mean", num(0)),
-    Figure("two commands: minutes of RL, GRPO and PPO", L, "summary.{grpo,ppo}.rl_seconds_mean / 60",
-           seq(0, " and ", scale=1 / 60), lambda doc: [doc["summary"][v]["rl_seconds_mean"] for v in ("grpo",
-           "ppo")]),
+    Figure("two commands: minutes of RL, GRPO and PPO", L, "summary.{grpo,ppo}.rl_seconds_mean",
+           seq(0, " and ", scale=1 / 60)),
     Figure("two commands: shuffled rewards EM", L, "summary.grpo_shuffled_rewards.greedy_em_mean", num(0)),
 ]
 
@@ -301,8 +310,7 @@ MEMORY: list[Figure] = [
     Figure("memory: spread over 8-64 rows", M, "derived.rows_spread_mib", num(0)),
     Figure("memory: agent-r1 train peak, 32 trajectories", M, "results.train/e2e.peak_rss_mib",
            num(2, scale=1 / 1024)),
-    Figure("memory: output-head chunk", M, "derived.head_bytes_per_chunk_position_fp32 x 1,024",
-           num(0, scale=1024 / 2**30), lambda d: d["derived"]["head_bytes_per_chunk_position_fp32"]),
+    Figure("memory: output-head chunk", M, "derived.head_bytes_per_chunk_position_fp32", num(0, scale=1024 / 2**30)),
 ] + [
     Figure(f"memory: GPU learner, {model} {preset}", M, f"memory_table.learner_gib over derived, {preset}.yaml",
            seq(0, " GiB | "), gpu_learner_gib(model, preset))
@@ -316,16 +324,13 @@ RETRIEVAL_ROWS = (("BM25 (tantivy)", "tantivy"), ("dense, MiniLM-L6, faiss flat"
 RETRIEVAL: list[Figure] = [
     Figure("retrieval: tantivy, all 400 queries, seconds", RT, "tantivy.search_all_s_median", num(2)),
     Figure("retrieval: tantivy queries/s", RT, "tantivy.queries_per_s", num(0, comma=True)),
-    Figure("retrieval: tantivy recall@5", RT, "tantivy.recall@5_{any,all}", seq(3, " / all "),
-           lambda d: [d["tantivy"]["recall@5_any"], d["tantivy"]["recall@5_all"]]),
-    Figure("retrieval: Elasticsearch recall@5", RT, "elasticsearch.recall@5_{any,all}", seq(2, " / "),
-           lambda d: [d["elasticsearch"]["recall@5_any"], d["elasticsearch"]["recall@5_all"]]),
+    Figure("retrieval: tantivy recall@5", RT, "tantivy.recall@5_{any,all}", seq(3, " / all ")),
+    Figure("retrieval: Elasticsearch recall@5", RT, "elasticsearch.recall@5_{any,all}", seq(2, " / ")),
     Figure("retrieval: top-1 agreement", RT, "top1_agreement.top1", num(1, scale=100)),
     Figure("retrieval: hybrid - BM25, recall all", RT, "hybrid_minus_bm25_recall_all", num(3)),
 ] + [
     Figure(f"retrieval table: {key}", RT, f"{key}.{{recall@5_any,recall@5_all,queries_per_s}}",
-           lambda v: f"{num(3)(v[0])} | {num(3)(v[1])} | {num(0, comma=True)(v[2])}", lambda d,
-           k=key: [d[k]["recall@5_any"], d[k]["recall@5_all"], d[k]["queries_per_s"]])
+           lambda v: f"{num(3)(v[0])} | {num(3)(v[1])} | {num(0, comma=True)(v[2])}")
     for label, key in RETRIEVAL_ROWS
 ] + [
     Figure("retrieval scale: 1M index MiB", RS, "builds.2.index_mib", num(0)),
@@ -344,27 +349,19 @@ RETRIEVAL: list[Figure] = [
     Figure("retrieval scale: question queries/s", RS, "search_question_queries[processes=1].qps",
            seq(0, " / ", comma=True),
            lambda d: [q["qps"] for q in d["search_question_queries"] if q["processes"] == 1]),
-    Figure("retrieval scale: passages with \"was\"", RS, "profile_at_largest...was.doc_freq_text / passages",
-           num(0, scale=100),
-           lambda d: d["profile_at_largest"]["question_words_alone"]["was"]["doc_freq_text"] / 1_000_000),
-    Figure("retrieval scale: passages with \"born\"", RS, "profile_at_largest...born.doc_freq_text / passages",
-           num(0, scale=100),
-           lambda d: d["profile_at_largest"]["question_words_alone"]["born"]["doc_freq_text"] / 1_000_000),
+] + [
+    Figure(f"retrieval scale: passages with \"{w}\"", RS, f"profile_at_largest.question_words_alone.{w}.doc_freq_text",
+           num(0, scale=100 / 1_000_000)) for w in ("was", "born")
+] + [
     Figure("retrieval scale: Elasticsearch bulk docs/s", RS, "elasticsearch_bulk.docs_per_s", num(0, comma=True)),
     Figure("retriever load: queries/s", RL, "qps", num(0, comma=True)),
-    Figure("retriever load: batch latency p50 / p99", RL, "batch_latency_ms.{p50,p99}", seq(0, " ms / p99 "),
-           lambda d: [d["batch_latency_ms"]["p50"], d["batch_latency_ms"]["p99"]]),
-    Figure("retriever load: errors, lost, differing", RL,
-           "errors, lost_results, results_differing_from_single_process",
-           lambda v: "{} errors, {} lost results, {} results differing".format(*v), lambda d: [d["errors"],
-           d["lost_results"], d["results_differing_from_single_process"]]),
-    Figure("ES workers: server connections", RL, "elasticsearch_workers.runs.*.server_connections_peak",
-           seq(0, " / "), lambda d: [r["server_connections_peak"] for r in d["elasticsearch_workers"]["runs"]]),
-    Figure("ES workers: queries/s", RL, "elasticsearch_workers.runs.*.qps", seq(1, " / "),
-           lambda d: [r["qps"] for r in d["elasticsearch_workers"]["runs"]]),
-    Figure("ES workers: batch p50 seconds", RL, "elasticsearch_workers.runs.*.batch_latency_ms.p50 / 1000",
-           seq(1, " / ", scale=1e-3),
-           lambda d: [r["batch_latency_ms"]["p50"] for r in d["elasticsearch_workers"]["runs"]]),
+    Figure("retriever load: batch latency p50 / p99", RL, "batch_latency_ms.{p50,p99}", seq(0, " ms / p99 ")),
+    Figure("retriever load: errors, lost, differing", RL, "{errors,lost_results,results_differing_from_single_process}",
+           lambda v: "{} errors, {} lost results, {} results differing".format(*v)),
+    Figure("ES workers: server connections", RL, "elasticsearch_workers.runs.*.server_connections_peak", seq(0, " / ")),
+    Figure("ES workers: queries/s", RL, "elasticsearch_workers.runs.*.qps", seq(1, " / ")),
+    Figure("ES workers: batch p50 seconds", RL, "elasticsearch_workers.runs.*.batch_latency_ms.p50",
+           seq(1, " / ", scale=1e-3)),
 ]
 
 S = "scale.json"
@@ -372,8 +369,7 @@ A = "async_speed"
 SCALE: list[Figure] = [
     Figure("async: one worker speed-up", S, f"{A}.speedup_paired_median.async_1_one_worker", num(2)),
     Figure("async: one worker s per iteration", S, f"{A}.iteration_s_median.{{async_1_one_worker,sync_one_worker}}",
-           seq(2, " s against "), lambda d: [d[A]["iteration_s_median"][k] for k in ("async_1_one_worker",
-           "sync_one_worker")]),
+           seq(2, " s against ")),
     Figure("async: earlier 3-repeat run, one worker", S, f"{A}.earlier_runs.3.speedup_sync_over_async_one_worker",
            num(2)),
     Figure("async: target", S, f"{A}.target_speedup", num(1)),
@@ -383,10 +379,9 @@ SCALE: list[Figure] = [
            lambda d: median(async_waits(d, ("async_1", "async_1_one_worker")))),
     Figure("async: learner wait, synchronous", S, f"min-max of {A}.runs.sync*.rollout_wait_s", span(1),
            lambda d: async_waits(d, ("sync", "sync_one_worker"))),
-    Figure("async: earlier session on a shared machine", S, f"{A}.earlier_runs.0-2.speedup_sync_over_async",
-           span(2, sep="x-"), lambda d: [r["speedup_sync_over_async"] for r in d[A]["earlier_runs"][:3]]),
-    Figure("scale grid: medians", S, "scale_grid.iteration_s_median.*", span(2),
-           lambda d: list(d["scale_grid"]["iteration_s_median"].values())),
+    Figure("async: earlier session on a shared machine", S, f"{A}.earlier_runs.{{0,1,2}}.speedup_sync_over_async",
+           span(2, sep="x-")),
+    Figure("scale grid: medians", S, "scale_grid.iteration_s_median.*", span(2)),
     Figure("scale grid: 1x1", S, "scale_grid.iteration_s_median.1w_1l", num(2)),
 ]
 
@@ -439,7 +434,7 @@ VR = "vllm_rollout.json"
 VLLM_ROLLOUT: list[Figure] = [
     Figure("README: perf vllm model parameters", "perf_vllm.json", "model.parameters", num(1, scale=1e-6)),
     Figure("scaling: vllm rollout tokens/s, again", VR, "engines.{vllm,transformers}.tokens_per_s_median",
-           seq(1, " against "), lambda d: [d["engines"][e]["tokens_per_s_median"] for e in ("vllm", "transformers")]),
+           seq(1, " against ")),
     Figure("vllm rollout: vLLM tokens/s", VR, "engines.vllm.tokens_per_s_median", num(1)),
     Figure("vllm rollout: transformers tokens/s", VR, "engines.transformers.tokens_per_s_median", num(1)),
     Figure("vllm rollout: ratio", VR, "vllm_over_transformers", num(2)),
@@ -457,14 +452,7 @@ AVX2 = "make_run_seeds_avx2.json"  # the same recipe on an AVX2-only EPYC, seeds
 NS, G4S = "probes/make_run_g8_noskip.json", "probes/make_run_groups4_skip.json"
 OLD = "make_run_seeds_before.json"  # groups of 4 in an earlier session, on another machine
 SEEDS = ("0", "1", "2", "3", "4")
-
-
-def per_seed(key: str) -> Any:
-    return lambda doc: [doc["per_seed"][s][key] for s in SEEDS]
-
-
-def start_to_final(doc: Any) -> str:
-    return " | ".join(f"{doc['per_seed'][s]['start_em']:.0f} -> {doc['per_seed'][s]['final_em']:.0f}" for s in SEEDS)
+LIFTS, R1 = "per_seed.{0,1,2,3,4}.lift", "per_seed.0.curve.0.reward_mean"
 
 
 def lift_ci(doc: Any) -> dict[str, float]:
@@ -472,13 +460,9 @@ def lift_ci(doc: Any) -> dict[str, float]:
 
 
 
-def start_to_final_of(seeds: tuple[str, ...]) -> Any:
-    return lambda doc: ", ".join(f"{doc['per_seed'][s]['start_em']:.0f} -> {doc['per_seed'][s]['final_em']:.0f}"
-        for s in seeds)
-
-
-def first_iteration_reward(seed: str) -> Any:
-    return lambda doc: doc["per_seed"][seed]["curve"][0]["reward_mean"]
+def start_to_final(seeds: tuple[str, ...] = SEEDS, sep: str = " | ") -> Getter:
+    return lambda doc: sep.join(f"{doc['per_seed'][s]['start_em']:.0f} -> {doc['per_seed'][s]['final_em']:.0f}"
+                                for s in seeds)
 
 
 def seeds_table(file: str) -> list[Figure]:
@@ -486,11 +470,10 @@ def seeds_table(file: str) -> list[Figure]:
     tag = "" if file == S else f" ({file})"
     return [
         Figure("make run seeds: EM before and after, per seed" + tag, file, "per_seed.*.start_em, final_em", str,
-               start_to_final),
-        Figure("make run seeds: mean EM before and after" + tag, file, "summary.start_em_mean, final_em_mean",
-               seq(1, " -> "), lambda doc: [doc["summary"]["start_em_mean"], doc["summary"]["final_em_mean"]]),
-        Figure("make run seeds: lift per seed" + tag, file, "per_seed.*.lift", seq(0, " | ", sign=True),
-               per_seed("lift")),
+               start_to_final()),
+        Figure("make run seeds: mean EM before and after" + tag, file, "summary.{start_em_mean,final_em_mean}",
+               seq(1, " -> ")),
+        Figure("make run seeds: lift per seed" + tag, file, LIFTS, seq(0, " | ", sign=True)),
         Figure("make run seeds: lift mean and interval" + tag, file, "summary.lift_mean, lift_ci95", ci(1, sign=True),
                lift_ci),
     ]
@@ -498,24 +481,16 @@ def seeds_table(file: str) -> list[Figure]:
 
 MAKE_RUN: list[Figure] = seeds_table(S) + [
     Figure("make run seeds: least lift", S, "summary.lift_min", num(0, sign=True)),
-    Figure("make run seeds: one seed's flow, minutes", S, "per_seed.1-4.wall_s (min-max)", span(0, scale=1 / 60),
-           lambda doc: [doc["per_seed"][s]["wall_s"] for s in SEEDS[1:]]),
-    Figure("make run seeds: the recipe before, least and most lift", S500, "summary.lift_min, lift_max",
-           lambda v: f"+{v[0]:.0f} to +{v[1]:.0f}", lambda doc: [doc["summary"]["lift_min"],
-           doc["summary"]["lift_max"]]),
+    Figure("make run seeds: one seed's flow, minutes", S, "per_seed.{1,2,3,4}.wall_s", span(0, scale=1 / 60)),
+    Figure("make run seeds: the recipe before, least and most lift", S500, "summary.{lift_min,lift_max}",
+           lambda v: f"+{v[0]:.0f} to +{v[1]:.0f}"),
 ] + seeds_table(S500) + [
-    Figure("make run seeds: groups of 4, lift per seed", G4, "per_seed.*.lift", seq(0, " | ", sign=True),
-           per_seed("lift")),
-    Figure("make run seeds: groups of 4, lift mean and interval", G4, "summary.lift_mean, lift_ci95",
-           ci(1, sign=True), lift_ci),
-    Figure("make run seeds: skip off, lift per seed", NS, "per_seed.*.lift", seq(0, " | ", sign=True),
-           per_seed("lift")),
-    Figure("make run seeds: skip off, lift mean and interval", NS, "summary.lift_mean, lift_ci95",
-           ci(1, sign=True), lift_ci),
-    Figure("make run seeds: groups of 4 with skip, lift per seed", G4S, "per_seed.*.lift", seq(0, " | ", sign=True),
-           per_seed("lift")),
-    Figure("make run seeds: groups of 4 with skip, lift mean and interval", G4S, "summary.lift_mean, lift_ci95",
-           ci(1, sign=True), lift_ci),
+] + [
+    f for label, file in (("groups of 4", G4), ("skip off", NS), ("groups of 4 with skip", G4S)) for f in (
+        Figure(f"make run seeds: {label}, lift per seed", file, LIFTS, seq(0, " | ", sign=True)),
+        Figure(f"make run seeds: {label}, lift mean and interval", file, "summary.lift_mean, lift_ci95",
+               ci(1, sign=True), lift_ci))
+] + [
     # why groups of 8: the discussion of the recipe before
     Figure("make run seeds: iteration 1 reward", S500, "per_seed.*.curve.0.reward_mean (mean)", num(0, scale=100),
            lambda doc: sum(doc["per_seed"][s]["curve"][0]["reward_mean"] for s in SEEDS) / len(SEEDS)),
@@ -526,18 +501,13 @@ MAKE_RUN: list[Figure] = seeds_table(S) + [
     Figure("make run seeds: seed 1 lift, earlier machine", OLD, "per_seed.1.lift", num(0, sign=True)),
     # the warm start to its plateau: the AVX2 machine, seed 0 before and after
     Figure("make run seeds, AVX2: EM before and after, seeds 0-2", AVX2, "per_seed.0-2.start_em, final_em", str,
-           start_to_final_of(("0", "1", "2"))),
-    Figure("make run seeds, AVX2: lifts", AVX2, "per_seed.0-2.lift", seq(0, ", ", sign=True),
-           lambda doc: [doc["per_seed"][s]["lift"] for s in ("0", "1", "2")]),
-    Figure("make run seeds, AVX2: seed 0 iteration 1 reward", AVX2, "per_seed.0.curve.0.reward_mean",
-           num(0, scale=100),
-           first_iteration_reward("0")),
-    Figure("make run seeds: seed 0 iteration 1 reward, the recipe before", S500, "per_seed.0.curve.0.reward_mean",
-           num(0, scale=100), first_iteration_reward("0")),
+           start_to_final(("0", "1", "2"), ", ")),
+    Figure("make run seeds, AVX2: lifts", AVX2, "per_seed.{0,1,2}.lift", seq(0, ", ", sign=True)),
+    Figure("make run seeds, AVX2: seed 0 iteration 1 reward", AVX2, R1, num(0, scale=100)),
+    Figure("make run seeds: seed 0 iteration 1 reward, the recipe before", S500, R1, num(0, scale=100)),
     Figure("make run seeds: seed 0 before and after, 1,000 SFT steps", S, "per_seed.0.start_em, final_em", str,
-           start_to_final_of(("0",))),
-    Figure("make run seeds: seed 0 iteration 1 reward, 1,000 SFT steps", S, "per_seed.0.curve.0.reward_mean",
-           num(0, scale=100), first_iteration_reward("0")),
+           start_to_final(("0",))),
+    Figure("make run seeds: seed 0 iteration 1 reward, 1,000 SFT steps", S, R1, num(0, scale=100)),
 ]
 
 # `make test` on a fresh clone (benchmarks/suite_time.py): its wall time, and how many tests each
@@ -558,16 +528,8 @@ EQ = "modes.equal_work.cells"
 TOOL = "modes.tool"
 
 
-def dig_tool(d: Any) -> Any:
-    return d["modes"]["tool"]
-
-
-def dig_floor(d: Any) -> Any:
-    return d["modes"]["equal_work"]["cells"]["128x256"]["floor"]
-
-
-def tool_pair(d: Any, key: str, sub: str) -> list[float]:
-    return [dig_tool(d)[side][key][sub] for side in ("agent_r1", "trl")]
+FLOOR, SIDES = f"{EQ}.128x256.floor", f"{TOOL}.{{agent_r1,trl}}"
+TURNS = "scaling.turns.{1,2,3,4,5}"
 
 
 def trl_row(cell: str) -> Figure:
@@ -607,22 +569,16 @@ PERF: list[Figure] = [
     Figure("perf: finished rows kept", R, "speedups.no_early_drop.seconds_over_all_on.median", num(2)),
     Figure("perf: rollout peak RSS", R, "peak_rss_mb", num(0)),
     Figure("perf: seconds for 8 / 32 / 128 trajectories", R, "scaling.trajectories.{8,32,128}.seconds.median",
-           seq(2, " / "), lambda d: [d["scaling"]["trajectories"][n]["seconds"]["median"] for n in ("8", "32",
-           "128")]),
-    Figure("perf: ms per trajectory", R, "scaling.trajectories.*.ms_per_trajectory", seq(1, " / "),
-           lambda d: [d["scaling"]["trajectories"][n]["ms_per_trajectory"] for n in ("8", "32", "128")]),
+           seq(2, " / ")),
+    Figure("perf: ms per trajectory", R, "scaling.trajectories.{8,32,128}.ms_per_trajectory", seq(1, " / ")),
     Figure("perf: time exponent", R, "scaling.time_exponent_8_to_128_trajectories", num(2)),
-    Figure("perf: seconds per max turns 1..5", R, "scaling.turns.*.seconds.median", seq(2, " / "),
-           lambda d: [d["scaling"]["turns"][str(k)]["seconds"]["median"] for k in range(1, 6)]),
-    Figure("perf: turns taken per max turns", R, "scaling.turns.*.mean_turns", seq((1, 1, 1, 1, 2), " / "),
-           lambda d: [d["scaling"]["turns"][str(k)]["mean_turns"] for k in range(1, 6)]),
-    Figure("perf: tokens processed, 1 and 5 turns", R, "scaling.turns.{1,5}.total_tokens",
-           seq(0, " -> ", comma=True), lambda d: [d["scaling"]["turns"][k]["total_tokens"] for k in ("1", "5")]),
+    Figure("perf: seconds per max turns 1..5", R, f"{TURNS}.seconds.median", seq(2, " / ")),
+    Figure("perf: turns taken per max turns", R, f"{TURNS}.mean_turns", seq((1, 1, 1, 1, 2), " / ")),
+    Figure("perf: tokens processed, 1 and 5 turns", R, "scaling.turns.{1,5}.total_tokens", seq(0, " -> ", comma=True)),
     Figure("perf: update / bare torch", U, "trainer_over_bare", med(2)),
     Figure("perf: tokens per update", U, "config.tokens_per_update", num(0, comma=True)),
     Figure("perf: update vs bare tokens/s", U, "tokens_per_s.{trainer_update,bare_torch}.median",
-           seq(0, " vs ", comma=True), lambda d: [d["tokens_per_s"][k]["median"] for k in ("trainer_update",
-           "bare_torch")]),
+           seq(0, " vs ", comma=True)),
     Figure("perf: update per-repeat ratios", U, "trainer_over_bare.runs", seq(2)),
     Figure("perf: update load at start", U, "machine.load_average_at_start.0", num(1)),
     Figure("perf: update peak RSS", U, "peak_rss_mb", num(0, comma=True)),
@@ -635,23 +591,18 @@ PERF: list[Figure] = [
     Figure("perf: skip ratio, prose", T, f"{EQ}.128x256.agent_r1_skip_zero_advantage.ratio_over_trl.median",
            num(2)),
     Figure("perf: agent-r1 / TRL with a tool", T, f"{TOOL}.ratio_agent_r1_over_trl", med(2)),
-    Figure("perf: tool calls per trajectory, warm-up", T, f"{TOOL}.checks.tool_calls_per_trajectory_warmup",
-           seq(3, " vs "), lambda d: list(dig_tool(d)["checks"]["tool_calls_per_trajectory_warmup"].values())),
-    Figure("perf: tool calls per trajectory, timed", T, f"{TOOL}.{{agent_r1,trl}}.per_trajectory.tool_calls",
-           seq(2, " vs "), lambda d: tool_pair(d, "per_trajectory", "tool_calls")),
-    Figure("perf: tool s per iteration", T, f"{TOOL}.*.seconds_per_iteration.median", seq(1, " vs "),
-           lambda d: tool_pair(d, "seconds_per_iteration", "median")),
-    Figure("perf: tool generation tokens/s", T, f"{TOOL}.*.generation_tokens_per_s.median", seq(0, " vs "),
-           lambda d: tool_pair(d, "generation_tokens_per_s", "median")),
-    Figure("perf: tool update tokens/s", T, f"{TOOL}.*.update_tokens_per_s.median", seq(0, " vs ", comma=True),
-           lambda d: tool_pair(d, "update_tokens_per_s", "median")),
-    Figure("perf: floor seconds per iteration", T, f"{EQ}.128x256.floor.seconds_per_iteration.median", num(2)),
-    Figure("perf: floor generate + update", T, f"{EQ}.128x256.floor.{{generate_s,update_s}}.median",
-           seq(2, " generate + "), lambda d: [dig_floor(d)[k]["median"] for k in ("generate_s", "update_s")]),
-    Figure("perf: floor / TRL", T, f"{EQ}.128x256.floor.ratio_over_trl", med(2)),
-    Figure("perf: agent-r1 / floor", T, f"{EQ}.128x256.floor.ratio_agent_r1_over_floor", med(2)),
-    Figure("perf: agent-r1 over the floor, %", T, f"{EQ}.128x256.floor.ratio_agent_r1_over_floor.median - 1",
-           num(0, scale=100), lambda d: dig_floor(d)["ratio_agent_r1_over_floor"]["median"] - 1),
+    Figure("perf: tool calls per trajectory, warm-up", T, f"{TOOL}.checks.tool_calls_per_trajectory_warmup.*",
+           seq(3, " vs ")),
+    Figure("perf: tool calls per trajectory, timed", T, f"{SIDES}.per_trajectory.tool_calls", seq(2, " vs ")),
+    Figure("perf: tool s per iteration", T, f"{SIDES}.seconds_per_iteration.median", seq(1, " vs ")),
+    Figure("perf: tool generation tokens/s", T, f"{SIDES}.generation_tokens_per_s.median", seq(0, " vs ")),
+    Figure("perf: tool update tokens/s", T, f"{SIDES}.update_tokens_per_s.median", seq(0, " vs ", comma=True)),
+    Figure("perf: floor seconds per iteration", T, f"{FLOOR}.seconds_per_iteration.median", num(2)),
+    Figure("perf: floor generate + update", T, f"{FLOOR}.{{generate_s,update_s}}.median", seq(2, " generate + ")),
+    Figure("perf: floor / TRL", T, f"{FLOOR}.ratio_over_trl", med(2)),
+    Figure("perf: agent-r1 / floor", T, f"{FLOOR}.ratio_agent_r1_over_floor", med(2)),
+    Figure("perf: agent-r1 over the floor, %", T, f"{FLOOR}.ratio_agent_r1_over_floor.median",
+           lambda v: num(0, scale=100)(v - 1)),
     Figure("perf: TRL version", T, "trl", str),
     Figure("perf: TRL comparison peak RSS", T, "peak_rss_mb", num(0, comma=True)),
 ] + [trl_row(c) for c in ("32x64", "32x256", "128x64", "128x256")]
@@ -678,8 +629,7 @@ OBJECTIVES: list[Figure] = [
     Figure(f"objectives table, {v}: RL seconds on seed 2", O, f"per_seed.2.runs.{v}.rl_seconds", num(0))
     for label, v in OBJ_ROWS[1:]
 ] + [
-    Figure("objectives: sampled EM span over the RL rows", O, "per_seed.*.runs.*.sampled.em (min-max)", span(0),
-           lambda doc: [r["sampled"]["em"] for one in doc["per_seed"].values() for r in one["runs"].values()]),
+    Figure("objectives: sampled EM span over the RL rows", O, "per_seed.*.runs.*.sampled.em", span(0)),
     Figure("objectives: DAPO's prompts rolled out per seed", O, "per_seed.*.runs.dapo.train_curve.*.dynamic/"
            "prompts_sampled (sums)", seq(0, comma=True),
            lambda doc: [sum(c["dynamic/prompts_sampled"] for c in doc["per_seed"][s]["runs"]["dapo"]["train_curve"])
@@ -690,21 +640,17 @@ OBJECTIVES: list[Figure] = [
     Figure("objectives: the other rows' prompts per run", O, "config: train.iterations x train.prompts_per_iter",
            num(0), lambda doc: doc["recipe"]["train"]["iterations"] * doc["recipe"]["train"]["prompts_per_iter"]),
     Figure("objectives: DAPO and GRPO RL seconds, seed 2", O, "per_seed.2.runs.{dapo,grpo}.rl_seconds",
-           seq(0, " s on seed 2 against GRPO's "),
-           lambda doc: [doc["per_seed"]["2"]["runs"][v]["rl_seconds"] for v in ("dapo", "grpo")]),
-    Figure("objectives: the other rows' RL seconds, seed 2", O,
-           "per_seed.2.runs.{gspo,cispo,dr_grpo,gigpo}.rl_seconds",
-           span(0), lambda doc: [doc["per_seed"]["2"]["runs"][v]["rl_seconds"]
-               for v in ("gspo", "cispo", "dr_grpo", "gigpo")]),
+           seq(0, " s on seed 2 against GRPO's ")),
+    Figure("objectives: the other rows' RL seconds, seed 2", O, "per_seed.2.runs.{gspo,cispo,dr_grpo,gigpo}.rl_seconds",
+           span(0)),
 ]
 
 # the probe at a quarter of the iterations (--set train.iterations=10): it saturates too
 IT10 = "probes/objectives_it10.json"
 OBJECTIVES += [
-    Figure("objectives, 10 iterations: greedy EM per objective", IT10, "per_seed.0.runs.*.greedy.em", seq(0),
-           lambda doc: [doc["per_seed"]["0"]["runs"][v]["greedy"]["em"] for _, v in OBJ_ROWS[1:]]),
-    Figure("objectives, 10 iterations: sampled EM span", IT10, "per_seed.0.runs.*.sampled.em (min-max)", span(0),
-           lambda doc: [r["sampled"]["em"] for r in doc["per_seed"]["0"]["runs"].values()]),
+    Figure("objectives, 10 iterations: greedy EM per objective", IT10,
+           f"per_seed.0.runs.{{{','.join(v for _, v in OBJ_ROWS[1:])}}}.greedy.em", seq(0)),
+    Figure("objectives, 10 iterations: sampled EM span", IT10, "per_seed.0.runs.*.sampled.em", span(0)),
 ]
 
 # the same objectives on the paper table's recipe (4 samples per prompt, the 500-step warm starts), today's code,
@@ -823,7 +769,7 @@ def _tried(template: str, steps: str, file: str) -> list[Figure]:
     label = f"{template} | {steps}"
     cells = [Figure(f"warm starts tried, {label}: sampled {name}", file, f"per_seed.0.warm_start.sampled.{key}",
                     num(0))
-             for i, (key, name) in enumerate(SAMPLED)]
+             for key, name in SAMPLED]
     return cells + [Figure(f"warm starts tried, {label}: GRPO greedy EM", file,
                            "per_seed.0.runs.grpo_hermes.greedy.em", num(0)),
                     Figure(f"warm starts tried, {file}: SFT steps", file, "config.sft.steps", num(0, comma=True),
@@ -866,26 +812,21 @@ ENDPOINT: list[Figure] = [
            lambda doc: max(c["agent/drift"] for c in _iterations(doc))),
     Figure("endpoint: no agent errors", E, f"{CURVES}.*.agent/errors", num(0),
            lambda doc: sum(c["agent/errors"] for c in _iterations(doc))),
-] + [f for row in TRIED for f in _tried(*row)] + [
-]
+] + [f for row in TRIED for f in _tried(*row)]
 
 
 # --- vLLM as the engine, whole iterations ------------------------------------------------------------
 
 PV = "perf_vllm.json"
 PVC = "cells.128x256"
-PV_ROWS = (("agent-r1, transformers engine", "agent_r1"), ("agent-r1, vLLM engine (weight sync included)",
-"agent_r1_vllm"),
-        ("TRL `GRPOTrainer`, transformers `generate()`", "trl"),
-        ("TRL `GRPOTrainer`, `use_vllm=True, vllm_mode=\"colocate\"`", "trl_vllm"))
+# the table's rows: agent-r1 with the transformers or the vLLM engine (weight sync included), TRL's
+# `GRPOTrainer` with transformers `generate()` or in its own vLLM mode (colocate)
+PV_SIDES = ("agent_r1", "agent_r1_vllm", "trl", "trl_vllm")
 COLUMNS = (("seconds per iteration", "seconds_per_iteration", num(2)),
            ("generation tokens/s", "generation_tokens_per_s", num(0, comma=True)),
            ("update tokens/s", "update_tokens_per_s", num(0, comma=True)))
-
-
-
-TABLE = [Figure(f"perf vllm table, {side}: {name}", PV, f"{PVC}.sides.{side}.{key}.median", fmt) for label,
-side in PV_ROWS for i, (name, key, fmt) in enumerate(COLUMNS)]
+TABLE = [Figure(f"perf vllm table, {side}: {name}", PV, f"{PVC}.sides.{side}.{key}.median", fmt)
+         for side in PV_SIDES for name, key, fmt in COLUMNS]
 PROSE = [
     Figure("perf vllm: vLLM / transformers engine per iteration", PV, f"{PVC}.ratios.vllm_over_transformers.median",
            num(2)),
@@ -897,12 +838,8 @@ PROSE = [
     Figure("perf vllm: weight sync span", PV, f"{PVC}.vllm_sync_s", lambda v: f"{min(v):.2f}-{max(v):.2f}"),
     Figure("perf vllm: parameters", PV, "model.parameters", num(2, scale=1e-6)),
 ]
-README_SENTENCE = [
-    Figure(f"perf vllm README: {side}", PV, f"{PVC}.sides.{side}.seconds_per_iteration.median", num(1))
-    for side, context in (("agent_r1_vllm", "with vLLM's CPU build as the engine took @@ s"),
-                          ("agent_r1", "against @@ s with the transformers engine"),
-                          ("trl", "TRL's `GRPOTrainer` took @@ s"),
-                          ("trl_vllm", "and TRL in its own vLLM mode @@ s"))]
+README_SENTENCE = [Figure(f"perf vllm README: {side}", PV, f"{PVC}.sides.{side}.seconds_per_iteration.median", num(1))
+                   for side in PV_SIDES]
 VLLM_PERF: list[Figure] = TABLE + PROSE + README_SENTENCE
 
 
@@ -955,8 +892,7 @@ OUTSIDE_AGENT: list[Figure] = [
 # the objectives in a sentence: from about the warm start to the RL rows' span (README, docs/results.md)
 OBJECTIVES += [
     Figure("objectives: warm start", O, "summary.warm_start.greedy_em_mean", num(0)),
-    Figure("objectives: greedy EM span", O, "per_seed.*.runs.*.greedy.em", span(0),
-           lambda doc: [r["greedy"]["em"] for one in doc["per_seed"].values() for r in one["runs"].values()]),
+    Figure("objectives: greedy EM span", O, "per_seed.*.runs.*.greedy.em", span(0)),
 ]
 
 
