@@ -1,5 +1,5 @@
-"""The train-agent flow's helpers that need no Prefect: the config, DVC steps, task cache keys, and the
-environment a flow program sets before Prefect loads."""
+"""The train-agent flow's helpers that need no Prefect: the config, the run a task works on (`run_of`),
+DVC steps, task cache keys, and the environment a flow program sets before Prefect loads."""
 
 from __future__ import annotations
 
