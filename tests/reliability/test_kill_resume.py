@@ -3,8 +3,8 @@ step lost or logged twice (the 10-kill version is benchmarks/kill_resume.py)."""
 
 from __future__ import annotations
 
-from benchmarks.killtest import kill_and_resume
 from benchmarks.common import micro_overrides  # the benchmark's micro run, shared
+from benchmarks.kill_resume import kill_and_resume
 
 
 def test_sigkill_mid_run_then_resume(tmp_path):
