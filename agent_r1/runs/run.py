@@ -36,12 +36,17 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_r1.config import ExperimentConfig, load_config
 from agent_r1.runs.folders import read_record, update_record
 from agent_r1.schema import freeze, is_frozen
 from agent_r1.training import checkpoint as ckpt
+
+if TYPE_CHECKING:
+    from agent_r1.training.metrics_log import MetricsSink
+    from agent_r1.training.ray_trainer import RayTrainer
+    from agent_r1.training.trainer import RLTrainer
 
 WARM_START_KEYWORD = "sft"  # train.init_from: sft = the warm start matching the run's config
 
@@ -70,8 +75,8 @@ class Run:
         self._resume_from = resume_from  # found by Run.open; else on first use (`resume_from`)
         self._retriever: Any = None
         self._held: ExitStack | None = None  # the folder's run lock, from setup() to close()
-        self.logger: Any = None
-        self.trainer: Any = None
+        self.logger: MetricsSink | None = None  # setup() step 5
+        self.trainer: RLTrainer | RayTrainer | None = None  # setup() step 8
         self.tracking_report: dict[str, Any] | None = None  # how the last `mlflow_run` ended: sent, buffered
 
     # ------------------------------------------------------------------------------------ opening
@@ -513,7 +518,7 @@ class RunSpec:
         return make_env_factory(self.cfg, retriever)
 
 
-def metrics_logger(folder: Path, tracker: Any = None, resume_from: Path | None = None) -> Any:
+def metrics_logger(folder: Path, tracker: Any = None, resume_from: Path | None = None) -> MetricsSink:
     """A run's metrics logger: the folder's metrics.jsonl (what `dvc plots` reads), and with the run's
     MLflow `tracker` an MlflowSink over it that also uploads checkpoints and logs trajectory tables.
     A resume drops the steps logged after its checkpoint, and uploads no checkpoint older than it: the
