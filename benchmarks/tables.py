@@ -145,6 +145,15 @@ def learning_seeds(variant: str, key: str) -> Getter:
                         if str(s) in doc["per_seed"]]
 
 
+def seed_rows(table: str, file: str, variants: tuple[str, ...], mean_ci: str = "") -> list[Figure]:
+    """A learning.py file's table rows: per variant, its greedy EM mean [CI] (the figure `mean_ci`, if
+    the table has it), then its greedy and its sampled EM per seed."""
+    return [f for v in variants for f in (
+        [Figure(f"{table}, {v}: {mean_ci}", file, f"summary.{v}.greedy_em_ci95", ci(1))] if mean_ci else []) + [
+        Figure(f"{table}, {v}: {mode} EM per seed", file, f"per_seed.*.{v}.{mode}.em", seq(0),
+               learning_seeds(v, f"{mode}.em")) for mode in ("greedy", "sampled")]]
+
+
 def learning_diff(a: str, b: str) -> Getter:
     """Paired bootstrap of a - b over a learning.py file's seeds and questions."""
     def get(doc: Any) -> dict[str, float]:
@@ -211,14 +220,7 @@ def median(xs: list[float]) -> float:
 
 L, P = "learning.json", "paper_table_np12k/paper_table.json"
 LEARNING_ROWS = ("warm_start", "grpo", "ppo", "grpo_shuffled_rewards", "grpo_async1")
-LEARNING: list[Figure] = [
-    f for v in LEARNING_ROWS for f in (
-        Figure(f"learning table, {v}: greedy EM mean [95% CI]", L, f"summary.{v}.greedy_em_ci95", ci(1)),
-        Figure(f"learning table, {v}: greedy EM per seed", L, f"per_seed.*.{v}.greedy.em",
-               seq(0), learning_seeds(v, "greedy.em")),
-        Figure(f"learning table, {v}: sampled EM per seed", L, f"per_seed.*.{v}.sampled.em",
-               seq(0), learning_seeds(v, "sampled.em")))
-] + [
+LEARNING: list[Figure] = seed_rows("learning table", L, LEARNING_ROWS, "greedy EM mean [95% CI]") + [
     Figure(f"learning table, {v}: RL wall time per seed", L, f"per_seed.*.runs.{v}.rl_seconds", span(0),
            learning_seeds(v, "rl_seconds"))
     for v in LEARNING_ROWS[1:4]
@@ -615,14 +617,7 @@ OBJ_ROWS = (("SFT warm start", "warm_start"), ("GRPO", "grpo"), ("GSPO", "gspo")
         ("Dr. GRPO", "dr_grpo"), ("DAPO", "dapo"), ("GiGPO", "gigpo"))
 
 
-OBJECTIVES: list[Figure] = [
-    f for label, v in OBJ_ROWS for f in (
-        Figure(f"objectives table, {v}: greedy EM mean [CI]", O, f"summary.{v}.greedy_em_ci95", ci(1)),
-        Figure(f"objectives table, {v}: greedy EM per seed", O, f"per_seed.*.{v}.greedy.em", seq(0),
-               learning_seeds(v, "greedy.em")),
-        Figure(f"objectives table, {v}: sampled EM per seed", O, f"per_seed.*.{v}.sampled.em", seq(0),
-               learning_seeds(v, "sampled.em")))
-] + [
+OBJECTIVES: list[Figure] = seed_rows("objectives table", O, tuple(v for _, v in OBJ_ROWS), "greedy EM mean [CI]") + [
     Figure(f"objectives table, {v}: minus GRPO, paired", O, f"summary.{v}.minus_grpo_ci95", ci(1, sign=True))
     for label, v in OBJ_ROWS[2:]
 ] + [
@@ -786,13 +781,7 @@ def _steps(doc) -> int:
     return doc["config"].get("sft.steps", doc["recipe"]["sft"]["steps"])
 
 
-ENDPOINT: list[Figure] = [
-    f for label, v in EP_ROWS for f in (
-        Figure(f"endpoint table, {v}: greedy EM per seed", E, f"per_seed.*.{v}.greedy.em", seq(0),
-               learning_seeds(v, "greedy.em")),
-        Figure(f"endpoint table, {v}: sampled EM per seed", E, f"per_seed.*.{v}.sampled.em", seq(0),
-               learning_seeds(v, "sampled.em")))
-] + [
+ENDPOINT: list[Figure] = seed_rows("endpoint table", E, tuple(v for _, v in EP_ROWS)) + [
     Figure(f"endpoint table, {v}: seconds per iteration", E, f"summary.{v}.seconds_per_iteration",
            ci(2)) for label, v in EP_ROWS[1:]
 ] + [
@@ -906,7 +895,8 @@ GPU_SMOKE: list[Figure] = [
 ]
 
 FIGURES: list[Figure] = (LEARNING + PAPER + PERF + MEMORY + RETRIEVAL + SCALE + RELIABILITY + PROFILE + MAKE_RUN
-                         + VLLM_CPU + VLLM_ROLLOUT + OBJECTIVES + VLLM_PERF + ENDPOINT + PRECISION + OUTSIDE_AGENT + GPU_SMOKE)
+                         + VLLM_CPU + VLLM_ROLLOUT + OBJECTIVES + VLLM_PERF + ENDPOINT + PRECISION + OUTSIDE_AGENT
+                         + GPU_SMOKE)
 
 
 # --- rendering the pages ----------------------------------------------------------------------------
