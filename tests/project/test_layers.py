@@ -1,59 +1,23 @@
-"""Dependencies point one way, as docs/architecture.md draws them: from the CLI (agent_r1/cli/) down
-through run assembly, training and evaluation to rollout, envs, algorithms, retrieval and rewards,
-and down to the trajectory and schema types (`LAYERS` below, bottom to top): no module imports a
-layer above its own, lazy imports inside functions included, so each layer can be tested and reused
-without the ones above it. `NEVER` lists the arrows that must not exist even where the layers
-would allow them (the page's second table)."""
+"""Dependencies point one way, as docs/layers.json states them and docs/architecture.md draws them: from
+the CLI (agent_r1/cli/) down through run assembly, training and evaluation to rollout, envs, algorithms,
+retrieval and rewards, and down to the trajectory and schema types (`LAYERS`, bottom to top): no module
+imports a layer above its own, lazy imports inside functions included, so each layer can be tested and
+reused without the ones above it. `NEVER` lists the arrows that must not exist even where the layers
+would allow them."""
 
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.project import layers
 from tests.project.import_edges import import_edges
+from tests.project.layers import LAYERS, NEVER
 
 ROOT = Path(__file__).resolve().parents[2] / "agent_r1"
-
-# bottom to top; a module may import its own layer and those below it
-LAYERS: list[set[str]] = [
-    # precision: what the device computes natively (torch only); registry: the one Registry class of every
-    # name-chosen component (estimators, losses, KL, formats, environments); sampling: the rollout section,
-    # below both the config tree and the loop; closing: the one way owners end what their parts hold open
-    {"trajectory", "schema", "precision", "registry", "sampling", "closing"},
-    {"algos", "rewards", "data", "retrieval", "tools", "models", "tracking"},
-    # data.loaders reads question rows, whose own `env` settings it checks with the envs' schema
-    # agents: the OpenAI-compatible endpoint over an engine and the trajectories built from its records
-    {"envs", "rollout", "data.loaders", "tasks", "agents"},
-    {"config"},
-    {"evaluation"},  # scores a policy; the trainer's held-out eval uses it, never the reverse
-    {"training"},
-    {"runs"},
-    {"cli"},
-]
-
-# (from, to, why): docs/architecture.md's forbidden arrows, by layer unit
-NEVER = [
-    ("trajectory", "training", "types know no trainer"), ("schema", "training", "types know no trainer"),
-    ("algos", "rollout", "math knows no engine"),
-    ("rollout", "training", "the loop knows no optimiser"),
-    ("envs", "rollout", "an env knows no engine"), ("tools", "rollout", "an env knows no engine"),
-    ("tasks", "rollout", "an env knows no engine"),
-    ("retrieval", "envs", "an engine knows no agent"), ("retrieval", "tools", "an engine knows no agent"),
-    ("evaluation", "training", "evaluation scores a policy; it knows no trainer"),
-    ("rollout", "runs", "the loop knows no run assembly"),
-    ("evaluation", "runs", "evaluation is handed a policy, not a run"),
-    ("data", "envs", "a loader knows no env"), ("data.loaders", "envs", "a loader knows no env"),
-    ("config", "rollout", "the config tree imports no engine"),
-    ("agents", "training", "the endpoint records what was sampled; it knows no optimiser"),
-] + [(u, "cli", "commands are the face: the library never calls one")
-     for layer in [
-         {"trajectory", "schema", "precision", "registry", "sampling", "closing"},
-         {"algos", "rewards", "data", "retrieval", "tools", "models", "tracking"},
-         {"envs", "rollout", "data.loaders", "tasks", "agents"}, {"config"}, {"evaluation"}, {"training"}, {"runs"}]
-     for u in layer]
-
 
 def unit(module: str) -> str:
     """The layer unit of a dotted module name under agent_r1."""
@@ -67,7 +31,7 @@ def rank(name: str) -> int:
     for i, layer in enumerate(LAYERS):
         if name in layer:
             return i
-    raise AssertionError(f"{name} is on no layer: add it to LAYERS in tests/project/test_layers.py")
+    raise AssertionError(f"{name} is on no layer: add it to a layer in docs/layers.json")
 
 
 def imports() -> list[tuple[str, str, int]]:
@@ -96,14 +60,24 @@ def test_no_forbidden_arrow():
     assert not found, "imports along a forbidden arrow (docs/architecture.md):\n" + "\n".join(found)
 
 
-def test_the_design_page_lists_every_forbidden_arrow():
-    page = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text()
-    for _, _, why in NEVER:
-        assert why in page, f"docs/architecture.md does not give the reason {why!r}"
-    for layer in LAYERS:
-        for name in layer:
-            shown = name.replace(".", "/") if "." in name else name
-            assert shown in page, f"docs/architecture.md does not place {name!r} on a layer"
+def test_the_design_page_draws_what_the_layers_file_says():
+    assert layers.main(["--check"]) == 0, "run `python -m tests.project.layers`"
+
+
+def test_the_page_check_sees_a_changed_layers_file(monkeypatch):
+    rendered = layers.render()
+    monkeypatch.setattr(layers, "_load", lambda: {**json.loads(layers.SOURCE.read_text()), "never": []})
+    assert layers.render() != rendered and layers.main(["--check"]) == 1
+
+
+def test_the_layers_file_keeps_the_rules_it_had():
+    # the file's shorthands (a layer's name, "library") expand to the unit pairs the test checks
+    assert LAYERS[0] == {"trajectory", "schema", "precision", "registry", "sampling", "closing"}
+    assert LAYERS[-1] == {"cli"} and {"runs"} in LAYERS and {"data.loaders", "agents"} <= LAYERS[2]
+    never = {(a, b) for a, b, _ in NEVER}
+    assert {("trajectory", "training"), ("tools", "rollout"), ("retrieval", "tools"), ("data.loaders", "envs"),
+            ("agents", "training"), ("runs", "cli"), ("tracking", "cli")} <= never
+    assert not any(b == "cli" and a == "cli" for a, b in never)
 
 
 def test_the_config_checks_engine_names_without_importing_an_engine(tmp_path):
