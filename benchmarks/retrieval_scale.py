@@ -1,6 +1,6 @@
 """Retrieval at Wikipedia scale (issue 19 item 4): tantivy over up to 1M generated passages.
 
-For each corpus size (default 10k, 100k, 1M passages of about 100 words, benchmarks/scale_passages.py):
+For each corpus size (default 10k, 100k, 1M generated passages of about 100 words, below):
 - index build: the passages streamed from their generator into the project's tantivy backend
   (TantivyRetriever.index, one writer thread, 128 MiB heap), wall time and on-disk size; the
   generation alone is timed in a separate pass, since the build time includes it;
@@ -9,8 +9,9 @@ For each corpus size (default 10k, 100k, 1M passages of about 100 words, benchma
   queries for a fixed time), p50/p99 latency of one-query calls and of batches.
 Two query forms: `entity` (the name, as the synthetic world's search plans write them) and
 `question` ("Where was NAME born?": frequent words, so long posting lists).
-Then the Elasticsearch backend's bulk indexing rate for 10k passages against noida-db, the
-ES-API-compatible server the tests use (not a real Elasticsearch).
+At the largest size, where a search's time goes (`profile`). Then the Elasticsearch backend's bulk
+indexing rate for 10k passages against noida-db, the ES-API-compatible server the tests use (not a
+real Elasticsearch).
 
 Writes benchmarks/results/retrieval_scale.json (machine, load average before/after each phase, commit,
 config) and docs/img/bench-retrieval-scale.png. Work files go to benchmarks/.work/retrieval_scale/;
@@ -25,21 +26,26 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import random
 import shutil
 import statistics
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import tantivy
+
+from agent_r1.data.schema import Document
+from agent_r1.data.synthetic_names import FINAL_SYLLABLES, KNOWN_FOR, LANDMARK_KINDS, SYLLABLES
 from agent_r1.retrieval.base import SearchConfig, open_index, open_retriever, write_manifest
 from benchmarks import common
 from benchmarks.common import ROOT, loadavg, pct, result_path, work_dir
 from benchmarks.noida import start_noida
-from benchmarks.scale_passages import PassageConfig, iter_passages, passage_name, sample_indices
-from benchmarks.scale_profile import profile
 
 RESULT = ROOT / "benchmarks" / "results" / "retrieval_scale.json"  # the figures' file (the plot goes with it)
 PLOT = ROOT / "docs" / "img" / "bench-retrieval-scale.png"
@@ -47,6 +53,208 @@ TARGET_QPS = 2000.0  # issue 19: >= 2,000 queries/s at 1M passages from one proc
 ES_LABEL = "ES-API-compatible test server (noida-db), not a real Elasticsearch"
 QUERY_FORMS = ("entity", "question")
 
+
+# --- the passages -----------------------------------------------------------------------------------
+# Like the project's synthetic world (agent_r1/data/synthetic.py): each is about one invented entity,
+# titled by its name, and mentions other entities by name, places, years and a fixed English vocabulary;
+# longer (about 100 words, like a passage of the paper's 21M-passage Wikipedia corpus) and far more
+# numerous. Names use the world's syllable inventory (agent_r1/data/synthetic_names.py) with 4 syllables:
+# the world's 2-3 give only 76,500 distinct names, 4 give 3.75M. Passage `i` is titled
+# `passage_name(i)`, a bijection of `i` (scrambled so that neighbours do not share prefixes), so a
+# query's gold title is known without storing the corpus, and a name is one unique token for the
+# `en_stem` analyzer (final syllables end in a, o or u, which the English stemmer leaves alone).
+# Passages are a stream (`iter_passages`) drawn from one `random.Random(seed)`: the same (seed, count)
+# gives the same passages, and nothing is held in memory but the current one.
+
+_FIRST = tuple(s.capitalize() for s in SYLLABLES)
+NAME_SPACE = len(SYLLABLES) ** 3 * len(FINAL_SYLLABLES)  # 4-syllable names: 3,750,000
+_SCRAMBLE = 1_000_003  # a prime not dividing NAME_SPACE, so i -> i * _SCRAMBLE + offset is a bijection
+assert NAME_SPACE % _SCRAMBLE != 0
+
+KINDS = ("person", "person", "person", "city", "landmark")  # people are most of the world
+JOBS = ("farmer", "painter", "sailor", "teacher", "merchant", "engineer", "poet", "judge", "weaver", "doctor")
+FIELDS = ("law", "music", "astronomy", "medicine", "history", "botany", "architecture", "trade", "poetry")
+EVENTS = ("flood", "drought", "fair", "election", "strike", "council", "harvest", "famine", "treaty")
+WORDS_TARGET = (90, 110)  # a passage is closed by the sentence that takes it to at least 90 words
+
+
+@dataclass(frozen=True)
+class PassageConfig:
+    """How many passages and from which seed; `words_min` is where a passage stops growing."""
+
+    passages: int
+    seed: int = 0
+    words_min: int = WORDS_TARGET[0]
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.passages <= NAME_SPACE:
+            raise ValueError(f"passages must be between 1 and {NAME_SPACE:,} (distinct 4-syllable names), "
+                             f"got {self.passages}")
+
+
+def passage_name(i: int, seed: int = 0) -> str:
+    """The title of passage `i`: 4 syllables from the world's inventory, unique for i < NAME_SPACE."""
+    code = (i * _SCRAMBLE + 2_654_435 + seed * 7_919) % NAME_SPACE  # offset: passage 0 is not Babababa
+    code, last = divmod(code, len(FINAL_SYLLABLES))
+    code, mid2 = divmod(code, len(SYLLABLES))
+    first, mid1 = divmod(code, len(SYLLABLES))
+    return _FIRST[first] + SYLLABLES[mid1] + SYLLABLES[mid2] + FINAL_SYLLABLES[last]
+
+
+def passage_id(i: int) -> str:
+    return f"p{i:08d}"
+
+
+def _sentences(name: str, kind: str, rng: random.Random, other) -> Iterator[str]:
+    """Endless sentences about `name` (a `kind`); `other()` names another passage's entity."""
+    if kind == "person":
+        yield f"{name} was born in {other()} in {rng.randint(1700, 1999)}."
+        yield f"{name} worked as a {rng.choice(JOBS)} and studied {rng.choice(FIELDS)} with {other()}."
+    elif kind == "city":
+        yield f"{name} is a city in {other()}, known for its {rng.choice(KNOWN_FOR)}."
+        yield f"The {rng.choice(LANDMARK_KINDS)} of {name} was built in {rng.randint(1200, 1950)}."
+    else:
+        yield f"{name} is a {rng.choice(LANDMARK_KINDS)} in {other()}, built in {rng.randint(1200, 1950)}."
+        yield f"Visitors to {name} come for its {rng.choice(KNOWN_FOR)} and its {rng.choice(KNOWN_FOR)}."
+    while True:
+        pick = rng.randrange(6)
+        if pick == 0:
+            yield f"In {rng.randint(1700, 1999)} a {rng.choice(EVENTS)} in {other()} changed the life of {name}."
+        elif pick == 1:
+            yield f"{name} is often compared with {other()} and {other()}, though the two differ in {rng.choice(FIELDS)}."
+        elif pick == 2:
+            yield f"Records from {other()} describe {name} as a centre of {rng.choice(KNOWN_FOR)} and {rng.choice(FIELDS)}."
+        elif pick == 3:
+            yield f"A {rng.choice(JOBS)} named {other()} wrote about {name} after the {rng.choice(EVENTS)} of {rng.randint(1700, 1999)}."
+        elif pick == 4:
+            yield f"The {rng.choice(LANDMARK_KINDS)} near {name} is known for its {rng.choice(KNOWN_FOR)}."
+        else:
+            yield f"Later accounts link {name} to {other()} through {rng.choice(FIELDS)} and a shared {rng.choice(EVENTS)}."
+
+
+def iter_passages(config: PassageConfig) -> Iterator[Document]:
+    """Passages 0 .. config.passages - 1 in order, as Documents (id, title, text), one at a time."""
+    rng = random.Random(config.seed)
+    n, seed = config.passages, config.seed
+
+    i = 0
+
+    def other() -> str:  # another passage's entity (never the passage's own, unless it is alone)
+        j = rng.randrange(n)
+        return passage_name((j + 1) % n if j == i else j, seed)
+
+    for i in range(n):
+        name = passage_name(i, seed)
+        words, parts = 0, []
+        for sentence in _sentences(name, rng.choice(KINDS), rng, other):
+            parts.append(sentence)
+            words += sentence.count(" ") + 1
+            if words >= config.words_min:
+                break
+        yield Document(passage_id(i), name, " ".join(parts))
+
+
+def sample_indices(passages: int, count: int, seed: int) -> list[int]:
+    """`count` distinct passage indices (all of them if fewer), from their own random stream."""
+    return random.Random(f"queries-{seed}").sample(range(passages), min(count, passages))
+
+
+# --- where a search's time goes, at one corpus size -------------------------------------------------
+# For each query form, per query: analysing the text and building the term queries (Python), tantivy's
+# search (scoring the posting lists, Rust), and fetching the k stored hits (decompressing doc-store
+# blocks). Then the cost of each distinct question word searched alone, with its document frequency,
+# and the question form with Elasticsearch's English stop words left out (what an `english`-analyzer
+# query would search; not the backend's ranking, so recall is reported with it), and whether a second
+# thread adds throughput (it does not when the binding holds the GIL while searching).
+
+# Lucene's English stop set (Elasticsearch's `_english_`), which the `english` analyzer removes.
+ES_ENGLISH_STOP = frozenset("a an and are as at be but by for if in into is it no not of on or such that the their "
+                            "then there these they this to was will with".split())
+
+
+def _us(seconds: float, n: int) -> float:
+    return round(1e6 * seconds / max(n, 1), 1)
+
+
+def split_times(retriever: Any, queries: list[str], k: int) -> dict[str, float]:
+    """Microseconds per query for build / search / fetch, each phase timed over all queries."""
+    searcher = retriever._open()
+    t0 = time.perf_counter()
+    built = [retriever._query(q) for q in queries]
+    t1 = time.perf_counter()
+    found = [searcher.search(q, limit=k, count=False).hits if q is not None else [] for q in built]
+    t2 = time.perf_counter()
+    for hits in found:
+        for _score, address in hits:
+            searcher.doc(address)["text"]
+    t3 = time.perf_counter()
+    n = len(queries)
+    return {"analyze_and_build_us": _us(t1 - t0, n), "tantivy_search_us": _us(t2 - t1, n),
+            "fetch_hits_us": _us(t3 - t2, n), "total_us": _us(t3 - t0, n)}
+
+
+def word_costs(retriever: Any, words: list[str], k: int, repeats: int = 20) -> dict[str, dict[str, float]]:
+    """Document frequency in `text` and search time of each analysed word searched alone (top-k)."""
+    searcher = retriever._open()
+    out = {}
+    for word in words:
+        query = retriever._query(word)
+        if query is None:
+            continue
+        t0 = time.perf_counter()
+        for _ in range(repeats):
+            searcher.search(query, limit=k, count=False)
+        term = retriever.tokens(word)[0]
+        out[word] = {"doc_freq_text": searcher.doc_freq("text", term),
+                     "search_us": _us(time.perf_counter() - t0, repeats)}
+    return out
+
+
+def threads_gain(retriever: Any, queries: list[str], k: int) -> dict[str, float]:
+    """Wall time of the same searches in 1 thread and split over 2 threads (same process, same searcher)."""
+    searcher = retriever._open()
+    built = [q for q in (retriever._query(q) for q in queries) if q is not None]
+
+    def run(part: list[tantivy.Query]) -> None:
+        for q in part:
+            searcher.search(q, limit=k, count=False)
+
+    walls = {}
+    for n in (1, 2):
+        threads = [threading.Thread(target=run, args=(built[i::n],)) for i in range(n)]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        walls[n] = time.perf_counter() - t0
+    return {"one_thread_s": round(walls[1], 3), "two_threads_s": round(walls[2], 3),
+            "speedup": round(walls[1] / walls[2], 2)}
+
+
+def profile(index_dir: Path, forms: dict[str, tuple[list[str], list[str]]], k: int, n: int = 500) -> dict[str, Any]:
+    """`forms`: name -> (queries, gold titles). Uses the first `n` queries of each form."""
+    retriever = open_index(index_dir)
+    out: dict[str, Any] = {"queries_per_form": n}
+    for form, (queries, _gold) in forms.items():
+        retriever.search(queries[:n], k)  # warm, so every phase below sees the same cache state
+        out[form] = split_times(retriever, queries[:n], k)
+    if "question" in forms:
+        questions, gold = (x[:n] for x in forms["question"])
+        words = sorted({w.strip("?").lower() for q in questions[:1] for w in q.split()})
+        out["question_words_alone"] = word_costs(retriever, words, k)
+        stopped = [" ".join(w for w in q.split() if w.lower() not in ES_ENGLISH_STOP) for q in questions]
+        hits = retriever.search(stopped, k)
+        out["question_without_es_english_stop_words"] = {
+            **split_times(retriever, stopped, k), "example": stopped[0],
+            f"recall@{k}": round(sum(g in [h.title for h in hs] for g, hs in zip(gold, hits)) / len(gold), 4),
+            "note": "not the backend's query (it searches every word); what dropping ES's stop words would cost"}
+        out["threads_question_queries"] = threads_gain(retriever, questions[:200], k)
+    retriever.close()
+    return out
+
+
+# --- the benchmark ----------------------------------------------------------------------------------
 
 @dataclass
 class ScaleConfig:
@@ -108,7 +316,7 @@ def build_index(passages: int, config: ScaleConfig) -> tuple[Path, dict[str, Any
     n = retriever.index(iter_passages(pconf))
     retriever.close()
     row["build_s"] = round(time.perf_counter() - t0, 2)
-    write_manifest(rconf, {"num_docs": n, "corpus": f"benchmarks/scale_passages.py seed {config.seed}"})
+    write_manifest(rconf, {"num_docs": n, "corpus": f"benchmarks/retrieval_scale.py passages, seed {config.seed}"})
     row.update(indexed=n, build_includes_generation=True,
                build_minus_generation_s=round(row["build_s"] - row["generation_s"], 2),
                passages_per_s=round(n / row["build_s"], 1), index_bytes=dir_bytes(index_dir / "tantivy"),

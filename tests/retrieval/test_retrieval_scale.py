@@ -9,7 +9,7 @@ import json
 import pytest
 
 from benchmarks import retrieval_scale as rs
-from benchmarks.scale_passages import PassageConfig, iter_passages, passage_name
+from benchmarks.retrieval_scale import PassageConfig, iter_passages, passage_name
 
 N = 2_000
 
