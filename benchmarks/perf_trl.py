@@ -42,7 +42,6 @@ from benchmarks.perf_common import add_common_args, bench_cfg, hermes_policy, po
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
-RETIRED = ("single_turn",)  # replaced by equal_work: its completions averaged 4 tokens (overhead, not work)
 
 
 def trl_version() -> str | None:
@@ -52,9 +51,6 @@ def trl_version() -> str | None:
         return version("trl")
     except Exception:  # noqa: BLE001
         return None
-
-
-_load = loadavg
 
 
 def make_reward(exact_match: Any) -> Any:
@@ -101,7 +97,7 @@ def run_mode(mode: str, cfg: Any, samples: list[dict], reward: Any, args: Any, p
         skip = {tuple(int(x) for x in c.split("x")) for c in args.skip_cells.split(",") if c}
         out = run_equal_work(cfg, model, tok, samples, reward, args, torch, cells, args.micro, args.repeats, skip)
         for cell in out["cells"].values():  # cells not run this time keep their last entry
-            cell["measured"] = {**started, "load_average_at_end": _load()}
+            cell["measured"] = {**started, "load_average_at_end": loadavg()}
         out["cells"] = {**previous.get(mode, {}).get("cells", {}), **out["cells"]}
     elif mode == "tool":
         from benchmarks.perf_trl_tool import run_tool, template_path
@@ -111,7 +107,7 @@ def run_mode(mode: str, cfg: Any, samples: list[dict], reward: Any, args: Any, p
         out = run_tool(cfg, model, tok, samples[:args.prompts], reward, args.iterations, args.repeats, args, torch)
     else:
         raise ValueError(f"unknown mode {mode!r}; choose equal_work or tool")
-    return {"measured": {**started, "load_average_at_end": _load()}, "model": desc, **out}
+    return {"measured": {**started, "load_average_at_end": loadavg()}, "model": desc, **out}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,11 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     all_samples = run.samples("train")
     previous = result_path("perf_trl")
     if previous.exists():  # modes not run this time keep their last entry
-        results["modes"] = {k: v for k, v in json.loads(previous.read_text()).get("modes", {}).items()
-                            if k not in RETIRED}
+        results["modes"] = json.loads(previous.read_text()).get("modes", {})
     reward = make_reward(exact_match)
     for mode in args.modes.split(","):
-        started = {"commit": git_commit(), "load_average_at_start": _load(), "threads": args.threads,
+        started = {"commit": git_commit(), "load_average_at_start": loadavg(), "threads": args.threads,
                    "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
         try:
             results["modes"][mode] = run_mode(mode, cfg, all_samples, reward, args, results["modes"], started)

@@ -54,16 +54,13 @@ NOTES = [
 ]
 
 
-_load = loadavg
-
-
 def run_equal_work(cfg: Any, base_model: Any, tok: Any, all_samples: list[dict], reward_fn: Any, args: Any,
                    torch: Any, cells: list[tuple[int, int]], micro: int, repeats: int,
                    skip_cells: set[tuple[int, int]]) -> dict[str, Any]:
     out: dict[str, Any] = {"micro_batch_size": micro, "cells": {}, "notes": NOTES}
     for completions, tokens in cells:
         key = f"{completions}x{tokens}"
-        print(f"equal_work {key}: start, load {_load()}", flush=True)
+        print(f"equal_work {key}: start, load {loadavg()}", flush=True)
         out["cells"][key] = _cell(cfg, base_model, tok, all_samples, reward_fn, args, torch, completions, tokens,
                                   micro, repeats, (completions, tokens) in skip_cells)
         cell = out["cells"][key]
@@ -155,7 +152,7 @@ class Cell:
             trainer.engine, trainer.engine_weights = engine, EngineWeights(engine, trainer.model)
         trainer.engine.ignore_stops = True
         gen = time_generate(trainer.engine)
-        load = _load()
+        load = loadavg()
         t0 = time.perf_counter()
         try:
             m = trainer.train_step()
@@ -195,7 +192,7 @@ class Cell:
         trainer = timed(model=model, reward_funcs=self.reward_fn, args=self.trl_config(r, **extra),
                         train_dataset=self.dataset, processing_class=self.tok)
         self.torch.set_num_threads(self.args.threads)  # accelerate may change it
-        load = _load()
+        load = loadavg()
         t0 = time.perf_counter()
         trainer.train()
         total = time.perf_counter() - t0
@@ -211,7 +208,7 @@ class Cell:
     def floor(self, r: int) -> dict[str, Any]:
         cfg = self.cfg
         self.torch.manual_seed(r)
-        load = _load()
+        load = loadavg()
         out = floor_side(copy.deepcopy(self.base_model), self.prompt_ids, self.group, self.tokens, self.micro,
                          cfg.train.ppo_epochs, cfg.train.lr, self.tok.pad_token_id, cfg.train.max_grad_norm)
         return {**out, "load": load}

@@ -50,9 +50,6 @@ class SchemaTool(dict):
         return self._fn(**kwargs)
 
 
-_load = loadavg
-
-
 def run_tool(cfg: Any, model: Any, tok: Any, samples: list[dict], reward_fn: Any, iterations: int, repeats: int,
              args: Any, torch: Any) -> dict[str, Any]:
     bench = ToolBench(cfg, model, tok, samples, reward_fn, iterations, args, torch)
@@ -175,7 +172,7 @@ class ToolBench:
         trainer = RLTrainer(replace(self.rcfg, seed=r), copy.deepcopy(self.model), self.tok, self.make_env,
                             self.samples)
         gen, steps = time_generate(trainer.engine), []
-        load, t0 = _load(), time.perf_counter()
+        load, t0 = loadavg(), time.perf_counter()
         for _ in range(self.iterations):
             m = trainer.train_step()
             trajs = trainer.last_trajectories
@@ -211,7 +208,7 @@ class ToolBench:
         trainer = grpo(model=m, reward_funcs=self.reward_fn, args=self.trl_config(r), train_dataset=self.dataset,
                        processing_class=self.tok, tools=[self.tool])
         self.torch.set_num_threads(self.args.threads)  # accelerate may change it
-        load, t0 = _load(), time.perf_counter()
+        load, t0 = loadavg(), time.perf_counter()
         trainer.train()
         total = time.perf_counter() - t0
         seen = list(grpo.seen)

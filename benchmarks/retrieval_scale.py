@@ -282,9 +282,6 @@ class ScaleConfig:
             raise ValueError(f"--processes needs one or more positive counts, got {self.processes}")
 
 
-load = loadavg
-
-
 def dir_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
@@ -302,7 +299,7 @@ def queries_for(passages: int, config: ScaleConfig, form: str) -> tuple[list[str
 def build_index(passages: int, config: ScaleConfig) -> tuple[Path, dict[str, Any]]:
     """Streams the passages into a fresh tantivy index under the work folder; returns (dir, figures)."""
     pconf = PassageConfig(passages, config.seed)
-    row: dict[str, Any] = {"passages": passages, "load_before": load()}
+    row: dict[str, Any] = {"passages": passages, "load_before": loadavg()}
     t0, words = time.perf_counter(), 0
     for doc in iter_passages(pconf):  # generation alone, to tell it apart from indexing
         words += doc.text.count(" ") + 1
@@ -320,7 +317,7 @@ def build_index(passages: int, config: ScaleConfig) -> tuple[Path, dict[str, Any
     row.update(indexed=n, build_includes_generation=True,
                build_minus_generation_s=round(row["build_s"] - row["generation_s"], 2),
                passages_per_s=round(n / row["build_s"], 1), index_bytes=dir_bytes(index_dir / "tantivy"),
-               segments=len(list((index_dir / "tantivy").glob("*.store"))), load_after=load())
+               segments=len(list((index_dir / "tantivy").glob("*.store"))), load_after=loadavg())
     row["index_mib"] = round(row["index_bytes"] / 2**20, 1)
     return index_dir, row
 
@@ -359,7 +356,7 @@ def search_worker(index_dir: str, queries: list[str], k: int, batch: int, offset
 def throughput(index_dir: Path, queries: list[str], processes: int, config: ScaleConfig) -> dict[str, Any]:
     """Queries/s of `processes` processes searching one index together for config.seconds. One process
     searches in this process; more are spawned (fresh interpreters, as separate rollout workers)."""
-    before = load()
+    before = loadavg()
     args = [(str(index_dir), queries, config.k, config.batch, w * len(queries) // processes, config.seconds)
             for w in range(processes)]
     if processes == 1:
@@ -376,13 +373,13 @@ def throughput(index_dir: Path, queries: list[str], processes: int, config: Scal
             "qps": round(done / wall, 1),
             "qps_per_process": [round(p["queries"] / p["elapsed_s"], 1) for p in parts],
             "batch_latency_ms": {"p50": round(1000 * pct(batches, 0.5), 3), "p99": round(1000 * pct(batches, 0.99), 3)},
-            "load_before": before, "load_after": load()}
+            "load_before": before, "load_after": loadavg()}
 
 
 def single_query_latency(index_dir: Path, queries: list[str], gold: list[str], config: ScaleConfig) -> dict[str, Any]:
     """Recall@k of the gold titles over all queries, and p50/p99 of one-query search() calls."""
     retriever = open_index(index_dir)
-    before = load()
+    before = loadavg()
     results = retriever.search(queries, config.k)
     recall = sum(g in [h.title for h in hits] for g, hits in zip(gold, results)) / len(gold)
     top1 = sum(bool(hits) and hits[0].title == g for g, hits in zip(gold, results)) / len(gold)
@@ -395,7 +392,7 @@ def single_query_latency(index_dir: Path, queries: list[str], gold: list[str], c
     return {f"recall@{config.k}": round(recall, 4), "top1": round(top1, 4), "n_queries": len(queries),
             "latency_ms": {"p50": round(1000 * pct(times, 0.5), 3), "p99": round(1000 * pct(times, 0.99), 3),
                            "mean": round(1000 * statistics.mean(times), 3), "calls": len(times)},
-            "load_before": before, "load_after": load()}
+            "load_before": before, "load_after": loadavg()}
 
 
 def es_bulk(config: ScaleConfig) -> dict[str, Any]:
@@ -408,11 +405,11 @@ def es_bulk(config: ScaleConfig) -> dict[str, Any]:
         rconf = SearchConfig(backend="elasticsearch", index_dir="", url=server.url, index_name="bench-scale",
                              timeout_s=600)
         retriever = open_retriever(rconf)
-        before = load()
+        before = loadavg()
         t0 = time.perf_counter()
         n = retriever.index(docs)
         seconds = time.perf_counter() - t0
-        after = load()
+        after = loadavg()
         counted = retriever.count()
         retriever.close()
     finally:
@@ -450,10 +447,10 @@ def run(config: ScaleConfig, out: Path | None = RESULT, plot: Path | None = PLOT
                 report[f"search_{form}_queries"].append(res)
                 print("search", json.dumps(res), flush=True)
         if passages == max(config.passages):
-            before = load()
+            before = loadavg()
             forms = {form: queries_for(passages, config, form) for form in QUERY_FORMS}
             report["profile_at_largest"] = {"passages": passages, **profile(index_dir, forms, config.k),
-                                            "load_before": before, "load_after": load()}
+                                            "load_before": before, "load_after": loadavg()}
             print("profile", json.dumps(report["profile_at_largest"]), flush=True)
         if not config.keep:
             shutil.rmtree(index_dir, ignore_errors=True)
@@ -461,7 +458,7 @@ def run(config: ScaleConfig, out: Path | None = RESULT, plot: Path | None = PLOT
     if config.es_passages:
         report["elasticsearch_bulk"] = es_bulk(config)
         print("elasticsearch", json.dumps(report["elasticsearch_bulk"]), flush=True)
-    report["machine"]["load_average_at_end"] = load()
+    report["machine"]["load_average_at_end"] = loadavg()
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
