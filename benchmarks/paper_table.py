@@ -62,8 +62,7 @@ from agent_r1.runs.sft import run_sft
 from agent_r1.runs.train import run_train
 from benchmarks import objective_rows
 from benchmarks.common import ROOT, machine, micro_overrides, results_dir, shown, work_dir, write_json
-from benchmarks.paper_plot import plot_paper_table
-from benchmarks.paper_render import render_markdown
+from benchmarks.paper_render import plot_paper_table, render_markdown
 
 SAMPLES = ROOT / "samples"  # public dataset samples, tracked in the repo (samples/README.md: sources, licences)
 REAL_SETS = {  # name -> path under samples/; all searched over the HotpotQA corpus
