@@ -46,7 +46,7 @@ def program_environment() -> None:
 def overrides_tag(overrides: dict[str, Any] | None) -> str:
     """The flow run's overrides as the MLflow tag shows them: each value's secrets hidden, placed by its
     dotted key (an `env.mcp_servers` value is a list of servers, whose `env` values are hidden)."""
-    from agent_r1.tracking.redact import redact_secrets
+    from agent_r1.redaction import redact_secrets
 
     def where(key: str) -> tuple[Any, ...]:
         return tuple(int(p) if p.isdigit() else p for p in str(key).split("."))

@@ -62,7 +62,7 @@ def _data_dir_fix(cfg: ExperimentConfig) -> str:
 
 def _folder_lock(folder: Path) -> Any:
     """A lock beside `folder` (`.<name>.lock`), held while it is checked and (re)built."""
-    from agent_r1.tracking.filelock import FileLock
+    from agent_r1.filelock import FileLock
 
     return FileLock(folder.parent / f".{folder.name}.lock")
 

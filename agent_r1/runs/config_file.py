@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agent_r1.tracking.redact import REDACTED, redact_config, restore_secrets
+from agent_r1.redaction import REDACTED, redact_config, restore_secrets
 
 CONFIG_FILE = "config.json"
 SECRETS_FILE = "config.secrets.json"  # never among folders.RUN_ARTIFACTS: it stays on this machine

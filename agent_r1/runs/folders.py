@@ -25,7 +25,7 @@ from agent_r1.config import RESERVED_FOLDERS, ExperimentConfig, check_folder_nam
 from agent_r1.data.owned import check_replaceable, mark_made
 from agent_r1.runs.config_file import SECRETS_FILE
 from agent_r1.runs.lineage import checkpoint_hash
-from agent_r1.tracking.filelock import FileLock
+from agent_r1.filelock import FileLock
 from agent_r1.training import checkpoint as ckpt
 
 log = logging.getLogger(__name__)

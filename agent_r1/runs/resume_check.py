@@ -100,7 +100,7 @@ def changed_keys(saved: ExperimentConfig, now: ExperimentConfig) -> list[tuple[s
 def check_resume_config(cfg: ExperimentConfig, folder: str | Path, allow_change: bool = False) -> None:
     """Refuses (ValueError) a resume of `folder` whose config changes what its run trains."""
     from agent_r1.runs.config_file import CONFIG_FILE, read_run_config
-    from agent_r1.tracking.redact import redact_secrets
+    from agent_r1.redaction import redact_secrets
 
     if allow_change or not (Path(folder) / CONFIG_FILE).is_file():
         return  # no config.json: resume_checkpoint names what is missing

@@ -27,7 +27,7 @@ from agent_r1.runs.assembly import ensure_data, ensure_index
 from agent_r1.runs.folders import WARM_STARTS
 from agent_r1.runs.lineage import DigestCache, data_hash, digest_cache, hash_json, index_hash, short
 from agent_r1.runs.sft import run_sft, sft_config
-from agent_r1.tracking.filelock import FileLock
+from agent_r1.filelock import FileLock
 
 CARD = "warm_start.json"
 LEGACY = (CARD,)  # a warm start made before the marker (agent_r1/data/owned.py) has its card
@@ -55,7 +55,7 @@ class WarmStart:
 def card_text(key: str, made_of: dict[str, Any], seconds: float) -> str:
     """warm_start.json: the key and what made it, the env's secrets hidden (the key was hashed from
     the real values, so a changed secret is still another warm start)."""
-    from agent_r1.tracking.redact import redact_secrets
+    from agent_r1.redaction import redact_secrets
 
     return json.dumps({"hash": key, "ingredients": redact_secrets(made_of), "created": time.time(),
                        "seconds": round(seconds, 1)}, indent=1)

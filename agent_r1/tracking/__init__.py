@@ -9,17 +9,16 @@ folder's metrics.jsonl (training/metrics_log.py, through `MlflowSink(also=)`) is
 
 Modules: run (RunTracker and MlflowSink, what is sent now or buffered, `python -m agent_r1.tracking
 flush|status`), buffer (the local record), transport (one record to MLflow), traces (table rows, span
-trees), tags (what describes a run), redact (secrets in configs and URIs), filelock.
+trees), tags (what describes a run). Secrets in configs and URIs are hidden by agent_r1/redaction.py.
 MLflow itself is imported lazily (it is slow to import); nothing here imports Prefect.
 """
 
 from agent_r1.tracking.buffer import RecordBuffer
-from agent_r1.tracking.redact import redact_uri
 from agent_r1.tracking.run import DEFAULT_EXPERIMENT, MlflowSink, RunTracker, locations, main
 from agent_r1.tracking.tags import dvc_lock_hashes, flatten_params, git_tags, machine_tags, project_dir
 from agent_r1.tracking.traces import rows_to_columns, trace_record, trajectory_rows, trajectory_span
 from agent_r1.tracking.transport import _Transport
 
 __all__ = ["DEFAULT_EXPERIMENT", "MlflowSink", "RecordBuffer", "RunTracker", "dvc_lock_hashes", "flatten_params",
-           "git_tags", "locations", "machine_tags", "main", "project_dir", "redact_uri", "rows_to_columns",
+           "git_tags", "locations", "machine_tags", "main", "project_dir", "rows_to_columns",
            "trace_record", "trajectory_rows", "trajectory_span"]

@@ -31,7 +31,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from agent_r1.tracking.filelock import FileLock
+from agent_r1.filelock import FileLock
 
 # MLflow error codes that mean "MLflow answered and refused this record": retrying cannot help.
 REJECTED_CODES = {"INVALID_PARAMETER_VALUE", "BAD_REQUEST", "RESOURCE_ALREADY_EXISTS", "INVALID_STATE",

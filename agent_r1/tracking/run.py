@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_r1.tracking.buffer import BadRecord, RecordBuffer, check_record, is_network
-from agent_r1.tracking.redact import redact_secrets, redact_uri
+from agent_r1.redaction import redact_secrets, redact_uri
 from agent_r1.tracking.tags import flatten_params, project_dir
 from agent_r1.tracking.traces import rows_to_columns, trace_record, trajectory_rows
 from agent_r1.tracking.transport import NotYet, _Transport

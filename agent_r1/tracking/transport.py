@@ -38,7 +38,7 @@ class _Transport:
             if self.tracking_uri.startswith("sqlite:///"):
                 # MLflow creates a fresh SQLite store's tables on first use, and two processes doing it at
                 # once fail with "table already exists": that first use happens under a lock beside it
-                from agent_r1.tracking.filelock import FileLock
+                from agent_r1.filelock import FileLock
 
                 with FileLock(self.tracking_uri[len("sqlite:///"):] + ".init.lock"):
                     client = MlflowClient(tracking_uri=self.tracking_uri)

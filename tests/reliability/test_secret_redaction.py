@@ -34,7 +34,7 @@ def _assert_clean(text: str, where: str) -> None:
 
 
 def test_redact_config_hides_every_secret_and_keeps_the_rest():
-    from agent_r1.tracking.redact import redact_config, restore_secrets
+    from agent_r1.redaction import redact_config, restore_secrets
 
     tree = load_config(None, _overrides()).to_dict()
     public, secrets = redact_config(tree)

@@ -215,7 +215,7 @@ def test_card_names_the_mlflow_run_made_later_from_the_buffer(tmp_path, monkeypa
     """Another process flushing the MLflow buffer when a run starts (two deployment runs at once):
     the run is created from the buffer later, and the card names it once it exists, not None."""
     from agent_r1.runs.run import Run
-    from agent_r1.tracking.filelock import FileLock
+    from agent_r1.filelock import FileLock
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", fresh_store(tmp_path))
     monkeypatch.setenv("AGENT_R1_MLFLOW_BUFFER", str(tmp_path / "buffer"))

@@ -236,7 +236,7 @@ def test_poison_records_are_set_aside_and_the_rest_flushed(store, tmp_path):
 def test_a_runs_report_counts_its_own_records_not_another_process_s(store, tmp_path):
     """The buffer is shared: a record another process queued while it holds the flush lock is not this
     run's undelivered work (two deployment runs at once: one's report said 12 pending, all the other's)."""
-    from agent_r1.tracking.filelock import FileLock
+    from agent_r1.filelock import FileLock
 
     buffer = tmp_path / "buffer"
     mine = RunTracker("mine", experiment="own-report", tracking_uri=store, buffer_dir=buffer, verbose=False)

@@ -12,7 +12,7 @@ PASSWORD = "s3cr3t-Pa55word"
 
 
 def test_redact_uri():
-    from agent_r1.tracking import redact_uri
+    from agent_r1.redaction import redact_uri
 
     assert redact_uri(f"http://alice:{PASSWORD}@mlflow.example:5000/x?y=1") == "http://***@mlflow.example:5000/x?y=1"
     assert redact_uri("https://token@host") == "https://***@host"
@@ -72,7 +72,7 @@ def test_passwords_sqlalchemy_accepts_are_hidden_whole(password):
     shown hides every character either of them could take for the password (issue 31, item 10)."""
     from sqlalchemy.engine import make_url
 
-    from agent_r1.tracking import redact_uri
+    from agent_r1.redaction import redact_uri
 
     uri = f"postgresql://alice:{password}@db.example:5432/mlflow"
     if "@" not in password:
@@ -93,7 +93,7 @@ def test_passwords_sqlalchemy_accepts_are_hidden_whole(password):
     ("https://mlflow.example/api?q=1", "https://mlflow.example/api?q=1"),
 ])
 def test_credentials_in_the_query_string_are_hidden(uri, shown):
-    from agent_r1.tracking import redact_uri
+    from agent_r1.redaction import redact_uri
 
     assert redact_uri(uri) == shown
     assert "hunter2" not in redact_uri(f"API request to {uri} failed")
