@@ -244,8 +244,7 @@ LEARNING: list[Figure] = seed_rows("learning table", L, LEARNING_ROWS, "greedy E
            learning_diff("grpo_async1", "grpo")),
     Figure("learning: async RL wall times", L, "per_seed.*.runs.grpo_async1.rl_seconds", span(0),
            learning_seeds("grpo_async1", "rl_seconds")),
-    Figure("learning: model parameters", P, "model_params (the same warm starts)", num(2, scale=1e-6),
-           lambda doc: doc["model_params"]),
+    Figure("learning: model parameters", P, "model_params", num(2, scale=1e-6)),  # the same warm starts
 ] + [
     # README's "Two commands" summary of the same benchmark (the make-run figures there are not covered here)
     Figure("two commands: PPO held-out EM", L, "summary.ppo.greedy_em_mean", num(1)),
