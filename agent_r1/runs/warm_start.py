@@ -2,8 +2,11 @@
 
 The key is the hash of (data hash, index hash, seed, model config, SFT config, env config, the
 observation budget): everything that changes the demonstrations or the training on them, taken from
-the config the SFT runs with (`sft_config` in agent_r1/runs/sft.py: an openai_agent run's is the built-in env's), so keys that
-change neither (env.kind, env.agent, ...) do not split warm starts. The warm
+the config the SFT runs with (`sft_config` in agent_r1/runs/sft.py: an openai_agent run's is the built-in env's
+chat settings), so keys that change neither (env.agent_concurrency, ...) do not split warm starts. An
+openai_agent run's demos are its agent's own sessions (runs/sft.py `played_demos`), so its key adds env.agent
+and the digest of the agent's module (`agent_code`): another agent, or an edited one, is another warm start.
+The warm
 start lives in `<train.runs_dir>/warm_starts/<hash>/` (or `sft.out_dir` when set: DVC keeps a fixed
 path) with `warm_start.json` naming its hash; every run whose key matches reuses it instead of
 training again. Training happens in a temporary folder renamed into place, under a lock per key, so
@@ -26,7 +29,7 @@ from agent_r1.data.owned import check_replaceable
 from agent_r1.runs.assembly import ensure_data, ensure_index
 from agent_r1.runs.folders import WARM_STARTS
 from agent_r1.runs.lineage import DigestCache, data_hash, digest_cache, hash_json, index_hash, short
-from agent_r1.runs.sft import run_sft, sft_config
+from agent_r1.runs.sft import agent_code, run_sft, sft_config
 from agent_r1.filelock import FileLock
 
 CARD = "warm_start.json"
@@ -62,6 +65,7 @@ def card_text(key: str, made_of: dict[str, Any], seconds: float) -> str:
 
 
 def ingredients(cfg: ExperimentConfig, data_dir: Path, index_dir: Path, cache: DigestCache | None = None) -> dict[str, Any]:
+    played = agent_code(cfg)  # openai_agent: the demos are its agent's sessions (runs/sft.py played_demos)
     cfg = sft_config(cfg, data_dir)
     tree = cfg.to_dict()
     for (section, key), default in LATER_KEYS.items():
@@ -73,7 +77,7 @@ def ingredients(cfg: ExperimentConfig, data_dir: Path, index_dir: Path, cache: D
             "data": data_hash(data_dir, (cfg.data.train_file,), cache),
             "index": index_hash(index_dir, cfg.search), "model": model,
             "sft": {k: v for k, v in tree["sft"].items() if k not in ("out_dir", "log_every")},
-            "env": tree["env"], "max_observation_tokens": cfg.rollout.max_observation_tokens}
+            "env": tree["env"], "max_observation_tokens": cfg.rollout.max_observation_tokens, **played}
 
 
 def is_warm_start(folder: Path, key: str | None = None) -> bool:
@@ -110,7 +114,7 @@ def ensure_warm_start(cfg: ExperimentConfig, log: Any = print) -> WarmStart:
     changed = warm_start_changes(cfg, sft_cfg)
     if changed:
         log(f"env.kind={cfg.env.kind}: its warm start is the built-in env's with " + "; ".join(changed))
-    made_of = ingredients(sft_cfg, data_dir, index_dir, cache)
+    made_of = ingredients(cfg, data_dir, index_dir, cache)
     cache.save()
     key = hash_json(made_of)
     store = Path(cfg.train.runs_dir) / WARM_STARTS
@@ -133,7 +137,7 @@ def ensure_warm_start(cfg: ExperimentConfig, log: Any = print) -> WarmStart:
         tmp.mkdir(parents=True)
         log(f"warm start {short(key)}: training ({cfg.sft.steps} SFT steps) into {dest}")
         started = time.perf_counter()
-        sub = _with_out_dir(sft_cfg, tmp)
+        sub = _with_out_dir(cfg, tmp)  # run_sft maps it to its SFT config, and plays an agent run's agent
         run_sft(sub)
         (tmp / CARD).write_text(card_text(key, made_of, time.perf_counter() - started))
         replace_dir(tmp, dest, *_setting(dest, stored))
