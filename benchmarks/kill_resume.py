@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from agent_r1.training.checkpoint import latest_checkpoint, load_state
-from agent_r1.training.metrics_log import read_metrics
+from agent_r1.tracking.metrics import read_metrics
 from benchmarks.common import machine, micro_overrides, result_path, write_json
 
 # Kills are timed from the moment the run logs this step (step 0: the evaluation before iteration 1),

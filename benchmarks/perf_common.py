@@ -163,7 +163,7 @@ def hermes_policy(cfg: Any, chat_template: str, sft_steps: int = 500, batch_size
         from agent_r1.rollout.chat import ChatCodec
         from agent_r1.runs.run import Run
         from agent_r1.training.demos import build_demos
-        from agent_r1.training.metrics_log import JsonlMetrics
+        from agent_r1.tracking.metrics import JsonlMetrics
         from agent_r1.training.sft import sft_train
 
         t0 = time.perf_counter()

@@ -24,7 +24,7 @@ CURVES = {
 def write_curves(run: Any) -> Path:
     """`{train.out_dir}/plots/{train,eval,sft}.json`: per-step curves in a format `dvc plots` reads
     (a JSON list of rows; JSONL is not one). Keys keep their names with '/' -> '_'."""
-    from agent_r1.training.metrics_log import read_metrics
+    from agent_r1.tracking.metrics import read_metrics
 
     cfg = run.cfg
     out = Path(cfg.train.out_dir) / "plots"

@@ -86,7 +86,7 @@ def sft(run: Run, tracker: Any) -> dict[str, Any]:
     settings exists (runs/warm_starts/<hash>), else trained once (deterministic: a retry redoes it).
     Returns it, and the run starting from it (`Run.with_start`: its config.json names the warm start's model)."""
     from agent_r1.runs.warm_start import ensure_warm_start
-    from agent_r1.training.metrics_log import read_metrics
+    from agent_r1.tracking.metrics import read_metrics
 
     logger = get_run_logger()
     started = time.perf_counter()

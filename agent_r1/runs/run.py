@@ -44,7 +44,7 @@ from agent_r1.schema import freeze, is_frozen
 from agent_r1.training import checkpoint as ckpt
 
 if TYPE_CHECKING:
-    from agent_r1.training.metrics_log import MetricsSink
+    from agent_r1.tracking.metrics import MetricsSink
     from agent_r1.training.ray_trainer import RayTrainer
     from agent_r1.training.trainer import RLTrainer
 
@@ -409,7 +409,7 @@ class Run:
         """The trainer already rolled out the start (step 0) and final policy greedily on these very
         questions (same file, size, seed and rollout config): reuse those numbers rather than
         recomputing them. Empty when they do not cover exactly this evaluation."""
-        from agent_r1.training.metrics_log import read_metrics
+        from agent_r1.tracking.metrics import read_metrics
 
         rows = {r["step"]: r for r in read_metrics(self.folder / "metrics.jsonl") if "eval/em" in r}
         final_step = int(checkpoint.name.split("_")[-1]) if checkpoint.name.startswith("iter_") else -1
@@ -524,7 +524,7 @@ def metrics_logger(folder: Path, tracker: Any = None, resume_from: Path | None =
     A resume drops the steps logged after its checkpoint, and uploads no checkpoint older than it: the
     earlier run uploaded those (it may have been killed before uploading the one resumed from, which
     goes to this run again, as do later ones)."""
-    from agent_r1.training.metrics_log import JsonlMetrics
+    from agent_r1.tracking.metrics import JsonlMetrics
 
     jsonl = JsonlMetrics(folder / "metrics.jsonl",
                          resume_from_step=ckpt.checkpoint_iteration(resume_from) + 1 if resume_from else None)

@@ -1,13 +1,14 @@
-"""MLflow tracking: runs, params, tags, per-iteration metrics, checkpoints, trajectory tables and traces.
+"""The run's logger: metrics.jsonl in the run folder, the durable local record (metrics.py), and MLflow
+behind the same call: runs, params, tags, per-iteration metrics, checkpoints, trajectory tables and traces.
 
 MLflow is the system of record: `MLFLOW_TRACKING_URI` when set (e.g. a server, infra/mlflow/server.sh),
 else a SQLite store `<project>/mlruns/mlflow.db` with artifacts beside it (`<project>`:
 `AGENT_R1_PROJECT_DIR` or the current folder). While it is unreachable, every write waits in a local
 buffer (`<project>/mlruns/buffer`, buffer.py) and is replayed, in order and once, when it answers again;
 nothing is dropped: what MLflow refuses is set aside in `rejected.jsonl` with the reason. The run
-folder's metrics.jsonl (training/metrics_log.py, through `MlflowSink(also=)`) is the trainer's own copy.
+folder's metrics.jsonl (metrics.py, through `MlflowSink(also=)`) is the trainer's own copy.
 
-Modules: run (RunTracker and MlflowSink, what is sent now or buffered, `python -m agent_r1.tracking
+Modules: metrics (metrics.jsonl: `JsonlMetrics`, `read_metrics`), run (RunTracker and MlflowSink, what is sent now or buffered, `python -m agent_r1.tracking
 flush|status`), buffer (the local record), transport (one record to MLflow), traces (table rows, span
 trees), tags (what describes a run). Secrets in configs and URIs are hidden by agent_r1/redaction.py.
 MLflow itself is imported lazily (it is slow to import); nothing here imports Prefect.

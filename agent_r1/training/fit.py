@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from agent_r1.config import ExperimentConfig
 from agent_r1.training.checkpoint import DiskFullError, is_disk_full
-from agent_r1.training.metrics_log import MetricsSink
+from agent_r1.tracking.metrics import MetricsSink
 
 
 def log_finite(sink: MetricsSink | None, step: int, metrics: dict[str, float]) -> None:

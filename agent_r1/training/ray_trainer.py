@@ -57,7 +57,7 @@ from typing import Any
 from agent_r1.config import ExperimentConfig, RayConfig
 from agent_r1.training.distributed import num_learners
 from agent_r1.training.dynamic_sampling import fill_batch
-from agent_r1.training.metrics_log import JsonlMetrics, MetricsSink
+from agent_r1.tracking.metrics import JsonlMetrics, MetricsSink
 from agent_r1.training.ray_actors import close_actors, max_staleness
 from agent_r1.training.ray_auth import follow_environment, set_local_auth
 from agent_r1.training.ray_learners import LearnerGroup

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from agent_r1.algos import masked_mean
-from agent_r1.training.metrics_log import JsonlMetrics
+from agent_r1.tracking.metrics import JsonlMetrics
 from agent_r1.training.compute import token_logprobs
 from agent_r1.trajectory import Trajectory, collate
 

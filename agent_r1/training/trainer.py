@@ -42,7 +42,7 @@ from agent_r1.training.distributed import LocalGroup
 from agent_r1.training.dynamic_sampling import fill_batch
 from agent_r1.training.fit import fit_loop, log_finite, rollout_seed
 from agent_r1.training.iteration_metrics import iteration_metrics
-from agent_r1.training.metrics_log import MetricsSink
+from agent_r1.tracking.metrics import MetricsSink
 from agent_r1.training.sampler import PromptSampler
 from agent_r1.training.zero_advantage import finish_skipped, trained_rows
 from agent_r1.trajectory import Trajectory, collate

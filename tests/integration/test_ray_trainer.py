@@ -139,7 +139,7 @@ def test_killed_worker_is_restarted_and_its_shard_rolled_out_again(ray_session, 
 
 def test_run_train_dispatches_to_ray(ray_session, world):
     from agent_r1.runs.train import run_train
-    from agent_r1.training.metrics_log import read_metrics
+    from agent_r1.tracking.metrics import read_metrics
 
     cfg = _cfg(world, "cli", **{"ray.enabled": True, "train.iterations": 1, "train.checkpoint_every": 1})
     result = run_train(cfg)

@@ -69,7 +69,7 @@ def test_es_stopped_mid_training_fails_clearly_then_resumes(tmp_path: Path, monk
     from agent_r1.runs.sft import run_sft
     from agent_r1.runs.train import run_train
     from agent_r1.training import checkpoint as ckpt
-    from agent_r1.training.metrics_log import read_metrics
+    from agent_r1.tracking.metrics import read_metrics
 
     port = es_fixture.free_port()  # the restarted server must answer at the URL in retriever.json
     monkeypatch.setattr(es_fixture, "free_port", lambda: port)

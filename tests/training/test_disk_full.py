@@ -16,7 +16,7 @@ import pytest
 from agent_r1.config import load_config
 from agent_r1.runs.train import run_train
 from agent_r1.training import checkpoint as ckpt
-from agent_r1.training.metrics_log import read_metrics
+from agent_r1.tracking.metrics import read_metrics
 
 
 @pytest.fixture(scope="module")

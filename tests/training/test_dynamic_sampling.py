@@ -185,7 +185,7 @@ def test_resume_with_dynamic_sampling_equals_uninterrupted(tmp_path):
     """2 iterations, stop, resume to 3 == 3 straight: the extra rounds' prompts come from the saved
     sampler position and their seeds from (iteration, round)."""
     from agent_r1.runs.train import run_train
-    from agent_r1.training.metrics_log import read_metrics
+    from agent_r1.tracking.metrics import read_metrics
     from tests.pipeline_helpers import resume_run_overrides
 
     common = {**resume_run_overrides(tmp_path), "algo.adv_estimator": "grpo", "algo.kl_coef": 0.0,

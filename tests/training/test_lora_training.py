@@ -66,7 +66,7 @@ def test_lora_resume_equals_uninterrupted(tmp_path):
     from safetensors.torch import load_file
 
     from agent_r1.runs.train import run_train
-    from agent_r1.training.metrics_log import read_metrics
+    from agent_r1.tracking.metrics import read_metrics
 
     common = {**resume_run_overrides(tmp_path), "model.lora.r": 4, "train.lr": 1e-2,
               "reward.format_penalty": -1.0, "train.device": "cpu"}

@@ -14,7 +14,7 @@ from agent_r1.config import load_config
 from agent_r1.runs.run import Run
 from agent_r1.runs.train import run_train
 from agent_r1.training import checkpoint as ckpt
-from agent_r1.training.metrics_log import JsonlMetrics, read_metrics
+from agent_r1.tracking.metrics import JsonlMetrics, read_metrics
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +81,7 @@ def test_fresh_start_moves_a_previous_run_aside(world, tmp_path, caplog):
 def test_jsonl_metrics_never_deletes_a_history(tmp_path, caplog):
     path = tmp_path / "metrics.jsonl"
     history = _history(path)
-    with caplog.at_level(logging.WARNING, logger="agent_r1.training.metrics_log"):
+    with caplog.at_level(logging.WARNING, logger="agent_r1.tracking.metrics"):
         sink = JsonlMetrics(path)
     sink.log(1, {"x": 1.0})
     (aside,) = tmp_path.glob("metrics.*.jsonl")

@@ -8,7 +8,7 @@ import math
 
 from agent_r1.rollout.chat import ChatCodec
 from agent_r1.training.demos import demo_trajectory
-from agent_r1.training.metrics_log import JsonlMetrics
+from agent_r1.tracking.metrics import JsonlMetrics
 from agent_r1.training.sft import print_progress, sft_train
 from tests.rollout_helpers import make_env_factory
 

@@ -104,7 +104,7 @@ def test_non_finite_updates_are_skipped_then_stop(tiny_model, tmp_path):
 def test_resume_equals_uninterrupted(tmp_path):
     """Same seed: 4 iterations straight == 2 iterations, stop, resume to 4 (real data and index)."""
     from agent_r1.runs.train import run_train
-    from agent_r1.training.metrics_log import read_metrics
+    from agent_r1.tracking.metrics import read_metrics
 
     common = resume_run_overrides(tmp_path)
     straight = load_config(None, {**common, "train.iterations": 4, "train.out_dir": str(tmp_path / "a")})
