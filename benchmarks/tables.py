@@ -10,8 +10,9 @@ figure's name below, lowercased with every run of other characters a dash.
 A rerun benchmark is followed by `python -m benchmarks.tables`; tests/project/test_figures.py runs the check.
 
 Adding a figure: append a `Figure(name, file, path, fmt[, get])` to a list below (file under
-benchmarks/results/; path: dotted keys, or, with `get`, what the value is computed from; fmt: the page's
-rounding, half up from the JSON's decimal text) and put its markers where the page quotes it.
+benchmarks/results/; path: dotted keys, `*` or `{a,b}` for a list (see `dig`), or, with `get`, what the
+value is computed from; fmt: the page's rounding, half up from the JSON's decimal text) and put its
+markers where the page quotes it.
 """
 
 from __future__ import annotations
