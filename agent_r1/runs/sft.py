@@ -22,10 +22,10 @@ def sft_config(cfg: ExperimentConfig, data_dir: Path) -> ExperimentConfig:
 
 def played_demos(cfg: ExperimentConfig, samples: list, codec: Any) -> list:
     """An openai_agent run's demos: its agent (env.agent) played against the scripted policy through the
-    endpoint (agents/demos.py), so the warm start learns the prompts, tool schemas, tool results and
+    endpoint (training/agent_demos.py), so the warm start learns the prompts, tool schemas, tool results and
     turns the agent itself sends, not the built-in env's."""
     from agent_r1.agents.agent_ref import load_agent
-    from agent_r1.agents.demos import agent_demos
+    from agent_r1.training.agent_demos import agent_demos
 
     # SFT draws steps x batch_size demos at most: a short run plays no more sessions than it can use
     samples = samples[:max(1, cfg.sft.steps * cfg.sft.batch_size)]

@@ -1,4 +1,4 @@
-"""An openai_agent run's SFT demos are its agent's own sessions (agents/demos.py, runs/sft.py played_demos):
+"""An openai_agent run's SFT demos are its agent's own sessions (training/agent_demos.py, runs/sft.py played_demos):
 the agent runs, unchanged, against the endpoint over a scripted policy that writes the row's plan as calls
 to the agent's own tool and argument, then the answer. Before, the demos were the built-in env's: its
 system prompt, tool schemas and results, which the outside arithmetic agent never sends (issue 46)."""
@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from agent_r1.agents.demos import agent_demos, string_arguments
+from agent_r1.training.agent_demos import agent_demos, string_arguments
 from agent_r1.config import load_config
 from agent_r1.models.chat_template import CHAT_TEMPLATES
 from agent_r1.rollout.chat import ChatCodec

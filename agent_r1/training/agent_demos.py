@@ -6,7 +6,7 @@ a final-answer step), so a warm start made from them learns a prompt the agent n
 the agent function runs, unchanged, against the endpoint over a scripted policy instead of the model:
 the policy writes the row's `plan` (each step a call to the agent's tool, filling the tool's one
 required string parameter, as the agent's request lists it) and then the answer, or answers by a
-guess in `guess_fraction` of the sessions (training/demos.py's draw). What the endpoint records is
+guess in `guess_fraction` of the sessions (demos.py's draw). What the endpoint records is
 what the agent's policy will see and sample, token for token: the demos are those trajectories.
 
     demos, stats = agent_demos(agent, samples, codec, rollout_cfg, reward_cfg, guess_fraction=0.6, seed=0)
