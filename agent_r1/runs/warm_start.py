@@ -6,8 +6,8 @@ the config the SFT runs with (`sft_config` in agent_r1/runs/sft.py: an openai_ag
 chat settings), so keys that change neither (env.agent_concurrency, ...) do not split warm starts. An
 openai_agent run's demos are its agent's own sessions (runs/sft.py `played_demos`), so its key adds env.agent
 and the digest of the agent's module (`agent_code`): another agent, or an edited one, is another warm start.
-The warm
-start lives in `<train.runs_dir>/warm_starts/<hash>/` (or `sft.out_dir` when set: DVC keeps a fixed
+
+The warm start lives in `<train.runs_dir>/warm_starts/<hash>/` (or `sft.out_dir` when set: DVC keeps a fixed
 path) with `warm_start.json` naming its hash; every run whose key matches reuses it instead of
 training again. Training happens in a temporary folder renamed into place, under a lock per key, so
 two runs that need the same warm start at once train it once and never see half of one.
@@ -26,11 +26,11 @@ from typing import Any
 from agent_r1.config import ExperimentConfig
 from agent_r1.data.io import replace_dir
 from agent_r1.data.owned import check_replaceable
+from agent_r1.filelock import FileLock
 from agent_r1.runs.assembly import ensure_data, ensure_index
 from agent_r1.runs.folders import WARM_STARTS
 from agent_r1.runs.lineage import DigestCache, data_hash, digest_cache, hash_json, index_hash, short
 from agent_r1.runs.sft import agent_code, run_sft, sft_config
-from agent_r1.filelock import FileLock
 
 CARD = "warm_start.json"
 LEGACY = (CARD,)  # a warm start made before the marker (agent_r1/data/owned.py) has its card

@@ -1,6 +1,6 @@
 """The SFT warm start of an `env.kind: openai_agent` run (`agent-r1 sft`, `train.init_from: sft`): the
-built-in env's warm start for the same task, its demos written as the endpoint samples a turn, keyed so
-that a built-in run with the same settings finds it (and it finds theirs)."""
+built-in env's chat recipe for the same task, its demos the agent's own sessions played through the
+endpoint (training/agent_demos.py), keyed by that recipe and the agent, so a run of the same agent finds it."""
 
 from __future__ import annotations
 
@@ -28,19 +28,21 @@ def _key(cfg) -> str:
     return hash_json(ingredients(cfg, data_dir, Run(cfg).index_dir))
 
 
-def test_agent_key_is_the_builtin_chat_recipes(tmp_path):
-    """Keys hold what changes the demos and the SFT, not which kind or agent the RL part runs."""
+def test_agent_key_is_its_agent_and_the_builtin_chat_recipe(tmp_path):
+    """Keys hold what changes the demos and the SFT: the built-in chat recipe's settings and, as the demos
+    are the agent's own sessions, which agent played them; not the keys only the RL part reads."""
     agent = _key(_cfg(tmp_path, **AGENT))
-    assert agent == _key(_cfg(tmp_path, **BUILTIN_CHAT))
+    assert agent != _key(_cfg(tmp_path, **BUILTIN_CHAT))  # the built-in env's demos are other demos
     assert agent == _key(_cfg(tmp_path, **AGENT, **{"env.agent_concurrency": 3, "env.agent_timeout_s": 9.0,
                                                      "env.format": "tag"}))
     assert agent != _key(_cfg(tmp_path, **AGENT, **{"sft.lr": 1e-3}))
+    assert agent != _key(_cfg(tmp_path, **{**AGENT, "env.agent": "benchmarks.agents.qa_search_agent:agent"}))
     base = _key(_cfg(tmp_path))
     assert base == _key(_cfg(tmp_path, **{"env.agent_concurrency": 3}))
     assert base != agent
 
 
-def test_agent_warm_start_is_made_and_found_by_the_builtin_env(tmp_path):
+def test_agent_warm_start_is_made_once_then_found(tmp_path):
     from transformers import AutoTokenizer
 
     from agent_r1.runs.warm_start import ensure_warm_start
@@ -51,6 +53,7 @@ def test_agent_warm_start_is_made_and_found_by_the_builtin_env(tmp_path):
     card = json.loads((made.dir / "warm_start.json").read_text())
     assert card["ingredients"]["env"]["kind"] == "tool" and card["ingredients"]["env"]["format"] == "hermes"
     assert card["ingredients"]["sft"]["demo_style"] == "chat"
+    assert card["ingredients"]["agent"] == AGENT["env.agent"] and card["ingredients"]["agent_source"]
     assert any("env.format" in line for line in said), said  # the run is told what its warm start changes
     # the warm start's template renders the tool calls the agent's history sends back
     tok = AutoTokenizer.from_pretrained(str(made.model_dir))
@@ -58,12 +61,12 @@ def test_agent_warm_start_is_made_and_found_by_the_builtin_env(tmp_path):
     text = tok.apply_chat_template([{"role": "user", "content": "q"},
                                     {"role": "assistant", "content": "", "tool_calls": [call]}], tokenize=False)
     assert '"search"' in text
-    found = ensure_warm_start(_cfg(tmp_path, **BUILTIN_CHAT), log=lambda _: None)
+    found = ensure_warm_start(_cfg(tmp_path, **AGENT, **{"env.agent_concurrency": 2}), log=lambda _: None)
     assert found.reused and found.hash == made.hash
 
 
 def test_agent_sft_command_trains(tmp_path):
-    """`agent-r1 sft` under openai_agent: the built-in env's demos over the rows' tools, not a crash."""
+    """`agent-r1 sft` under openai_agent: the agent's own sessions as demos, not a crash."""
     from agent_r1.runs.sft import run_sft
 
     cfg = _cfg(tmp_path, **AGENT, **{"sft.out_dir": str(tmp_path / "sft")})
