@@ -4,6 +4,7 @@
 
     def agent(client: openai.OpenAI, sample: dict) -> float | str: ...
     async def agent(client: openai.AsyncOpenAI, sample: dict) -> float | str: ...   # awaited
+    def agent(client, sample, tools) -> float | str: ...   # env.mcp_servers: the run's MCP tools (agent_tools.py)
 
 `client` is an unmodified `openai` client pointed at the endpoint (`base_url`) with the session key as
 its API key, so every call it makes is one session's, recorded token for token. `sample` is the data
@@ -82,8 +83,12 @@ class AgentRollout:
     endpoint is started on first use and kept for the run (restarted when the engine or the sampling
     changes: greedy evaluation); `close()` stops it."""
 
-    def __init__(self, agent: Callable[..., Any], concurrency: int = 64, timeout_s: float = 600.0):
+    def __init__(self, agent: Callable[..., Any], concurrency: int = 64, timeout_s: float = 600.0,
+                 tools: Any = None, connections: list[Any] | None = None):
         self.agent, self.concurrency, self.timeout_s = agent, concurrency, timeout_s
+        # env.mcp_servers: the tools handed to an agent that takes them (agent_tools.py), and their
+        # connections, which this factory owns and ends in `close()`
+        self.tools, self.connections = tools, list(connections or [])
         self.endpoint: Endpoint | None = None
         self.last_sessions: list[tuple[dict[str, Any], list[Any], list[Trajectory]]] = []  # the last rollout's
 
@@ -98,7 +103,7 @@ class AgentRollout:
                                            **({"temperature": 0.0} if greedy else {}))
         ep = self.endpoint
         if ep is None or ep.engine is not engine or ep.config != want:
-            self.close()
+            self._stop_endpoint()  # the MCP connections stay: they are the run's
             self.endpoint = ep = Endpoint(engine, codec.tokenizer, want).start()
         return ep
 
@@ -114,7 +119,8 @@ class AgentRollout:
         jobs = [(sample, ep.open_session(seed=None if seed is None else mix_seed(seed, j, SESSION_SEED_STRIDE)))
                 for j, sample in enumerate(s for s in samples for _ in range(config.n_samples))]
         try:
-            results = run_sessions(self.agent, ep.base_url, jobs, self.concurrency, self.timeout_s)
+            results = run_sessions(self.agent, ep.base_url, jobs, self.concurrency, self.timeout_s,
+                                   {} if self.tools is None else {"tools": self.tools})
         finally:
             records = [ep.close_session(key) for _, key in jobs]
         trajs: list[Trajectory] = []
@@ -152,7 +158,14 @@ class AgentRollout:
             traj.metrics["rollout_seconds"] = elapsed
         return trajs
 
-    def close(self) -> None:
+    def _stop_endpoint(self) -> None:
         if self.endpoint is not None:
             self.endpoint.stop()
             self.endpoint = None
+
+    def close(self) -> None:
+        """Stops the endpoint and ends the MCP servers' connections; closing twice is harmless."""
+        self._stop_endpoint()
+        connections, self.connections = self.connections, []
+        for conn in connections:
+            conn.close()

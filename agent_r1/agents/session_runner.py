@@ -55,12 +55,12 @@ def _in_daemon_thread(fn: Callable[[], Any]) -> Future:
 
 
 async def _own_loop_session(agent: Callable[..., Any], client_cls: Any, base_url: str, key: str,
-                            row: dict[str, Any], timeout_s: float) -> Any:
+                            row: dict[str, Any], timeout_s: float, kwargs: dict[str, Any]) -> Any:
     client = client_cls(base_url=base_url, api_key=key, max_retries=0)
     loop = asyncio.get_running_loop()
     start = loop.time()
     try:  # an agent that awaits is cancelled here at its deadline; one that blocks, by the waiting side
-        return await asyncio.wait_for(agent(client, row), timeout_s)
+        return await asyncio.wait_for(agent(client, row, **kwargs), timeout_s)
     except asyncio.TimeoutError:
         if loop.time() - start < timeout_s:
             raise  # the agent's own TimeoutError, raised before the deadline
@@ -70,8 +70,10 @@ async def _own_loop_session(agent: Callable[..., Any], client_cls: Any, base_url
 
 
 def run_sessions(agent: Callable[..., Any], base_url: str, jobs: list[tuple[dict[str, Any], str]],
-                 concurrency: int, timeout_s: float) -> list[SessionResult]:
-    """Runs `agent(client, sample)` for every (sample, session key), at most `concurrency` at once."""
+                 concurrency: int, timeout_s: float, kwargs: dict[str, Any] | None = None) -> list[SessionResult]:
+    """Runs `agent(client, sample, **kwargs)` for every (sample, session key), at most `concurrency` at once
+    (`kwargs`: `tools`, the run's MCP tools, for an agent that takes them: agent_tools.py)."""
+    kwargs = kwargs or {}
     import openai
 
     is_async = inspect.iscoroutinefunction(agent)
@@ -87,8 +89,8 @@ def run_sessions(agent: Callable[..., Any], base_url: str, jobs: list[tuple[dict
                 row = copy.deepcopy(sample)
                 client = None if is_async else openai.OpenAI(base_url=base_url, api_key=key, max_retries=0)
                 work = ((lambda: asyncio.run(_own_loop_session(agent, openai.AsyncOpenAI, base_url, key, row,
-                                                               timeout_s)))
-                        if is_async else (lambda: agent(client, row)))
+                                                               timeout_s, kwargs)))
+                        if is_async else (lambda: agent(client, row, **kwargs)))
                 fut = _in_daemon_thread(work)
                 waited = asyncio.wrap_future(fut)
                 try:  # the deadline is kept here, on a loop no agent runs on

@@ -1,11 +1,11 @@
 """What `env.kind: openai_agent` asks of the config, the rows and the SFT warm start.
 
 The agent function brings its own tools: it sends their schemas in its requests and runs the calls
-itself, so the run's `env.tools` and MCP servers are never offered to it, and a row may name tools
-the run does not list. The warm start cannot come from the agent (it has no scripted demos): it is
-the built-in env's warm start for the same task, written as the endpoint samples a turn (chat-template
-turns, hermes `<tool_call>` blocks), over the tools the rows name. A built-in run with the same
-settings (env.format hermes, sft.demo_style chat) therefore makes the same warm start, and finds it.
+itself, so the run's `env.tools` are never offered to it, and a row may name tools the run does not
+list (the run's MCP servers are handed to an agent with a `tools` parameter: agents/agent_tools.py).
+The warm start is made with the built-in env's chat settings for the same task (chat-template turns,
+hermes `<tool_call>` blocks), its demos the agent's own sessions over a scripted policy
+(training/agent_demos.py).
 """
 
 from __future__ import annotations
@@ -18,12 +18,6 @@ from typing import Any
 # tool_calls, so an agent's re-sent history is the text the policy sampled (chatml drops them: every
 # tool round trip would drift into a new step)
 TOOL_CALL_TEMPLATE = "qwen2.5-brief"
-
-# why each env key this kind never reads is refused when set (nothing is ignored without a word)
-REFUSED = (("mcp_servers", "never calls them: its agent sends its own tools in its requests and runs their "
-                           "calls itself; connect to the MCP servers from the agent (e.g. with the mcp "
-                           "package's client) and remove env.mcp_servers"),)
-
 
 def agent_defaults(tree: dict[str, Any]) -> dict[str, Any]:
     """{dotted key: value} this kind sets where params.yaml and the overrides leave the key out."""

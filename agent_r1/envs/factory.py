@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from agent_r1.envs.agent_kind import REFUSED, agent_defaults, agent_warm_start
+from agent_r1.envs.agent_kind import agent_defaults, agent_warm_start
 from agent_r1.registry import Registry
 
 EnvBuilder = Callable[[Any, Any], Callable[[dict[str, Any]], Any]]  # (run config, retriever) -> make_env(sample)
@@ -159,7 +159,7 @@ def tool_envs(cfg: Any, retriever: Any) -> Callable[[dict[str, Any]], Any]:
     return make_env
 
 
-@ENVS.register("openai_agent", serves_tools=False, refuses=REFUSED, defaults=agent_defaults,
+@ENVS.register("openai_agent", serves_tools=False, defaults=agent_defaults,
                warm_start=agent_warm_start)
 def openai_agent_envs(cfg: Any, retriever: Any) -> Any:
     """A user's agent function (`env.agent: package.module:function`), trained through the OpenAI-compatible
@@ -170,7 +170,27 @@ def openai_agent_envs(cfg: Any, retriever: Any) -> Any:
 
     if not cfg.env.agent:
         raise ValueError("env.kind=openai_agent needs env.agent: 'package.module:function' (the agent to train)")
-    return AgentRollout(load_agent(cfg.env.agent), cfg.env.agent_concurrency, cfg.env.agent_timeout_s)
+    agent = load_agent(cfg.env.agent)
+    tools, connections = agent_mcp_tools(cfg, agent)
+    return AgentRollout(agent, cfg.env.agent_concurrency, cfg.env.agent_timeout_s, tools, connections)
+
+
+def agent_mcp_tools(cfg: Any, agent: Any) -> tuple[Any, list[Any]]:
+    """`env.mcp_servers` under openai_agent: every tool the servers offer, for an agent with a `tools`
+    parameter (agents/agent_tools.py), and the connections to close; (None, []) without servers. An agent
+    without one is refused here, before any server starts: it would never call them."""
+    if not cfg.env.mcp_servers:
+        return None, []
+    from agent_r1.agents.agent_tools import AgentTools, takes_tools
+    from agent_r1.tools.mcp_tools import connect_mcp_tools
+
+    if not takes_tools(agent):
+        raise ValueError(f"env.mcp_servers is set, but env.agent={cfg.env.agent!r} has no `tools` parameter, so it "
+                         "could never call the servers' tools: add one, "
+                         "`agent(client, sample, tools)` (tools.schemas, tools.call(name, arguments); docs/agents.md), "
+                         "or remove env.mcp_servers")
+    tools, connections = connect_mcp_tools(cfg.env.mcp_servers, cfg.search.timeout_s)
+    return AgentTools(tools), connections
 
 
 def _mcp_tools(cfg: Any) -> tuple[dict[str, Any], list[Any]]:

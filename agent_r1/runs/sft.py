@@ -25,12 +25,15 @@ def played_demos(cfg: ExperimentConfig, samples: list, codec: Any) -> list:
     endpoint (training/agent_demos.py), so the warm start learns the prompts, tool schemas, tool results and
     turns the agent itself sends, not the built-in env's."""
     from agent_r1.agents.agent_ref import load_agent
+    from agent_r1.envs.factory import agent_mcp_tools
     from agent_r1.training.agent_demos import agent_demos
 
     # SFT draws steps x batch_size demos at most: a short run plays no more sessions than it can use
     samples = samples[:max(1, cfg.sft.steps * cfg.sft.batch_size)]
-    demos, stats = agent_demos(load_agent(cfg.env.agent), samples, codec, cfg.rollout, cfg.reward,
-                               cfg.sft.guess_fraction, cfg.seed, cfg.env.agent_concurrency, cfg.env.agent_timeout_s)
+    agent = load_agent(cfg.env.agent)
+    tools, connections = agent_mcp_tools(cfg, agent)  # env.mcp_servers: the agent calls them in its demos too
+    demos, stats = agent_demos(agent, samples, codec, cfg.rollout, cfg.reward, cfg.sft.guess_fraction, cfg.seed,
+                               cfg.env.agent_concurrency, cfg.env.agent_timeout_s, tools, connections)
     print(f"SFT demos from env.agent={cfg.env.agent}: {stats.line()}", flush=True)
     return demos
 

@@ -125,14 +125,14 @@ def _bound(agent: Callable[..., Any], policy: ScriptedPolicy, guesses: dict[str,
             policy.sessions[client.api_key] = _Session(sample, guesses[str(sample["id"])])
 
     if inspect.iscoroutinefunction(agent):
-        async def played_async(client: Any, sample: dict[str, Any]) -> Any:
+        async def played_async(client: Any, sample: dict[str, Any], **kwargs: Any) -> Any:
             bind(client, sample)
-            return await agent(client, sample)
+            return await agent(client, sample, **kwargs)
         return played_async
 
-    def played(client: Any, sample: dict[str, Any]) -> Any:
+    def played(client: Any, sample: dict[str, Any], **kwargs: Any) -> Any:  # kwargs: `tools` (env.mcp_servers)
         bind(client, sample)
-        return agent(client, sample)
+        return agent(client, sample, **kwargs)
     return played
 
 
@@ -150,14 +150,16 @@ class PlayedStats:
 
 
 def agent_demos(agent: Callable[..., Any], samples: list[dict[str, Any]], codec: Any, rollout: Any, reward: Any,
-                guess_fraction: float, seed: int, concurrency: int = 64,
-                timeout_s: float = 600.0) -> tuple[list[Trajectory], PlayedStats]:
+                guess_fraction: float, seed: int, concurrency: int = 64, timeout_s: float = 600.0,
+                tools: Any = None, connections: list[Any] | None = None) -> tuple[list[Trajectory], PlayedStats]:
     """One demo session per sample, the agent run against the scripted policy (module docstring): the
     trajectories its calls make (a session the agent edited may be several steps), and counts. Sessions
-    whose agent failed are left out; none succeeding is an error naming the first failure."""
+    whose agent failed are left out; none succeeding is an error naming the first failure. `tools` and
+    `connections`: the run's MCP tools for an agent that takes them (envs/factory.py agent_mcp_tools),
+    ended here with the sessions."""
     guesses = dict(zip((str(s["id"]) for s in samples), demo_guesses(samples, guess_fraction, seed)))
     policy = ScriptedPolicy(codec)
-    runner = _PlayedRollout(_bound(agent, policy, guesses), concurrency, timeout_s)
+    runner = _PlayedRollout(_bound(agent, policy, guesses), concurrency, timeout_s, tools, connections)
     try:
         steps = runner.run_rollout(policy, codec, samples, replace(rollout, n_samples=1), reward, greedy=True)
         sessions = runner.last_sessions

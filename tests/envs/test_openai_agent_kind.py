@@ -1,10 +1,11 @@
 """`env.kind: openai_agent` as docs/agents.md's three lines describe it: rows that name their own tools
 load without `env.tools` listing them (the agent brings its tools), a locally built model gets a chat
-template that renders tool calls, and `env.mcp_servers` (which the agent's run never calls) is refused."""
+template that renders tool calls, and `env.mcp_servers` handed only to an agent that takes `tools`."""
 
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -65,8 +66,13 @@ def test_template_default_leaves_explicit_choices_and_other_kinds_alone():
     assert named.model.chat_template == "chatml"
 
 
-def test_openai_agent_refuses_mcp_servers_naming_the_key():
-    server = {"name": "calc", "command": "true"}
-    with pytest.raises(ValueError, match=r"env\.mcp_servers.*openai_agent"):
-        load_config(None, {**AGENT, "env.mcp_servers": [server]})
-    load_config(None, {"env.mcp_servers": [server]})  # the built-in env's own
+def test_mcp_servers_load_under_openai_agent_and_an_agent_without_tools_is_refused_before_they_start(tmp_path):
+    from agent_r1.envs.factory import make_env_factory
+
+    started = tmp_path / "started"
+    server = {"name": "calc", "command": sys.executable, "args": ["-c", f"open({str(started)!r}, 'w')"]}
+    cfg = load_config(None, {**AGENT, "env.mcp_servers": [server]})  # no longer refused at load
+    assert cfg.env.mcp_servers[0].name == "calc"
+    with pytest.raises(ValueError, match=r"env\.mcp_servers is set, but env\.agent=.* has no `tools` parameter"):
+        make_env_factory(cfg, None)
+    assert not started.exists()  # refused before any server process ran
