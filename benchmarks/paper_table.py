@@ -53,10 +53,8 @@ from agent_r1.evaluation.harness import (
     format_table,
     load_question_set,
 )
-from agent_r1.runs.assembly import (
-    build_index,
-    set_threads,
-)
+from agent_r1.retrieval.base import build_index
+from agent_r1.runs.assembly import set_threads
 from agent_r1.runs.run import Run
 from agent_r1.runs.sft import run_sft
 from agent_r1.runs.train import run_train

@@ -101,7 +101,7 @@ def cmd_prepare_data(args: argparse.Namespace) -> int:
 def cmd_build_index(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from agent_r1.runs.assembly import build_index
+    from agent_r1.retrieval.base import build_index
 
     cfg = _config(args)
     n = build_index(Path(cfg.data.dir) / "corpus.jsonl", cfg.search.index_dir, config=cfg.search)

@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_r1.config import ExperimentConfig
-from agent_r1.envs.factory import make_env_factory  # noqa: F401  (part of a run's assembly; lives with the envs)
-from agent_r1.retrieval.base import build_index  # noqa: F401  (re-exported)
+from agent_r1.retrieval.base import build_index
 
 
 def ensure_data(cfg: ExperimentConfig) -> Path:

@@ -60,15 +60,9 @@ def run_sft(cfg: ExperimentConfig) -> Path:
     from agent_r1.closing import close_all
     from agent_r1.models.build import save_model
     from agent_r1.rollout.chat import ChatCodec
-    from agent_r1.runs.assembly import (
-        build_policy,
-        ensure_data,
-        ensure_index,
-        load_samples,
-        make_env_factory,
-        open_run_index,
-        set_threads,
-    )
+    from agent_r1.envs.factory import make_env_factory
+    from agent_r1.runs.assembly import (build_policy, ensure_data, ensure_index, load_samples, open_run_index,
+                                        set_threads)
     from agent_r1.training.demos import build_demos
     from agent_r1.training.sft import print_progress, sft_train
 
