@@ -22,10 +22,8 @@ from agent_r1.models.build import ModelConfig
 from agent_r1.retrieval.search import DENSE_INDEXES, RRF_MODES, SearchConfig
 from agent_r1.rewards.scoring import RewardConfig
 from agent_r1.sampling import RolloutConfig
-from agent_r1.schema import (  # noqa: F401
+from agent_r1.schema import (  # noqa: F401  (parse_overrides: `--set KEY=VALUE`, part of the config's API)
     LIMITS,
-    R,
-    Range,
     _set_path,
     build_section,
     check_limits,
