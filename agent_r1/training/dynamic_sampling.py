@@ -30,7 +30,8 @@ its own `policy_version`, so the decoupled-PPO correction treats each at its own
 Metrics: `dynamic/rounds` (1 = no extra round), `dynamic/prompts_sampled`, `dynamic/groups_kept`
 (the groups trained on), `dynamic/groups_dropped` (all-equal groups over every round),
 `dynamic/groups_trimmed` (kept beyond the batch and left out), `dynamic/fallback`. The usual rollout
-metrics (reward_mean, groups_all_equal, ...) describe the trained batch.
+metrics (reward_mean, groups_all_equal, ...) describe the trained batch; an agent run's `agent/*`
+counts (calls, drift, sessions, empty, ...) describe every session rolled out, over every round.
 
 How it differs from `algo.skip_zero_advantage`: that one keeps the batch as sampled and only
 skips the forward/backward of rows whose gradient is 0 (a speed-up, same update); dynamic sampling
@@ -43,6 +44,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from agent_r1.agents.assemble import agent_metrics
 from agent_r1.algos.dynamic_sampling import informative, split_groups
 from agent_r1.trajectory import Trajectory
 
@@ -60,7 +62,9 @@ def fill_batch(cfg: Any, first: list[Trajectory],
     kept: list[list[Trajectory]] = []
     dropped = sampled = 0
     batch, rounds = first, 0
+    rolled_out: list[Trajectory] = []
     while True:
+        rolled_out += batch
         groups = split_groups(batch, n)
         sampled += len(groups)
         for g in groups:
@@ -76,7 +80,10 @@ def fill_batch(cfg: Any, first: list[Trajectory],
     kept = kept[:target]
     metrics = {"dynamic/rounds": float(rounds), "dynamic/prompts_sampled": float(sampled),
                "dynamic/groups_kept": float(len(kept)), "dynamic/groups_dropped": float(dropped),
-               "dynamic/groups_trimmed": float(trimmed), "dynamic/fallback": float(not kept)}
+               "dynamic/groups_trimmed": float(trimmed), "dynamic/fallback": float(not kept),
+               # agent sessions' counts (agent/*) over every session rolled out, dropped groups too: the
+               # kept groups' steps alone would hide their drift and lose the rollout's empty-session count
+               **agent_metrics(rolled_out)}
     if not kept:  # no group carries a gradient: learn from the iteration's own batch (see the module doc)
         return first, metrics
     return [t for g in kept for t in g], metrics

@@ -48,3 +48,28 @@ def test_fill_batch_keeps_every_step_of_a_kept_session():
     trajs, metrics = fill_batch(cfg, first, lambda r: pytest.fail("no extra round allowed"))
     assert [t.session_id for t in trajs] == ["a/0", "a/0", "a/1"]
     assert metrics["dynamic/groups_kept"] == 1.0 and metrics["dynamic/groups_dropped"] == 1.0
+
+
+def test_agent_metrics_count_every_session_rolled_out_not_only_the_kept():
+    """The agent/* counts travel on the sessions' steps (and the rollout's dropped sessions on its first
+    trajectory): with dynamic sampling they describe every session of every round, dropped groups too."""
+    from agent_r1.agents.assemble import agent_metrics
+
+    def counted(sid, j, reward, drift, empty=0.0):
+        (step,) = _session(sid, j, reward)
+        step.metrics = {"agent/count/sessions": 1.0, "agent/count/steps": 1.0, "agent/count/calls": 2.0,
+                        "agent/count/drift": drift, "agent/count/errors": 0.0}
+        if empty:
+            step.metrics["agent/count/empty"] = empty
+        return [step]
+
+    cfg = load_config(None, {"algo.dynamic_sampling.enabled": True, "train.prompts_per_iter": 1,
+                             "rollout.n_samples": N, "algo.dynamic_sampling.max_extra_rounds": 1})
+    # round 0: prompt a's group is all-equal (dropped), and it carries the rollout's one empty session
+    first = [*counted("a", 0, 1.0, drift=1.0, empty=1.0), *counted("a", 1, 1.0, drift=1.0)]
+    second = [*counted("b", 2, 1.0, drift=0.0), *counted("b", 3, 0.0, drift=0.0)]
+    trajs, metrics = fill_batch(cfg, first, lambda r: second)
+    assert [t.sample_id for t in trajs] == ["b", "b"]
+    assert agent_metrics(trajs)["agent/drift"] == 0.0  # the kept groups alone would say no drift
+    assert metrics["agent/sessions"] == 4.0 and metrics["agent/drift"] == 2.0 and metrics["agent/empty"] == 1.0
+    assert metrics["agent/steps_per_session"] == 1.0
