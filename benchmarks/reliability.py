@@ -180,7 +180,7 @@ TRACKING_TESTS = (  # each asserts every record reached the store (or was set as
 
 
 def run_fuzz(cases: int, seed: int) -> dict:
-    from benchmarks.fuzz import MAX_CALLS, build_world, check_step, fuzz_cases
+    from tests.support.fuzz import MAX_CALLS, build_world, check_step, fuzz_cases
 
     kinds: dict[str, int] = {}
     failures: list[str] = []
@@ -220,7 +220,7 @@ def _json_text(rng: random.Random, depth: int = 0) -> str:
 def run_parse_fuzz(cases: int, seed: int) -> dict:
     """test_fuzz_parse's two properties on fixed inputs: every injected exception type (all
     combinations) and `cases` hermes calls of JSON of every type in every position."""
-    from benchmarks.fuzz import EXCEPTIONS, check_exception_becomes_error, check_hermes_json, parse_envs
+    from tests.support.fuzz import EXCEPTIONS, check_exception_becomes_error, check_hermes_json, parse_envs
 
     envs = parse_envs()
     kinds = {"parse_exception": 0, "parse_json": 0}

@@ -34,7 +34,7 @@ from agent_r1.data.loaders import load_hotpotqa
 from agent_r1.retrieval.base import SearchConfig, open_retriever
 from agent_r1.retrieval.metrics import recall_at_k, top1_agreement
 from benchmarks.common import ROOT, machine, result_path, write_json
-from benchmarks.noida import start_noida
+from tests.support.noida import start_noida
 
 HOTPOTQA = ROOT / "samples" / "hotpotqa" / "hotpotqa_dev_distractor_400.jsonl"  # tracked in the repo
 K = 5

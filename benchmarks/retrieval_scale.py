@@ -45,7 +45,7 @@ from agent_r1.data.synthetic_names import FINAL_SYLLABLES, KNOWN_FOR, LANDMARK_K
 from agent_r1.retrieval.base import SearchConfig, open_index, open_retriever, write_manifest
 from benchmarks import common
 from benchmarks.common import ROOT, loadavg, pct, result_path, work_dir
-from benchmarks.noida import start_noida
+from tests.support.noida import start_noida
 
 RESULT = ROOT / "benchmarks" / "results" / "retrieval_scale.json"  # the figures' file (the plot goes with it)
 PLOT = ROOT / "docs" / "img" / "bench-retrieval-scale.png"

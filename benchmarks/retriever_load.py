@@ -276,7 +276,7 @@ def run_es(args: Any, hotpot: Path) -> dict:
     with tempfile.TemporaryDirectory(prefix="agent-r1-esload-") as tmp:
         server = None
         if not args.url:
-            from benchmarks.noida import start_noida
+            from tests.support.noida import start_noida
 
             server = start_noida(Path(tmp) / "noida")
         try:

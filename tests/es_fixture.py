@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import noida
-from benchmarks.noida import NoidaServer
+from tests.support import noida
+from tests.support.noida import NoidaServer
 from tests.conftest import SAMPLES
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -33,7 +33,7 @@ def free_port() -> int:
 
 
 def start_noida(data_dir: Path, timeout_s: float = 30.0) -> NoidaServer:
-    """benchmarks/noida.py's server, on this module's `free_port()` (a test that restarts a server on
+    """tests/support/noida.py's server, on this module's `free_port()` (a test that restarts a server on
     the same port patches it); a missing noida-db fails the test, never skips it."""
     if noida.noida_binary() is None:
         pytest.fail("noida-db is not installed: run `make install` (it is in the dev extra)")

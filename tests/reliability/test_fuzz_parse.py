@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks.fuzz import EXCEPTIONS, check_exception_becomes_error, check_hermes_json, parse_envs
+from tests.support.fuzz import EXCEPTIONS, check_exception_becomes_error, check_hermes_json, parse_envs
 
 ENVS = parse_envs()
 

@@ -8,7 +8,7 @@ calls in one turn. For each: the env never raises, at most `max_calls_per_turn` 
 tool, the observation stays within the runner's size budget, and when nothing valid ran the
 observation says what was wrong. tests/envs/test_env.py holds the smaller per-failure-kind checks.
 
-`fuzz_cases`, `check_step` and the world live in benchmarks/fuzz.py, shared with
+`fuzz_cases`, `check_step` and the world live in tests/support/fuzz.py, shared with
 benchmarks/reliability.py, which runs a fixed number of cases and reports how many were tried.
 """
 
@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from agent_r1.envs.tool_env import ToolEnv
 from agent_r1.rewards.scoring import RewardConfig
-from benchmarks.fuzz import (
+from tests.support.fuzz import (
     DOCS,
     FORMATS,
     MAX_CALLS,

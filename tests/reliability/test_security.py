@@ -291,7 +291,7 @@ def test_service_scripts_bind_to_loopback():
     ray_py = (PACKAGE / "training" / "ray_trainer.py").read_text()
     assert "include_dashboard=False" in ray_py
     # the one noida-db launcher (tests/es_fixture.py and the retrieval benchmarks start it through this)
-    assert '"--host", "127.0.0.1"' in (REPO_ROOT / "benchmarks" / "noida.py").read_text()
+    assert '"--host", "127.0.0.1"' in (REPO_ROOT / "tests" / "support" / "noida.py").read_text()
     for user in ("tests/es_fixture.py", "benchmarks/retrieval.py", "benchmarks/retrieval_scale.py",
                  "benchmarks/retriever_load.py"):
         assert "start_noida" in (REPO_ROOT / user).read_text() and "Popen" not in (REPO_ROOT / user).read_text(), user

@@ -1,5 +1,5 @@
-"""noida-db (a local server speaking the Elasticsearch REST API) for the benchmarks and the tests'
-Elasticsearch fixtures (tests/es_fixture.py): one way to start it and stop it.
+"""noida-db (a local server speaking the Elasticsearch REST API) for the tests' Elasticsearch fixtures
+(tests/es_fixture.py) and the retrieval benchmarks: one way to start it and stop it.
 
 `start_noida(data_dir)` runs the bundled server binary as our own child, in a session of its own,
 on a free 127.0.0.1 port, and returns once it answers; `NoidaServer.stop()` signals exactly that
@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.servers import free_port, stop, wait_http
 
 
 def noida_binary() -> str | None:
@@ -33,15 +33,7 @@ def noida_binary() -> str | None:
     except ImportError:
         pass
     candidate = Path(sys.executable).with_name("noida-db")
-    if candidate.exists():
-        return str(candidate)
-    return shutil.which("noida-db")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return str(candidate) if candidate.exists() else shutil.which("noida-db")
 
 
 @dataclass
@@ -54,15 +46,7 @@ class NoidaServer:
     log_path: Path
 
     def stop(self) -> None:
-        if self.proc.poll() is not None:
-            return
-        # Started in its own session: signal exactly that process group, nothing else.
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=10)
+        stop(self.proc)  # its own session: exactly that process group, nothing else
         # If `proc` is the Python launcher, the server is its child and may still be
         # shutting down: wait until the port stops accepting connections.
         deadline = time.monotonic() + 10
@@ -93,15 +77,10 @@ def start_noida(data_dir: Path, timeout_s: float = 30.0, port: int | None = None
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
     server = NoidaServer(proc=proc, url=f"http://127.0.0.1:{port}", data_dir=data_dir, log_path=log_path)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"noida-db exited with {proc.returncode}: {log_path.read_text(errors='replace')[-2000:]}")
-        try:
-            with urllib.request.urlopen(server.url, timeout=1) as resp:
-                if resp.status == 200:
-                    return server
-        except OSError:
-            time.sleep(0.1)
-    server.stop()
-    raise RuntimeError(f"noida-db did not answer at {server.url} within {timeout_s}s; see {log_path}")
+    try:
+        wait_http(server.url, proc, timeout_s)
+    except AssertionError as exc:
+        server.stop()
+        raise RuntimeError(f"noida-db did not answer at {server.url}: {exc}; "
+                           f"{log_path.read_text(errors='replace')[-2000:]}") from None
+    return server
