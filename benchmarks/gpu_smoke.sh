@@ -50,13 +50,3 @@ if [ -n "$MISSING" ]; then
 fi
 
 "$PY" -m benchmarks.gpu_smoke "${ARGS[@]}"
-
-# issue 30's correctness checks on CUDA (benchmarks/gpu_correctness.py: uneven learner shares over
-# NCCL with 2 GPUs, bf16 resume, the KL reference at step 0): pytest runs those tests on CUDA
-if "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
-  if "$PY" -c "import pytest" 2>/dev/null; then
-    "$PY" -m benchmarks.gpu_correctness
-  else
-    echo "gpu_correctness: skipped, this image has no pytest (the checks are tests/ run on CUDA); add its wheel" >&2
-  fi
-fi

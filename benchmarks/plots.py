@@ -9,8 +9,8 @@ Writes, for each result file present (a missing one is skipped and said so):
                        OpenAI endpoint.
 - bench-memory.png     memory.json: peak RSS against batch rows, update memory against micro-batch
                        size, activation memory against rows (with and without gradient checkpointing).
-- bench-scaling.png    ray.json (in-process vs Ray workers) and scale.json (every section with an
-                       `iteration_s_median`, e.g. async_speed): seconds per iteration.
+- bench-scaling.png    scale.json (every section with an `iteration_s_median`: async_speed, scale_grid):
+                       seconds per iteration.
 - bench-retrieval.png  retrieval.json / retriever_load.json: queries/s per backend and per process
                        count; and queries/s against corpus size where a result file has such a sweep
                        (retrieval_scale.json, issue 19 item 4), else a note that it is missing.
@@ -41,7 +41,7 @@ from benchmarks.common import ROOT
 COMMANDS = {"learning": "python -m benchmarks.learning --seeds 0,1,2", "memory": "python -m benchmarks.memory",
             "learning_endpoint": "python -m benchmarks.learning --params params.yaml --chat --seeds 0,1,2 "
                                  "--variants grpo_hermes,grpo_endpoint",
-            "ray": "python -m benchmarks.ray_overhead", "scale": "python -m benchmarks.async_speed",
+            "scale": "python -m benchmarks.async_speed",
             "retrieval": "python -m benchmarks.retrieval", "retriever_load": "python -m benchmarks.retriever_load",
             "retrieval_scale": "python -m benchmarks.retrieval_scale"}
 SHARED = "2 shared cores"
@@ -191,11 +191,6 @@ def _lines(ax: Any, series: dict[str, list[tuple[float, float]]], xlabel: str, y
 def scaling_panels(results: Path) -> list[tuple[str, dict[str, list[float]], dict[str, float]]]:
     """(title, mode -> per-run seconds per iteration, mode -> median) for each scaling result found."""
     panels = []
-    ray = load(results, "ray")
-    if ray and ray.get("runs"):
-        runs = {m: r.get("iteration_s", []) for m, r in ray["runs"].items()}
-        medians = {m: r["iteration_s_median"] for m, r in ray["runs"].items()}
-        panels.append((f"In-process vs Ray workers\n`{command(ray, 'ray')}`", runs, medians))
     scale = load(results, "scale") or {}
     for section, body in scale.items():
         if isinstance(body, dict) and isinstance(body.get("iteration_s_median"), dict):

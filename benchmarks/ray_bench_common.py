@@ -1,4 +1,4 @@
-"""Shared parts of the Ray benchmarks (async_speed.py, ray_overhead.py, scale_grid.py).
+"""Shared parts of the Ray benchmarks (async_speed.py, scale_grid.py).
 
 - `small_config(work, **over)`: the small config they all time (a 2-layer, 128-wide model on the
   synthetic world, 8 prompts x 4 samples, 3 turns), data and index in the benchmark's work folder.

@@ -3,7 +3,7 @@ each other and agent_r1 (and, of tests/, only the shared infrastructure in tests
 `sys.path` edits; functions short enough to
 read (at most MAX_LINES lines); every benchmark run by a test at micro size (the smoke modules, which
 `make bench` runs, or the test named in COVERED_ELSEWHERE), so that a change cannot break one silently; the shell
-benchmarks parse and call only scripts and flags that exist."""
+benchmarks parse and call only scripts, flags and tests that exist."""
 
 from __future__ import annotations
 
@@ -101,7 +101,8 @@ def test_shell_benchmarks_parse_and_call_what_exists(script, capsys):
     path = BENCH / script
     assert subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0, script
     calls = re.findall(r"-m benchmarks\.(\w+)([^\n|]*)", path.read_text())
-    assert calls, script
+    tests = re.findall(r"(tests/[\w/]+\.py)(?:::(\w+))?", path.read_text())
+    assert calls or tests, script
     for name, rest in calls:
         module = importlib.import_module(f"benchmarks.{name}")  # the script exists and imports
         with pytest.raises(SystemExit) as done:
@@ -110,8 +111,8 @@ def test_shell_benchmarks_parse_and_call_what_exists(script, capsys):
         assert done.value.code == 0 and "usage" in usage, (script, name)
         for flag in re.findall(r"(?<!\w)(--[a-z][\w-]*)", rest):
             assert flag in usage, f"{script} calls benchmarks/{name}.py with {flag}, which it does not take"
-    for test in re.findall(r"(tests/\w+\.py)::(\w+)", path.read_text()):
-        assert f"def {test[1]}(" in (REPO / test[0]).read_text(), (script, test)
+    for file, test in tests:  # the suite's tests a script runs on a GPU exist
+        assert (REPO / file).exists() and (not test or f"def {test}(" in (REPO / file).read_text()), (script, file, test)
 
 
 def test_a_benchmark_runs_as_a_module_from_the_repository():

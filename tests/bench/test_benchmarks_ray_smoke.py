@@ -1,4 +1,4 @@
-"""The Ray benchmarks (async_speed, ray_overhead, scale_grid) at micro size through their own
+"""The Ray benchmarks (async_speed, scale_grid) at micro size through their own
 `main(argv)`, into tmp folders: one unit with the other Ray modules (tests/isolation.py GROUPS), so
 that no two local Ray clusters run at once. See tests/bench/test_benchmarks_smoke.py for the others;
 like them, marked `bench` (`make bench` runs them, `make test` does not)."""
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.bench
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory):
     """tmp results and work folders, and one local Ray session for the module (each benchmark
-    leaves a session it did not start up: three start-ups and shutdowns saved)."""
+    leaves a session it did not start up: two start-ups and shutdowns saved)."""
     import ray
 
     from agent_r1.config import load_config
@@ -32,15 +32,6 @@ def bench(tmp_path_factory):
             yield root
         finally:
             ray.shutdown()
-
-
-def test_ray_overhead_smoke(bench):
-    from benchmarks import ray_overhead
-
-    assert ray_overhead.main(["--smoke", "--iterations", "1", "--runs", "ray_1_worker"]) == 0
-    doc = json.loads((bench / "results" / "ray.json").read_text())
-    assert set(doc["runs"]) == {"in_process", "ray_1_worker"} and "ray" in doc["machine"]
-    assert doc["one_worker_same_rewards_as_in_process"]  # one worker reproduces the in-process run
 
 
 def test_async_speed_and_scale_grid_share_scale_json(bench):

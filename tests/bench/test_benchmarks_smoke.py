@@ -8,7 +8,7 @@ Marked `bench`: `make bench` runs these (`pytest -m bench tests/bench`), `make t
 260 s of the suite's time on 2 cores, for benchmark code the library's own tests do not depend on).
 The benchmarks' readers and argument parsers stay in `make test`: test_bench_readers.py.
 
-The Ray benchmarks (async_speed, ray_overhead, scale_grid) run in test_benchmarks_ray_smoke.py, one
+The Ray benchmarks (async_speed, scale_grid) run in test_benchmarks_ray_smoke.py, one
 unit with the other Ray modules (tests/isolation.py). Benchmarks that a test elsewhere already runs
 are listed in COVERED_ELSEWHERE; tests/bench/test_benchmarks_code.py checks that every benchmarks/*.py is
 run by one or the other.
@@ -150,16 +150,6 @@ def test_gpu_smoke_tiny_on_cpu(bench):
                            "--prompts", "1", "--tokens-per-turn", "4", "--threads", "1", "--precision", "fp32",
                            "--people", "60"]) == 0
     assert "error" not in written(bench, "gpu_smoke_cpu_tiny")["runs"]["transformers_full"]
-
-
-def test_gpu_correctness_runs_its_checks_through_pytest(bench):
-    from benchmarks import gpu_correctness
-
-    cases = gpu_correctness.junit_cases  # the JUnit reading, on pytest's own output below
-    assert gpu_correctness.main(["--device", "cpu", "--only", "reference_kl_zero", "-k", "copy and fp32-float32"]) == 0
-    (case,) = written(bench, "gpu_correctness")["reference_kl_zero"]["cases"]
-    assert case["outcome"] == "passed" and case["max_gap"] == 0.0
-    assert callable(cases)
 
 
 def test_memory_one_configuration(bench):

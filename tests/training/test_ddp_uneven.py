@@ -124,7 +124,7 @@ def rollout_groups(model, tok, out_dir):
 def check_uneven_ranks(tmp_path, model, tok, base, device="cpu"):
     """Every case on 2 ranks under the deadline, against one learner on the same device: raises
     AssertionError naming the case; returns {case: max |weight diff| over the ranks}. Also run by
-    benchmarks/gpu_correctness.py over NCCL."""
+    benchmarks/fsdp_check.sh over NCCL."""
     finished = _spawn_with_deadline((2, free_address(), tmp_path, model, tok, base, device), DEADLINE_S)
     done = [n for n in CASES if all((tmp_path / f"{n}.rank{r}.pt").exists() for r in (0, 1))]
     assert finished and done == list(CASES), f"ranks hung after {DEADLINE_S} s; finished cases: {done}"
@@ -178,7 +178,7 @@ def test_uneven_ranks_finish_and_equal_one_learner(tmp_path, rolled, record_prop
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as each rank: the same kernels
     try:
-        # benchmarks/gpu_correctness.py runs this on 2 GPUs over NCCL (AGENT_R1_TEST_DEVICE=cuda)
+        # benchmarks/fsdp_check.sh runs this on 2 GPUs over NCCL (AGENT_R1_TEST_DEVICE=cuda)
         diffs = check_uneven_ranks(tmp_path, model, tok, base, os.environ.get("AGENT_R1_TEST_DEVICE", "cpu"))
     finally:
         torch.set_num_threads(threads)

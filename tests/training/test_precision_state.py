@@ -22,7 +22,7 @@ from tests.rollout_helpers import make_env_factory
 from tests.training.test_trainer import SAMPLES
 
 
-# benchmarks/gpu_correctness.py runs these tests on CUDA (AGENT_R1_TEST_DEVICE=cuda), where reductions
+# benchmarks/fsdp_check.sh runs these tests on CUDA (AGENT_R1_TEST_DEVICE=cuda), where reductions
 # need not be bit-reproducible: the bounds there are 1e-5 (resume) and 1e-6 (reference), 1e-6 and 0 here
 DEVICE = os.environ.get("AGENT_R1_TEST_DEVICE", "cpu")
 RESUME_TOL, REFERENCE_TOL = (1e-6, 0.0) if DEVICE == "cpu" else (1e-5, 1e-6)
@@ -39,7 +39,7 @@ def one_thread():
 def bf16_resume_diff(tmp_path, device="cpu") -> float:
     """2 iterations straight vs 1, stop, resume to 2 (bf16 autocast, a bf16-loaded model, full
     fine-tuning): max |weight diff| of the two final checkpoints. Also run by
-    benchmarks/gpu_correctness.py on a GPU."""
+    benchmarks/fsdp_check.sh on a GPU."""
     from safetensors.torch import load_file
 
     from agent_r1.runs.train import run_train
@@ -62,7 +62,7 @@ def test_bf16_full_finetune_resume_equals_uninterrupted(tmp_path, one_thread, re
     """lr 1e-4 moves weights by less than bf16's resolution at their size (about 2e-4 at 0.05): a
     resume that reloads the saved masters in bf16 rounds most of those moves away (1.6e-4 here)."""
     diff = bf16_resume_diff(tmp_path, DEVICE)
-    record_property("max_diff", diff)  # benchmarks/gpu_correctness.py reports it
+    record_property("max_diff", diff)  # in pytest's JUnit XML (--junitxml), on a GPU too
     assert diff <= RESUME_TOL, diff
 
 
@@ -93,7 +93,7 @@ def test_reference_equals_policy_at_step_zero(tiny_model, tmp_path, one_thread, 
 
 def reference_kl_gap(tiny_model, tmp_path, precision, dtype, loaded_reference, device="cpu", lora=0) -> float:
     """max |ref log-prob - old log-prob| over the log-prob positions of one batch at step 0 (0 = KL
-    exactly 0). Also run by benchmarks/gpu_correctness.py on a GPU."""
+    exactly 0). Also run by benchmarks/fsdp_check.sh on a GPU."""
     batch = _prepared(tiny_model, tmp_path, precision, dtype, loaded_reference, device, lora)
     act = batch["logp_mask"] > 0
     assert act.any()
