@@ -36,9 +36,8 @@ class VLLMOptions:
     # where vLLM's engine core (scheduler and model runner) runs: `process` (vLLM's default: a process of
     # its own beside the caller, which overlaps scheduling with a GPU's work), `inline` (in the caller's
     # process), `auto` (inline on the CPU build, process elsewhere). On the CPU build the extra processes
-    # each import vLLM and torch and compete with the model for the same cores: inline started in less
-    # than half the time and sampled about twice the tokens/s here (benchmarks/results/vllm_cpu.json
-    # against vllm_cpu_process.json; python -m benchmarks.vllm_cpu --engine-core)
+    # each import vLLM and torch and compete with the model for the same cores: inline starts sooner and
+    # samples more tokens/s there
     engine_core: str = "auto"
 
     def __post_init__(self) -> None:

@@ -426,10 +426,6 @@ VLLM_CPU: list[Figure] = [
     Figure("vllm cpu: engine start seconds", VC, "vllm_start_s", num(1)),
     Figure("vllm cpu: parameters", VC, "model.parameters", num(1, scale=1e-6)),
     Figure("vllm cpu: log-prob gap at T 0.7", VC, "logprob_gap_max_t07", lambda v: f"{v:.1e}"),
-    Figure("vllm cpu, core as processes: start", "vllm_cpu_process.json", "vllm_start_s", num(1)),
-    Figure("vllm cpu, core as processes: tokens/s", "vllm_cpu_process.json", "vllm_tokens_per_s", num(1)),
-    Figure("vllm cpu, core as processes: transformers tokens/s", "vllm_cpu_process.json",
-           "transformers_tokens_per_s", num(1)),
 ]
 
 VR = "vllm_rollout.json"
@@ -447,69 +443,27 @@ VLLM_ROLLOUT: list[Figure] = [
 
 # --- make run over seeds and make test ---------------------------------------------------------------
 
-S, G4 = "make_run_seeds.json", "make_run_seeds_groups4.json"
-S500 = "make_run_seeds_sft500.json"  # the recipe before (500 SFT steps), on an earlier session's machine
-AVX2 = "make_run_seeds_avx2.json"  # the same recipe on an AVX2-only EPYC, seeds 0-2
-# the same recipes with algo.skip_zero_advantage flipped: float-level noise (README's rows 2 and 4)
-NS, G4S = "probes/make_run_g8_noskip.json", "probes/make_run_groups4_skip.json"
-OLD = "make_run_seeds_before.json"  # groups of 4 in an earlier session, on another machine
+S = "make_run_seeds.json"
 SEEDS = ("0", "1", "2", "3", "4")
-LIFTS, R1 = "per_seed.{0,1,2,3,4}.lift", "per_seed.0.curve.0.reward_mean"
 
 
-def lift_ci(doc: Any) -> dict[str, float]:
-    return {"mean": doc["summary"]["lift_mean"], **doc["summary"]["lift_ci95"]}
+def start_to_final(seeds: tuple[str, ...] = SEEDS) -> Getter:
+    return lambda doc: " | ".join(f"{doc['per_seed'][s]['start_em']:.0f} -> {doc['per_seed'][s]['final_em']:.0f}"
+                                  for s in seeds)
 
 
-
-def start_to_final(seeds: tuple[str, ...] = SEEDS, sep: str = " | ") -> Getter:
-    return lambda doc: sep.join(f"{doc['per_seed'][s]['start_em']:.0f} -> {doc['per_seed'][s]['final_em']:.0f}"
-                                for s in seeds)
-
-
-def seeds_table(file: str) -> list[Figure]:
-    """A seed table's first two rows (README's for make_run_seeds.json; results.md's for the recipe before)."""
-    tag = "" if file == S else f" ({file})"
-    return [
-        Figure("make run seeds: EM before and after, per seed" + tag, file, "per_seed.*.start_em, final_em", str,
-               start_to_final()),
-        Figure("make run seeds: mean EM before and after" + tag, file, "summary.{start_em_mean,final_em_mean}",
-               seq(1, " -> ")),
-        Figure("make run seeds: lift per seed" + tag, file, LIFTS, seq(0, " | ", sign=True)),
-        Figure("make run seeds: lift mean and interval" + tag, file, "summary.lift_mean, lift_ci95", ci(1, sign=True),
-               lift_ci),
-    ]
-
-
-MAKE_RUN: list[Figure] = seeds_table(S) + [
+MAKE_RUN: list[Figure] = [
+    Figure("make run seeds: EM before and after, per seed", S, "per_seed.*.start_em, final_em", str, start_to_final()),
+    Figure("make run seeds: mean EM before and after", S, "summary.{start_em_mean,final_em_mean}", seq(1, " -> ")),
+    Figure("make run seeds: lift per seed", S, "per_seed.{0,1,2,3,4}.lift", seq(0, " | ", sign=True)),
+    Figure("make run seeds: lift mean and interval", S, "summary.lift_mean, lift_ci95", ci(1, sign=True),
+           lambda doc: {"mean": doc["summary"]["lift_mean"], **doc["summary"]["lift_ci95"]}),
     Figure("make run seeds: least lift", S, "summary.lift_min", num(0, sign=True)),
     Figure("make run seeds: one seed's flow, minutes", S, "per_seed.{1,2,3,4}.wall_s", span(0, scale=1 / 60)),
-    Figure("make run seeds: the recipe before, least and most lift", S500, "summary.{lift_min,lift_max}",
-           lambda v: f"+{v[0]:.0f} to +{v[1]:.0f}"),
-] + seeds_table(S500) + [
-] + [
-    f for label, file in (("groups of 4", G4), ("skip off", NS), ("groups of 4 with skip", G4S)) for f in (
-        Figure(f"make run seeds: {label}, lift per seed", file, LIFTS, seq(0, " | ", sign=True)),
-        Figure(f"make run seeds: {label}, lift mean and interval", file, "summary.lift_mean, lift_ci95",
-               ci(1, sign=True), lift_ci))
-] + [
-    # why groups of 8: the discussion of the recipe before
-    Figure("make run seeds: iteration 1 reward", S500, "per_seed.*.curve.0.reward_mean (mean)", num(0, scale=100),
-           lambda doc: sum(doc["per_seed"][s]["curve"][0]["reward_mean"] for s in SEEDS) / len(SEEDS)),
-    Figure("make run seeds: groups of 4, seed 1 at 80 iterations", "probes/make_run_it80.json",
-           "per_seed.1.lift", num(0, sign=True)),
-    Figure("make run seeds: seed 1 warm start, earlier machine", OLD, "per_seed.1.start_em", num(0)),
-    Figure("make run seeds: seed 1 warm start, the recipe before", S500, "per_seed.1.start_em", num(0)),
-    Figure("make run seeds: seed 1 lift, earlier machine", OLD, "per_seed.1.lift", num(0, sign=True)),
-    # the warm start to its plateau: the AVX2 machine, seed 0 before and after
-    Figure("make run seeds, AVX2: EM before and after, seeds 0-2", AVX2, "per_seed.0-2.start_em, final_em", str,
-           start_to_final(("0", "1", "2"), ", ")),
-    Figure("make run seeds, AVX2: lifts", AVX2, "per_seed.{0,1,2}.lift", seq(0, ", ", sign=True)),
-    Figure("make run seeds, AVX2: seed 0 iteration 1 reward", AVX2, R1, num(0, scale=100)),
-    Figure("make run seeds: seed 0 iteration 1 reward, the recipe before", S500, R1, num(0, scale=100)),
     Figure("make run seeds: seed 0 before and after, 1,000 SFT steps", S, "per_seed.0.start_em, final_em", str,
            start_to_final(("0",))),
-    Figure("make run seeds: seed 0 iteration 1 reward, 1,000 SFT steps", S, R1, num(0, scale=100)),
+    Figure("make run seeds: seed 0 iteration 1 reward, 1,000 SFT steps", S, "per_seed.0.curve.0.reward_mean",
+           num(0, scale=100)),
 ]
 
 # `make test` on a fresh clone (benchmarks/suite_time.py): its wall time, and how many tests each
@@ -640,14 +594,6 @@ OBJECTIVES: list[Figure] = seed_rows("objectives table", O, tuple(v for _, v in 
            span(0)),
 ]
 
-# the probe at a quarter of the iterations (--set train.iterations=10): it saturates too
-IT10 = "probes/objectives_it10.json"
-OBJECTIVES += [
-    Figure("objectives, 10 iterations: greedy EM per objective", IT10,
-           f"per_seed.0.runs.{{{','.join(v for _, v in OBJ_ROWS[1:])}}}.greedy.em", seq(0)),
-    Figure("objectives, 10 iterations: sampled EM span", IT10, "per_seed.0.runs.*.sampled.em", span(0)),
-]
-
 # the same objectives on the paper table's recipe (4 samples per prompt, the 500-step warm starts), today's code,
 # GRPO rerun beside them: benchmarks/results/paper_table_objectives (paper_table.py --methods grpo,gspo,...)
 PO = "paper_table_objectives/paper_table.json"
@@ -753,33 +699,9 @@ EP_ROWS = (("SFT warm start (chat demos)", "warm_start"), ("GRPO, built-in env (
 END = "summary.grpo_endpoint"
 OVERHEAD = f"{END}.overhead_s_per_iteration_over_grpo_hermes"
 CURVES = "per_seed.*.runs.grpo_endpoint.train_curve"
-# the warm starts table, seed 0: (its first cell, its SFT steps as written, its result file)
-TRIED = (("Qwen2.5's template", "500", "learning_endpoint_qwen_tools.json"),
-         ("Qwen2.5's template", "1,000", "learning_endpoint_qwen_tools_sft1000.json"),
-         ("`qwen2.5-brief`", "1,000", "learning_endpoint_brief_sft1000.json"),
-         ("`qwen2.5-brief`", "2,000", E))
-SAMPLED = (("search_first_rate", "searched first"), ("support_recall", "support recall"), ("em", "EM"))
-
-
-def _tried(template: str, steps: str, file: str) -> list[Figure]:
-    label = f"{template} | {steps}"
-    cells = [Figure(f"warm starts tried, {label}: sampled {name}", file, f"per_seed.0.warm_start.sampled.{key}",
-                    num(0))
-             for key, name in SAMPLED]
-    return cells + [Figure(f"warm starts tried, {label}: GRPO greedy EM", file,
-                           "per_seed.0.runs.grpo_hermes.greedy.em", num(0)),
-                    Figure(f"warm starts tried, {file}: SFT steps", file, "config.sft.steps", num(0, comma=True),
-                           _steps)]
-
-
 def _iterations(doc) -> list[dict]:
     """The endpoint row's training curve, every seed's iterations one after the other."""
     return [c for curve in learning_seeds("grpo_endpoint", "train_curve")(doc) for c in curve]
-
-
-def _steps(doc) -> int:
-    """The run's SFT steps: set over the params file's (learning.py --set / --chat), or the file's own."""
-    return doc["config"].get("sft.steps", doc["recipe"]["sft"]["steps"])
 
 
 ENDPOINT: list[Figure] = seed_rows("endpoint table", E, tuple(v for _, v in EP_ROWS)) + [
@@ -811,7 +733,7 @@ ENDPOINT: list[Figure] = seed_rows("endpoint table", E, tuple(v for _, v in EP_R
            lambda doc: max(c["agent/drift"] for c in _iterations(doc))),
     Figure("endpoint: no agent errors", E, f"{CURVES}.*.agent/errors", num(0),
            lambda doc: sum(c["agent/errors"] for c in _iterations(doc))),
-] + [f for row in TRIED for f in _tried(*row)]
+]
 
 
 # --- vLLM as the engine, whole iterations ------------------------------------------------------------

@@ -2,10 +2,10 @@
 vocabulary, head_dim 64 as vLLM's CPU attention needs): engine start, seconds per weight sync, sampled
 tokens/s on the same prompts, and the engine-vs-trainer log-prob gap. Run it in `.venv-vllm`:
 
-    .venv-vllm/bin/python -m benchmarks.vllm_cpu [--prompts 32] [--tokens 64] [--hidden 128] [--engine-core auto]
+    .venv-vllm/bin/python -m benchmarks.vllm_cpu [--prompts 32] [--tokens 64] [--hidden 128]
 
-Writes benchmarks/results/vllm_cpu.json ($OUT/vllm_cpu.json when $OUT is set); with `--engine-core
-inline|process` (rollout.vllm.engine_core; auto is inline on the CPU build), vllm_cpu_<mode>.json.
+Writes benchmarks/results/vllm_cpu.json ($OUT/vllm_cpu.json when $OUT is set), with the engine core where
+`rollout.vllm.engine_core: auto` puts it (inline on the CPU build).
 Both engines sample every prompt to its full budget (no stop ids; a random model almost never samples
 its end token), at temperature 1, from one batch: the same work, so tokens/s compare engines, not
 rollouts.
@@ -34,8 +34,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--syncs", type=int, default=5)
-    ap.add_argument("--engine-core", default="auto", choices=("auto", "inline", "process"),
-                    help="rollout.vllm.engine_core: where vLLM's engine core runs")
     return ap.parse_args(argv)
 
 
@@ -84,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     engine = VLLMEngine.from_model(model, tokenizer, dtype="float32", max_model_len=args.prompt_tokens + args.tokens,
-                                   options=VLLMOptions(engine_core=args.engine_core))
+                                   options=VLLMOptions())
     start_s = time.perf_counter() - t0
 
     def timed(eng) -> tuple[float, int, list]:
@@ -114,8 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         "weight_sync_s_median": round(statistics.median(syncs), 3), "weight_sync_s": [round(s, 3) for s in syncs],
         "logprob_gap_max_t07": max(gaps), "logprob_gap_tokens": len(gaps),
     }
-    name = "vllm_cpu" if args.engine_core == "auto" else f"vllm_cpu_{args.engine_core}"
-    write_json(Path(os.environ["OUT"]) / f"{name}.json" if os.environ.get("OUT") else result_path(name), doc, indent=2)
+    write_json(Path(os.environ["OUT"]) / "vllm_cpu.json" if os.environ.get("OUT") else result_path("vllm_cpu"), doc,
+               indent=2)
     print(json.dumps(doc, indent=2))
     return 0
 
