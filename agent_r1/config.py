@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from agent_r1.algos.dynamic_sampling import DynamicSamplingConfig
-from agent_r1.algos.correction import RolloutCorrectionConfig
-from agent_r1.algos.step_advantages import GiGPOConfig
+from agent_r1.algos.advantages import DynamicSamplingConfig, GiGPOConfig
+from agent_r1.algos.losses import RolloutCorrectionConfig
 from agent_r1.envs.factory import apply_kind_defaults, check_kind_keys
 from agent_r1.envs.tool_env import EnvConfig
 from agent_r1.models.build import ModelConfig
@@ -65,14 +64,14 @@ class AlgoConfig:
     advantage_mask: bool = True  # False: advantages run over every response token
     # rows whose advantages are all 0 on their loss tokens (GRPO groups with equal rewards) skip the policy
     # forward/backward: their policy-loss gradient is exactly 0, so the update equals the one without
-    # skipping (training/zero_advantage.py). Entropy bonus and KL loss terms give such rows gradients:
+    # skipping (training/trainer.py). Entropy bonus and KL loss terms give such rows gradients:
     # it needs entropy_coef 0 and kl_coef 0 (or kl_in_reward, where the KL is inside the advantages)
     skip_zero_advantage: bool = False
-    # engine/trainer log-prob gap correction in synchronous training (algos/correction.py)
+    # engine/trainer log-prob gap correction in synchronous training (algos/losses.py)
     rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
-    # the step-level (turn) part of adv_estimator gigpo (algos/step_advantages.py)
+    # the step-level (turn) part of adv_estimator gigpo (algos/advantages.py)
     gigpo: GiGPOConfig = field(default_factory=GiGPOConfig)
-    # DAPO's dynamic sampling: all-equal groups dropped, more prompts rolled out (training/dynamic_sampling.py)
+    # DAPO's dynamic sampling: all-equal groups dropped, more prompts rolled out (training/trainer.py)
     dynamic_sampling: DynamicSamplingConfig = field(default_factory=DynamicSamplingConfig)
 
     def __post_init__(self) -> None:

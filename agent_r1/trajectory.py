@@ -131,10 +131,6 @@ class Trajectory:
         return rewards
 
     @property
-    def response_ids(self) -> list[int]:
-        return self.token_ids[len(self.prompt_ids):]
-
-    @property
     def score(self) -> float:
         """Sequence-level score for GRPO/RLOO: outcome plus all process rewards."""
         return self.outcome_reward + sum(t.process_reward for t in self.turns)
@@ -180,7 +176,7 @@ def collate(trajectories: list[Trajectory], pad_token_id: int) -> dict[str, Any]
     prompt, observations included: the paper's mask-off ablations), token_rewards,
     sampled_logprobs (float32), scores `[batch]`, group_ids (list of sample ids) and session_ids
     (an agent session's steps share one; any other row its own index).
-    Padding is 0 in every mask. For turn-level estimators (algos/step_advantages.py): turn_index
+    Padding is 0 in every mask. For turn-level estimators (algos/advantages.py): turn_index
     (long `[batch, seq]`: k on every token of turn k, its action and its observation, masked turns
     included; -1 on prompt and padding) and context_keys (per row, one digest per turn of the newest
     context the turn acts on: the prompt's ids for turn 0, turn k-1's observation ids for turn k, less

@@ -1,5 +1,6 @@
-"""Tensor-level RL algorithms: advantages (advantages.py, GiGPO in step_advantages.py), losses and KL
-(losses.py), importance weights (correction.py), each chosen by name from a registry.
+"""Tensor-level RL algorithms, each chosen by name from a registry: advantages.py (the estimators,
+GiGPO's step advantages, dynamic sampling's group test) and losses.py (policy and value losses, KL,
+importance weights, masked reductions).
 
 Shapes follow one convention: token tensors [B, T] float32, masks 0/1 float
 [B, T] (1 on policy-generated *action* tokens), per-trajectory scores [B].
@@ -8,12 +9,14 @@ Shapes follow one convention: token tensors [B, T] float32, masks 0/1 float
 from agent_r1.algos.advantages import (
     ADV_ESTIMATORS,
     AdvantageInputs,
+    GiGPOConfig,
     AdvantageOutputs,
     compute_gae,
     compute_grpo,
     compute_reinforce_pp,
     compute_reinforce_pp_baseline,
     compute_rloo,
+    compute_step_advantages,
     get_adv_estimator,
     needs_critic,
     register_adv_estimator,
@@ -35,8 +38,7 @@ from agent_r1.algos.losses import (
     value_loss,
     vanilla_policy_loss,
 )
-from agent_r1.algos.masked import masked_mean, masked_sum, masked_var, masked_whiten
-from agent_r1.algos.step_advantages import GiGPOConfig, compute_step_advantages  # registers "gigpo"
+from agent_r1.algos.losses import masked_mean, masked_sum, masked_var, masked_whiten
 
 __all__ = [
     "compute_gae",

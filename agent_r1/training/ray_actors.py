@@ -289,7 +289,7 @@ class RolloutWorker:
         weights inside a list, so Ray does not fetch them unless this worker's copy is stale.
         `round`: dynamic sampling's extra rollouts of the iteration (a seed of their own)."""
         from agent_r1.rollout.loop import run_rollout
-        from agent_r1.training.fit import rollout_seed
+        from agent_r1.training.trainer import rollout_seed
 
         started = time.time()
         if version != self.version:

@@ -27,7 +27,7 @@ before the update starts). A batch is learned at most k versions after the weigh
 the driver never submits further ahead, so a rollout waits for the learner rather than being thrown
 away (dropping would waste rollouts and break "every prompt once per iteration"). Each trajectory
 carries its `policy_version`; the learner logs `staleness/mean` and `staleness/max` and corrects for
-the lag with decoupled PPO (agent_r1/algos/correction.py). Rollout seeds stay (seed, iteration, shard).
+the lag with decoupled PPO (agent_r1/algos/losses.py). Rollout seeds stay (seed, iteration, shard).
 No rollout is submitted past `train.iterations`. A checkpoint holds the learned iterations only: the
 batches in flight when it is saved are not in it, and a resumed run draws and rolls out their
 prompts again, with the checkpoint's weights (so a resumed asynchronous run is not bit-identical to
@@ -56,12 +56,11 @@ from typing import Any
 
 from agent_r1.config import ExperimentConfig, RayConfig
 from agent_r1.training.distributed import num_learners
-from agent_r1.training.dynamic_sampling import fill_batch
 from agent_r1.tracking.metrics import JsonlMetrics, MetricsSink
 from agent_r1.training.ray_actors import close_actors, max_staleness
 from agent_r1.training.ray_auth import follow_environment, set_local_auth
 from agent_r1.training.ray_learners import LearnerGroup
-from agent_r1.training.fit import fit_loop, log_finite
+from agent_r1.training.trainer import fill_batch, fit_loop, log_finite
 from agent_r1.trajectory import Trajectory
 
 log = logging.getLogger(__name__)
@@ -293,7 +292,7 @@ class RayTrainer:
         return self._fill(self._gather(self._in_flight.popleft()))
 
     def _fill(self, first: list[Trajectory]) -> tuple[list[Trajectory], dict[str, float]]:
-        """`algo.dynamic_sampling` (training/dynamic_sampling.py): extra rounds drawn from the learner's
+        """`algo.dynamic_sampling` (training/trainer.py): extra rounds drawn from the learner's
         sampler and rolled out now, with the current weights (asynchronous too: each trajectory keeps its
         policy_version). `last_sampled_by` stays round 0's version; `last_shard_nodes` gets every round's."""
         sampled_by, shards = self.last_sampled_by, list(self.last_shard_nodes)

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from agent_r1.algos import ADV_ESTIMATORS, KL_PENALTIES, POLICY_LOSSES, AdvantageInputs, AdvantageOutputs
-from agent_r1.algos.dynamic_sampling import METRICS as DYNAMIC_METRICS
+from agent_r1.algos.advantages import DYNAMIC_SAMPLING_METRICS as DYNAMIC_METRICS
 from agent_r1.algos.advantages import EstimatorTraits
 from agent_r1.algos.schedules import LR_SCHEDULES
 from agent_r1.config import load_config

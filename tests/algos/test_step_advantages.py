@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from agent_r1.algos import ADV_ESTIMATORS, AdvantageInputs, GiGPOConfig, compute_grpo, compute_step_advantages
-from agent_r1.algos.step_advantages import step_returns
+from agent_r1.algos.advantages import step_returns
 from agent_r1.config import load_config
 from agent_r1.trajectory import Trajectory, Turn, _digest, collate
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from agent_r1.algos.losses import ppo_policy_loss
-from agent_r1.algos.correction import behaviour_weights, offpolicy_advantages
+from agent_r1.algos.losses import behaviour_weights, offpolicy_advantages
 from agent_r1.config import load_config
 from tests.precision_modes import both_cpu_modes
 
@@ -189,7 +189,7 @@ def test_async_rollouts_overlap_the_updates(async_run):
 
 def test_async_rolls_out_every_prompt_once_per_iteration(async_run, world):
     from agent_r1.runs.run import Run
-    from agent_r1.training.sampler import PromptSampler
+    from agent_r1.training.trainer import PromptSampler
 
     cfg, steps, *_, left = async_run
     sampler = PromptSampler(Run(cfg).samples("train"), cfg.seed)
@@ -202,7 +202,7 @@ def test_async_rolls_out_every_prompt_once_per_iteration(async_run, world):
 
 def test_checkpoint_leaves_in_flight_batches_out(async_run, world):
     from agent_r1.runs.run import Run
-    from agent_r1.training.sampler import PromptSampler
+    from agent_r1.training.trainer import PromptSampler
 
     cfg, _, _, in_flight, saved, _ = async_run
     assert in_flight == [2] and saved["iteration"] == 2

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agent_r1.algos.dynamic_sampling import informative, split_groups
+from agent_r1.algos.advantages import informative, split_groups
 # the Ray tests' local cluster (3 CPUs), world (built once per module) and small config; only the algorithm differs
 from tests.integration.test_ray_trainer import ITERATIONS, _ids, world  # noqa: F401
 from tests.integration.test_ray_trainer import _cfg as _ray_cfg

@@ -212,7 +212,7 @@ def test_losing_a_node_mid_iteration_rolls_its_shard_out_again(cluster, micro):
     from agent_r1.config import load_config
     from agent_r1.runs.run import Run
     from agent_r1.training.ray_trainer import RayTrainer
-    from agent_r1.training.sampler import PromptSampler
+    from agent_r1.training.trainer import PromptSampler
 
     root, params, over = micro
     cfg = load_config(params, {**over, "ray.enabled": True, "ray.address": cluster.address,

@@ -92,7 +92,7 @@ def test_one_worker_equals_in_process(ray_session, world):
 
 def test_two_workers_roll_out_every_prompt_once(two_worker_run, world):
     from agent_r1.runs.run import Run
-    from agent_r1.training.sampler import PromptSampler
+    from agent_r1.training.trainer import PromptSampler
 
     steps, pids, _, failures, _ = two_worker_run
     assert len(set(pids)) == 2 and failures == 0
@@ -174,21 +174,21 @@ def test_local_ray_stays_inside_the_project(ray_session, tmp_path, monkeypatch):
 def test_engine_selection_without_vllm_or_gpu(tiny_model, monkeypatch):
     from agent_r1.rollout import vllm_engine
     from agent_r1.rollout.engine import TransformersEngine
-    from agent_r1.rollout.engines import select_engine
+    from agent_r1.rollout.engines import build_engine
 
     model, tok = tiny_model
     monkeypatch.setattr(vllm_engine, "cuda_available", lambda: False)
-    assert isinstance(select_engine(model, tok, "auto"), TransformersEngine)
-    assert isinstance(select_engine(model, tok, "transformers"), TransformersEngine)
+    assert isinstance(build_engine("auto", model, tok), TransformersEngine)
+    assert isinstance(build_engine("transformers", model, tok), TransformersEngine)
     monkeypatch.setattr(vllm_engine, "vllm_available", lambda: False)
     with pytest.raises(ImportError, match="agent-r1\\[gpu\\]"):
-        select_engine(model, tok, "vllm")
+        build_engine("vllm", model, tok)
     monkeypatch.setattr(vllm_engine, "vllm_available", lambda: True)
-    assert isinstance(select_engine(model, tok, "auto"), TransformersEngine)  # vLLM without a GPU: not chosen
+    assert isinstance(build_engine("auto", model, tok), TransformersEngine)  # vLLM without a GPU: not chosen
     with pytest.raises(RuntimeError, match="no CUDA GPU"):
-        select_engine(model, tok, "vllm")
+        build_engine("vllm", model, tok)
     with pytest.raises(ValueError, match="unknown"):
-        select_engine(model, tok, "tgi")
+        build_engine("tgi", model, tok)
 
 
 def test_ray_config_from_params():

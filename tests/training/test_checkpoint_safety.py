@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from agent_r1.training import checkpoint as ckpt
-from agent_r1.training.sampler import PromptSampler
+from agent_r1.training.trainer import PromptSampler
 
 
 class _Saveable:

@@ -157,7 +157,7 @@ def test_a_full_disk_in_a_write_that_names_no_file_names_the_sinks_folders(tmp_p
     write to (the buffer's and metrics.jsonl's), read from the sinks themselves."""
     from types import SimpleNamespace
 
-    from agent_r1.training.fit import fit_loop
+    from agent_r1.training.trainer import fit_loop
 
     buffer_root, metrics = tmp_path / "buffer", tmp_path / "run" / "metrics.jsonl"
 

@@ -11,7 +11,7 @@ import pytest
 from ray.exceptions import RayTaskError
 
 from agent_r1.training.checkpoint import DiskFullError
-from agent_r1.training.fit import fit_loop
+from agent_r1.training.trainer import fit_loop
 
 
 class SavingFails:

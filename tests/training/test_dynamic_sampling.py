@@ -1,4 +1,4 @@
-"""DAPO's dynamic sampling (`algo.dynamic_sampling`, training/dynamic_sampling.py): the filter on
+"""DAPO's dynamic sampling (`algo.dynamic_sampling`, training/trainer.py): the filter on
 hand-built groups, and an in-process trainer iteration that draws an extra round.
 
 The Ray driver (synchronous and asynchronous) is held by tests/integration/test_dynamic_sampling_ray.py.
@@ -11,9 +11,9 @@ import copy
 import pytest
 
 from agent_r1.config import load_config
-from agent_r1.algos.dynamic_sampling import informative, split_groups
-from agent_r1.training.dynamic_sampling import fill_batch
-from agent_r1.training.sampler import PromptSampler
+from agent_r1.algos.advantages import informative, split_groups
+from agent_r1.training.trainer import fill_batch
+from agent_r1.training.trainer import PromptSampler
 from agent_r1.trajectory import Trajectory, Turn
 
 N = 2  # group size in the hand-built batches

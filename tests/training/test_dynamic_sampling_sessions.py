@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from agent_r1.algos.dynamic_sampling import informative, split_groups
+from agent_r1.algos.advantages import informative, split_groups
 from agent_r1.config import load_config
-from agent_r1.training.dynamic_sampling import fill_batch
+from agent_r1.training.trainer import fill_batch
 from agent_r1.trajectory import Trajectory, Turn
 
 N = 2

@@ -8,7 +8,7 @@ import copy
 import pytest
 import torch
 
-from agent_r1.algos.correction import RolloutCorrectionConfig, rollout_correction
+from agent_r1.algos.losses import RolloutCorrectionConfig, rollout_correction
 from agent_r1.training.trainer import RLTrainer
 from tests.precision_modes import both_cpu_modes
 from tests.rollout_helpers import make_env_factory
