@@ -31,11 +31,11 @@ def _data_and_index(root: str, barrier, queue) -> None:
 
 def _open_store(uri: str, barrier, queue) -> None:
     try:
-        from agent_r1.tracking.transport import _Transport
+        from agent_r1.tracking import MlflowAdapter
 
-        transport = _Transport(f"{uri}/mlflow.db", None)
+        adapter = MlflowAdapter(f"{uri}/mlflow.db", None, f"{uri[len('sqlite:///'):]}/buffer")
         barrier.wait()
-        transport.client.get_experiment_by_name("agent-r1")
+        adapter.client.get_experiment_by_name("agent-r1")
         queue.put(("ok",))
     except BaseException as err:
         queue.put(("error", f"{type(err).__name__}: {err}"))

@@ -116,7 +116,7 @@ def test_two_deployment_runs_at_once(tmp_path, prefect_server):
     procs = []
     try:
         # nothing is made beforehand: both runs start on a fresh data folder, index and MLflow store,
-        # which they build under locks (runs/assembly.py, tracking/transport.py) once between them
+        # which they build under locks (runs/assembly.py, tracking/adapter.py) once between them
         procs.append(subprocess.Popen([sys.executable, "-m", "flows.serve", "--params", str(params), "--limit", "2"],
                                       env=env, cwd=ROOT, stdout=files["serve"], stderr=subprocess.STDOUT,
                                       start_new_session=True))

@@ -176,13 +176,13 @@ def test_unreachable_mlflow_buffers_traces_and_a_flush_delivers_each_once(rollou
     uri = f"http://127.0.0.1:{port}"
     tracker = RunTracker("offline", experiment="traces", tracking_uri=uri, buffer_dir=tmp_path / "buffer", verbose=False)
     MlflowSink(tracker).log_trajectories(5, trajs)
-    buffered = [r for r in tracker.channel.buffer.pending() if r["op"] == "trace"]
+    buffered = [r for r in tracker.mlflow.buffer.pending() if r["op"] == "trace"]
     assert len(buffered) == 3 and tracker.report()["sent"] == 0
     assert [r["trace_key"] for r in buffered] == [f"{tracker.key}/5/{i}" for i in range(3)]
 
     server = start_mlflow_server(port, tmp_path / "server")  # MLflow comes back on that very port
     try:
-        tracker.channel.retry_at = 0.0  # do not wait for the back-off in a test
+        tracker.mlflow.retry_at = 0.0  # do not wait for the back-off in a test
         assert tracker.flush()
         client = MlflowClient(uri)
         exp = client.get_experiment_by_name("traces").experiment_id
@@ -199,7 +199,7 @@ def test_unreachable_mlflow_buffers_traces_and_a_flush_delivers_each_once(rollou
         # skipped (an altered copy changes nothing), still one trace each
         altered = [{**r, "root": {**r["root"], "outputs": {"answer": "altered"}}} for r in buffered]
         for _ in range(2):
-            pending = tracker.channel.buffer.pending_path
+            pending = tracker.mlflow.buffer.pending_path
             pending.write_text("".join(json.dumps(r) + "\n" for r in altered))
             assert tracker.flush() and not pending.exists()
         assert keys() == [r["trace_key"] for r in buffered]

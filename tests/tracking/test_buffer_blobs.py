@@ -12,20 +12,19 @@ from pathlib import Path
 
 import pytest
 
+from agent_r1.tracking.adapter import MlflowAdapter
 from agent_r1.tracking.buffer import BadRecord, RecordBuffer
-from agent_r1.tracking.run import _Channel
 
 
-class _FakeTransport:
-    """Stands in for MLflow: notes what would be uploaded; `refuse` makes it reject artifacts."""
-
-    tracking_uri = "sqlite:///unused.db"
+class _FakeMlflow:
+    """Stands in for MLflow's side of the adapter: notes what would be uploaded; `refuse` makes it
+    reject artifacts."""
 
     def __init__(self, refuse: bool = False):
         self.uploaded: list[Path] = []
         self.refuse = refuse
 
-    def send(self, record, run_ids):
+    def send(self, record):
         if record["op"] == "artifacts":
             path = Path(record["local_path"])
             self.uploaded.append(path / record["file_name"] if record.get("file_name") else path)
@@ -33,14 +32,11 @@ class _FakeTransport:
                 raise BadRecord("refused by the fake MLflow")
         return None
 
-    def reset(self):
-        pass
 
-
-def _channel(buffer_dir: Path, refuse: bool = False) -> tuple[_Channel, _FakeTransport]:
+def _channel(buffer_dir: Path, refuse: bool = False) -> tuple[MlflowAdapter, _FakeMlflow]:
     RecordBuffer(buffer_dir).remember("run-key", "mlflow-run-id")  # the run exists in MLflow
-    channel = _Channel("sqlite:///unused.db", None, buffer_dir, verbose=False)
-    channel.transport = fake = _FakeTransport(refuse)
+    channel = MlflowAdapter("sqlite:///unused.db", None, buffer_dir, verbose=False)
+    channel.send = (fake := _FakeMlflow(refuse)).send
     return channel, fake
 
 

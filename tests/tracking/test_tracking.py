@@ -123,7 +123,7 @@ def test_unreachable_server_buffers_then_flushes(tmp_path):
     # MLflow comes back on that very port
     server = start_mlflow_server(port, tmp_path / "server")
     try:
-        tracker.channel.retry_at = 0.0  # do not wait for the back-off in a test
+        tracker.mlflow.retry_at = 0.0  # do not wait for the back-off in a test
         assert tracker.flush()
         rep = tracker.report()
         assert rep["pending"] == 0 and rep["flushed"] == rep["buffered"] and not rep["offline"]

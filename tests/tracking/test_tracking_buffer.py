@@ -112,14 +112,14 @@ import sys
 from pathlib import Path
 import agent_r1.tracking as tracking
 buffer, uri, ready, done, sent_log = sys.argv[1:6]
-original = tracking._Transport.send
+original = tracking.MlflowAdapter.send
 def send(self, record, *args, **kwargs):
     out = original(self, record, *args, **kwargs)
     if record["op"] == "metrics":
         with open(sent_log, "a") as f:
             f.write(f"{record['step']}\\n")
     return out
-tracking._Transport.send = send
+tracking.MlflowAdapter.send = send
 args = ["flush", "--buffer", buffer, "--tracking-uri", uri]
 tracking.main(args)
 Path(ready).write_text("ready")
@@ -158,13 +158,13 @@ _KILLED_FLUSH = """
 import os, sys
 import agent_r1.tracking as tracking
 op, buffer, uri = sys.argv[1:4]
-original = tracking._Transport.send
+original = tracking.MlflowAdapter.send
 def send(self, record, *args, **kwargs):
     out = original(self, record, *args, **kwargs)
     if record["op"] == op:  # MLflow has taken it; the flush dies before it can note so
         os.kill(os.getpid(), 9)
     return out
-tracking._Transport.send = send
+tracking.MlflowAdapter.send = send
 tracking.main(["flush", "--buffer", buffer, "--tracking-uri", uri])
 """
 
@@ -186,12 +186,12 @@ _KILLED_SEND = """
 import os, sys
 import agent_r1.tracking as tracking
 buffer, uri = sys.argv[1:3]
-original = tracking._Transport.send
+original = tracking.MlflowAdapter.send
 def send(self, record, *args, **kwargs):
     if record["op"] == "params":  # the process dies while it sends the record
         os.kill(os.getpid(), 9)
     return original(self, record, *args, **kwargs)
-tracking._Transport.send = send
+tracking.MlflowAdapter.send = send
 tracker = tracking.RunTracker("killed-send", experiment="killed-send", tracking_uri=uri, buffer_dir=buffer, verbose=False)
 tracker.log_params({"lr": "0.1"})
 """

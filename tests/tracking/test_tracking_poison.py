@@ -65,9 +65,9 @@ def test_a_refused_record_sent_directly_does_not_take_mlflow_offline(store, tmp_
     tracker = RunTracker("direct", experiment="poison-direct", tracking_uri=store, buffer_dir=tmp_path / "buffer",
                          verbose=False)
     for what, record in _bad_records(tracker.key, "poison-direct")[0]:
-        tracker.channel.submit(record)
+        tracker.mlflow.submit(record)
         assert not tracker.report()["offline"], f"{what} was taken for MLflow being down"
-    tracker.channel.submit({"op": "artifacts", "key": tracker.key, "local_path": 7})
+    tracker.mlflow.submit({"op": "artifacts", "key": tracker.key, "local_path": 7})
     tracker.log_params({"lr": "0.1"})
     tracker.log_metrics({"loss": 0.5}, 1)
     rep = tracker.close()
@@ -88,25 +88,25 @@ def test_a_record_whose_reply_was_lost_is_replayed_once(store, tmp_path, monkeyp
     must find what was committed, not make a second run (one stuck RUNNING) or a doubled table."""
     from mlflow.tracking import MlflowClient
 
-    from agent_r1.tracking.transport import RUN_KEY_TAG, _Transport
+    from agent_r1.tracking.adapter import RUN_KEY_TAG, MlflowAdapter
 
-    real_send, lost = _Transport.send, {"create_run", "table"}
+    real_send, lost = MlflowAdapter.send, {"create_run", "table"}
 
-    def send(self, record, run_ids):
-        out = real_send(self, record, run_ids)  # MLflow commits ...
+    def send(self, record):
+        out = real_send(self, record)  # MLflow commits ...
         if record["op"] in lost:
             lost.discard(record["op"])
             raise _ReplyLost("connection reset after the request was sent")  # ... and the reply is lost
         return out
 
-    monkeypatch.setattr(_Transport, "send", send)
+    monkeypatch.setattr(MlflowAdapter, "send", send)
     tracker = RunTracker("lost-reply", experiment="reply-lost", tracking_uri=store, buffer_dir=tmp_path / "buffer",
                          verbose=False)
     for log in (lambda: tracker.log_table([{"q": "a"}, {"q": "b"}], "traj/t.json"),
                 lambda: tracker.log_params({"lr": "0.1"})):
-        tracker.channel.retry_at = 0.0  # retry at once (the back-off is for real outages)
+        tracker.mlflow.retry_at = 0.0  # retry at once (the back-off is for real outages)
         log()
-    tracker.channel.retry_at = 0.0
+    tracker.mlflow.retry_at = 0.0
     rep = tracker.close()
     assert not lost, "the test did not lose both replies"
     assert rep["pending"] == 0 and rep["rejected"] == 0, rep
@@ -155,7 +155,7 @@ def test_a_trace_of_a_call_with_a_lone_surrogate_is_still_sendable():
 def test_a_record_that_is_no_mapping_is_set_aside_not_raised(store, tmp_path, record):
     tracker = RunTracker("not-a-mapping", experiment="poison-direct", tracking_uri=store,
                          buffer_dir=tmp_path / "buffer", verbose=False)
-    tracker.channel.submit(record)  # raised AttributeError / TypeError from the rejection path before
+    tracker.mlflow.submit(record)  # raised AttributeError / TypeError from the rejection path before
     rep = tracker.close()
     assert rep["rejected"] == 1 and rep["pending"] == 0 and not rep["offline"], rep
     (line,) = (tmp_path / "buffer" / "rejected.jsonl").read_text().splitlines()

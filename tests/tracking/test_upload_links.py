@@ -122,10 +122,10 @@ def test_a_checkpoint_uploads_only_the_files_its_manifest_lists(store, tmp_path)
         tracker = RunTracker(f"manifest-{buffered}", experiment="links", tracking_uri=store,
                              buffer_dir=tmp_path / f"buffer-{buffered}", verbose=False)
         if buffered:  # MLflow away when the checkpoint is logged: the buffer's copy is what goes later
-            tracker.channel.offline, tracker.channel.retry_at = True, float("inf")
+            tracker.mlflow.offline, tracker.mlflow.retry_at = True, float("inf")
         sink = MlflowSink(tracker, checkpoints_dir=root)
         assert sink.log_checkpoints() == ["iter_000001"]
-        tracker.channel.retry_at = 0.0
+        tracker.mlflow.retry_at = 0.0
         rep = tracker.close()
         assert rep["pending"] == 0 and rep["rejected"] == 0, rep
         files = _uploaded(store, tracker.run_id, Path(store[len("sqlite:///"):]).parent)
