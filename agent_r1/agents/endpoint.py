@@ -111,11 +111,10 @@ class EndpointConfig:
 class Endpoint:
     """The server and its recorder. `start()`/`stop()`, or use it as a context manager."""
 
-    def __init__(self, engine: GenerationEngine, tokenizer: Any, config: EndpointConfig | None = None,
-                 recorder: Recorder | None = None):
+    def __init__(self, engine: GenerationEngine, tokenizer: Any, config: EndpointConfig | None = None):
         self.engine, self.config = engine, config or EndpointConfig()
         self.codec = ChatCodec(tokenizer)
-        self.recorder = recorder or Recorder()
+        self.recorder = Recorder()
         self.stop_ids = tuple(dict.fromkeys(_eos_ids(engine, self.codec)))
         self.renders_tool_calls = renders_tool_calls(tokenizer)  # said once when a history needs it
         self._said_tool_calls = False
@@ -126,11 +125,11 @@ class Endpoint:
         self.app = self._build_app()
 
     # --- sessions -----------------------------------------------------------------------
-    def open_session(self, key: str | None = None, seed: int | None = None) -> str:
+    def open_session(self, seed: int | None = None) -> str:
         """A new session key (the agent's API key); calls under it are recorded until it is closed. With
         `seed`, its k-th call samples with its own seed from (seed, k): an agent that makes its calls one
         after another gets the same tokens again (calls it makes at once are numbered as they arrive)."""
-        key = key or f"sess-{uuid.uuid4().hex}"
+        key = f"sess-{uuid.uuid4().hex}"
         self.recorder.open(key, seed=seed)  # the recorder counts the session's calls with its records
         return key
 
@@ -205,13 +204,6 @@ class Endpoint:
         self.stop()
 
     # --- the work of one call -------------------------------------------------------------
-    def complete(self, session: str, body: Any) -> dict[str, Any]:
-        """One chat completion, recorded under `session`, for a caller in its own thread (the HTTP route
-        does the same steps but awaits the batch instead of holding a thread while it generates).
-        Raises RequestError (400) or SessionError (401)."""
-        req, prompt, budget, seed = self._prepare(session, body)
-        return self._answer(session, req, prompt, self._batcher().submit(prompt, budget, req.stop, seed, session).result())
-
     def _batcher(self) -> Batcher:
         if self.batcher is None:
             raise RuntimeError("the endpoint is not started")

@@ -106,7 +106,3 @@ class Recorder:
             state = self._sessions[session]
             calls, state.calls = state.calls, []
             return calls
-
-    def sessions(self) -> list[str]:
-        with self._lock:
-            return list(self._sessions)

@@ -157,11 +157,6 @@ def _iter_array(path: Path, data: bytes) -> Iterator[Record]:
         yield Record(i, item)
 
 
-def read_jsonl(path: str | os.PathLike[str]) -> list[Any]:
-    """All rows of a JSONL (or JSON array) file; raises on the first bad row."""
-    return [rec.value for rec in iter_records(path)]
-
-
 def write_jsonl(path: str | os.PathLike[str], rows: Iterable[Any]) -> int:
     """Write rows (dicts, or objects with `to_dict()`) as UTF-8 JSON lines, atomically.
 

@@ -32,17 +32,6 @@ def split_name(name: str) -> list[str]:
     return [name[i : i + 2] for i in range(0, len(name), 2)]
 
 
-def is_inventory_name(name: str) -> bool:
-    """True when `name` is 2-3 inventory syllables, capitalised, ending in a final syllable."""
-    pieces = split_name(name)
-    if not 2 <= len(pieces) <= 3 or len(name) != 2 * len(pieces):
-        return False
-    if not pieces[0][0].isupper():
-        return False
-    lower = [p.lower() for p in pieces]
-    return all(p in SYLLABLES for p in lower) and lower[-1] in FINAL_SYLLABLES
-
-
 class SyllablePools:
     """Which syllables may fill the first, middle and last position of a name."""
 

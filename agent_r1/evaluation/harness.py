@@ -178,18 +178,15 @@ def evaluate_model(model: str | Path, cfg: Any, datasets: dict[str, list[dict[st
 
 # ------------------------------------------------------------------------------ output
 
-def format_table(report: dict[str, Any], markdown: bool = True) -> str:
-    """One row per (mode, dataset); columns TABLE_COLUMNS. '-' where a metric is undefined."""
+def format_table(report: dict[str, Any]) -> str:
+    """A markdown table: one row per (mode, dataset); columns TABLE_COLUMNS. '-' where a metric is undefined."""
     header = ["mode", "dataset"] + [h for _, h, _ in TABLE_COLUMNS]
     rows = []
     for mode, per_ds in report["results"].items():
         for ds, stats in per_ds.items():
             rows.append([mode, ds] + [fmt.format(stats[k]) if k in stats else "-" for k, _, fmt in TABLE_COLUMNS])
-    if markdown:
-        lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
-    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths)) for r in [header] + rows)
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
 
 
 def em_per_question(report: dict[str, Any], mode: str) -> dict[str, list[float]]:

@@ -67,16 +67,11 @@ class ChatCodec:
         self.tokenizer = tokenizer
         self.eos_token_id = tokenizer.eos_token_id
         base = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
-        with_action = tokenizer.apply_chat_template(
-            base + [{"role": "assistant", "content": _ACTION}], tokenize=False)
         with_obs = tokenizer.apply_chat_template(
             base + [{"role": "assistant", "content": _ACTION}, {"role": "tool", "content": _OBS}],
             tokenize=False, add_generation_prompt=True)
         after_action = with_obs.split(_ACTION, 1)[1]
         self.glue_before, self.glue_after = after_action.split(_OBS, 1)
-        # what closes an assistant turn (e.g. "<|im_end|>\n"); the model may have sampled the
-        # end-of-turn token itself, in which case only the rest is glue
-        self.turn_close = with_action.split(_ACTION, 1)[1]
         # Qwen2.5's template wraps tool messages in <tool_response> itself; then the env's own
         # wrapper is peeled off once so the model never sees the tags doubled
         self.template_wraps_tool = self.glue_before.rstrip().endswith("<tool_response>")

@@ -322,23 +322,5 @@ def buffer_layer_class() -> type:
             self._k, self._v = self._k[:m], self._v[:m]
             self._views()
 
-        def crop(self, tokens_to_remove: int) -> None:
-            if tokens_to_remove < 0:
-                self._n = max(self._n + tokens_to_remove, 0)
-                self._views()
-            else:
-                super().crop(tokens_to_remove)
-
-        def reset(self) -> None:
-            self._n = 0
-            self._views()
-
-        def batch_repeat_interleave(self, repeats: int) -> None:
-            self._k, self._v = (t.repeat_interleave(repeats, dim=0) for t in (self._k, self._v))
-            self._views()
-
-        def reorder_cache(self, beam_idx: Any) -> None:
-            self.batch_select_indices(beam_idx)
-
     return BufferLayer
 

@@ -79,11 +79,6 @@ def build_engine(name: str, model: Any, tokenizer: Any, options: EngineOptions |
     return ENGINES[name](model, tokenizer, options or EngineOptions())
 
 
-def select_engine(model: Any, tokenizer: Any, prefer: str = "auto", **options: Any) -> GenerationEngine:
-    """`build_engine` with the options as keywords (`EngineOptions`' fields)."""
-    return build_engine(prefer, model, tokenizer, EngineOptions(**options))
-
-
 class EngineWeights:
     """Keeps an engine that holds its own weights (vLLM) on the policy's current version.
 

@@ -194,9 +194,6 @@ class VLLMEngine:
             os.unlink(path)
         self.llm.reset_prefix_cache()  # cached KV came from the old weights
 
-    def weight_checksum(self, name: str) -> float:
-        return float(self.llm.collective_rpc("agent_r1_weight_checksum", args=(name,))[0])
-
     # --- generation ----------------------------------------------------------------------
     def sampling_params(self, params: SamplingParams, n: int) -> list[Any]:
         """One vLLM SamplingParams per prompt (budgets and seeds are per prompt)."""

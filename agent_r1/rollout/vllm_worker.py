@@ -21,9 +21,8 @@ WORKER_EXTENSION = "agent_r1.rollout.vllm_worker.WeightSyncExtension"
 
 
 class WeightSyncExtension:
-    """Mixed into vLLM's worker class: `self.model_runner` is the worker's."""
+    """Mixed into vLLM's worker class."""
 
-    model_runner: Any
     reload_weights: Any  # vLLM's Worker.reload_weights (in-place reload, vLLM >= 0.1x)
 
     def agent_r1_load_weights_file(self, path: str) -> int:
@@ -35,9 +34,3 @@ class WeightSyncExtension:
         # (the parameters left behind are empty), and `reload_weights` redoes that processing per layer
         self.reload_weights(weights_iterator=iter(tensors.items()))
         return len(tensors)
-
-    def agent_r1_weight_checksum(self, name: str) -> float:
-        """The sum of one vLLM parameter (a fused name such as `model.layers.0.self_attn.qkv_proj.weight`),
-        so a test can see which weights the engine holds without pulling them out."""
-        params = dict(self.model_runner.model.named_parameters())
-        return float(params[name].double().sum())

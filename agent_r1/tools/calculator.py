@@ -145,8 +145,8 @@ class CalculatorTool:
         "additionalProperties": False,
     }
 
-    def __init__(self, limits: CalculatorLimits | None = None, **limit_overrides: int):
-        self.limits = limits or CalculatorLimits(**limit_overrides)
+    def __init__(self, **limits: int):  # env.tool_args.calculator: CalculatorLimits' fields
+        self.limits = CalculatorLimits(**limits)
 
     def call(self, arguments: dict[str, Any]) -> ToolResult:
         expression = arguments.get("expression", "")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent_r1.cli import main as cli_main
-from agent_r1.data.io import read_jsonl, write_jsonl
+from agent_r1.data.io import iter_records, write_jsonl
 from agent_r1.data.loaders import (
     LOADERS,
     LoadReport,
@@ -29,6 +29,10 @@ def _write(path: Path, lines: list[str] | bytes) -> Path:
     else:
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+def read_jsonl(path: Path) -> list:
+    return [rec.value for rec in iter_records(path)]
 
 
 def _hp_row(i: int, **over) -> dict:

@@ -17,7 +17,7 @@ from agent_r1.data.synthetic import (
     split_counts,
     write_synthetic,
 )
-from agent_r1.data.synthetic_names import SyllablePools, is_inventory_name, split_name
+from agent_r1.data.synthetic_names import FINAL_SYLLABLES, SYLLABLES, SyllablePools, split_name
 
 FILES = ("corpus.jsonl", "questions.jsonl", "train.jsonl", "dev.jsonl", "test.jsonl", "world.json")
 
@@ -25,6 +25,15 @@ FILES = ("corpus.jsonl", "questions.jsonl", "train.jsonl", "dev.jsonl", "test.js
 @pytest.fixture(scope="module")
 def world():
     return generate_world(SyntheticConfig(seed=0))
+
+
+def is_inventory_name(name: str) -> bool:
+    """True when `name` is 2-3 inventory syllables, capitalised, ending in a final syllable."""
+    pieces = split_name(name)
+    if not 2 <= len(pieces) <= 3 or len(name) != 2 * len(pieces) or not pieces[0][0].isupper():
+        return False
+    lower = [p.lower() for p in pieces]
+    return all(p in SYLLABLES for p in lower) and lower[-1] in FINAL_SYLLABLES
 
 
 def _read_jsonl(path: Path) -> list[dict]:
