@@ -14,7 +14,7 @@ lifts another's peak) and reports its peak resident set size:
   as micro-batches of 1 and of 4, bf16, checkpointing on/off.
 - `activations/*`: that body's decoder alone, forward + backward on 1 and 3 rows of 1,024 tokens
   (bf16, checkpointing on/off): the slope is the activation memory per token that
-  benchmarks/memory_table.py scales to real models.
+  `learner_gib` (below) scales to real models.
 - `train/e2e`: `agent-r1 train` on such a folder, hermes format, 8 prompts x 4 samples = 32
   trajectories per iteration, 2 iterations, micro-batch 4 (the child's whole lifetime peak).
 
@@ -25,9 +25,9 @@ were taken on a 2-core machine shared with other jobs.
 
     .venv/bin/python -m benchmarks.memory              # every configuration (1-2 hours on 2 shared cores)
     .venv/bin/python -m benchmarks.memory --only update/rows64_micro4_fp32
-    .venv/bin/python -m benchmarks.memory_table        # the GPU table of docs/real-models.md from the result
 
-Writes benchmarks/results/memory.json.
+Writes benchmarks/results/memory.json. `learner_gib` and `kv_cache_gib` (the end of this file) compute
+the GPU memory of Qwen2.5 models per paper preset from it; benchmarks/tables.py writes those tables.
 """
 
 from __future__ import annotations
@@ -363,6 +363,75 @@ def main(argv: list[str] | None = None) -> int:
         write_json(path, doc, indent=2)  # after each, so a long run keeps what it measured
     print(json.dumps(doc["derived"], indent=2))
     return 0
+
+# ----------------------------------------------------------------------------- GPU memory, computed
+# Learner peak on one GPU, COMPUTED (not measured on a GPU) from the per-token memory above and Qwen2.5's
+# parameter counts: weights and optimiser state + activations of one micro-batch + the output head's
+# log-prob chunk + a flat allowance for the CUDA context and allocator slack (docs/real-models.md has the
+# method). Full fine-tuning: 16 bytes/parameter (float32 weights, gradients, AdamW m and v), the KL
+# reference a float32 copy, PPO's critic a full copy of the decoder. LoRA r=16 on the 7 linear layers of
+# every block: the frozen base in bf16, adapters at 16 bytes/parameter, the reference the base with
+# adapters off, PPO's critic a frozen bf16 copy with its own adapter (agent_r1/training/compute.py).
+GIB = 2**30
+CUDA_SLACK_GIB = 1.5  # CUDA context (~0.5 GiB) and caching-allocator fragmentation: an allowance, not a measurement
+LORA_R = 16
+VOCAB = 151_936
+#: Qwen2.5 shapes from their config.json files (all: 151,936 vocabulary, head_dim 128)
+QWEN25 = {
+    "Qwen2.5-1.5B": {"hidden": 1536, "layers": 28, "heads": 12, "kv_heads": 2, "inter": 8960, "tied": True},
+    "Qwen2.5-3B": {"hidden": 2048, "layers": 36, "heads": 16, "kv_heads": 2, "inter": 11008, "tied": True},
+    "Qwen2.5-7B": {"hidden": 3584, "layers": 28, "heads": 28, "kv_heads": 4, "inter": 18944, "tied": False},
+}
+
+
+def params(m: dict[str, Any]) -> dict[str, int]:
+    """Parameter counts: total, decoder body (what the critic copies), LoRA adapters at r=16."""
+    h, inter, kv = m["hidden"], m["inter"], m["kv_heads"] * m["hidden"] // m["heads"]
+    per_layer = 2 * h * h + 2 * h * kv + h + 2 * kv + 3 * h * inter + 2 * h  # attention (+ qkv biases), MLP, norms
+    body = VOCAB * h + m["layers"] * per_layer + h
+    total = body + (0 if m["tied"] else VOCAB * h)
+    # LoRA A (in x r) and B (r x out) on q, k, v, o, gate, up, down
+    lora = LORA_R * m["layers"] * ((h + h) + 2 * (h + kv) + (h + h) + 2 * (h + inter) + (inter + h))
+    return {"total": total, "body": body, "lora": lora}
+
+
+def activation_per_layer(derived: dict[str, Any], ckpt: bool) -> float:
+    """Activation bytes per token, hidden unit and layer, measured at 4 and 8 layers (hidden 512). With
+    checkpointing each layer keeps its float32 input (4 bytes), below what RSS resolves on the CPU."""
+    measured = derived[f"activation_bytes_per_token_layer_hidden_bf16{'_ckpt' if ckpt else ''}"]
+    return max(measured, 4.0) if ckpt else measured
+
+
+def head_bytes(results: dict[str, Any]) -> float:
+    """The output head's log-prob chunk: the bf16 head model's update share less its fp32 gradients + AdamW m, v."""
+    r = results["update/rows8_micro4_bf16"]
+    return r["update_share_mib"] * 2**20 - 12 * r["parameters"]
+
+
+def learner_gib(m: dict[str, Any], cfg: Any, lora: bool, doc: dict[str, Any]) -> float:
+    """The learner's peak GiB for model shape `m` under a preset's config, from memory.json's `doc`."""
+    from agent_r1.algos import ADV_ESTIMATORS
+
+    p, derived = params(m), doc["derived"]
+    critic = ADV_ESTIMATORS.traits(cfg.algo.adv_estimator).critic  # the estimator's own trait, not its name
+    if lora:
+        static = 2 * p["total"] + 16 * p["lora"] + (2 * p["body"] + 16 * p["lora"] + 4 * m["hidden"] if critic else 0)
+    else:
+        static = 16 * p["total"] + (4 * p["total"] if cfg.algo.kl_coef > 0 else 0) + (16 * p["body"] if critic else 0)
+    ckpt = cfg.model.gradient_checkpointing
+    fixed = derived[f"activation_bytes_per_token_hidden_fixed_bf16{'_ckpt' if ckpt else ''}"]
+    # one micro-batch at the token budget (the worst case: a micro-batch is cut to its longest row)
+    tokens = cfg.train.micro_batch_size * cfg.rollout.max_total_tokens
+    act = tokens * m["hidden"] * (activation_per_layer(derived, ckpt) * m["layers"] + fixed)
+    return (static + act + head_bytes(doc["results"])) / GIB + CUDA_SLACK_GIB
+
+
+def kv_cache_gib(m: dict[str, Any], cfg: Any) -> float:
+    """The transformers engine's KV cache for the whole batch (every trajectory of the iteration at once)."""
+    kv = m["kv_heads"] * m["hidden"] // m["heads"]
+    trajectories = cfg.train.prompts_per_iter * cfg.rollout.n_samples
+    return 2 * m["layers"] * kv * 2 * trajectories * cfg.rollout.max_total_tokens / GIB
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

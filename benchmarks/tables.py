@@ -29,6 +29,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from benchmarks import memory as mem
 from benchmarks.common import ROOT
 
 RESULTS = ROOT / "benchmarks" / "results"
@@ -191,14 +192,12 @@ def paper_seeds(kind: str, name: str, key: str = "em") -> Getter:
     return lambda doc: [doc["per_seed"][str(s)][kind][name]["metrics"][PAPER_DS][key] for s in doc["seeds"]]
 
 
-def gpu_learner_gib(model: str, preset: str) -> Getter:
-    """[full fine-tuning, LoRA] learner GiB as benchmarks/memory_table.py computes them from memory.json."""
+def gpu_memory(model: str, preset: str, kv: bool = False) -> Getter:
+    """[full fine-tuning, LoRA (, the rollout's KV cache)] GiB, as benchmarks/memory.py computes them."""
     def get(doc: Any) -> list[float]:
         from agent_r1.config import load_config
-        from benchmarks import memory_table as mt
-        cfg = load_config(ROOT / "configs" / "paper" / f"{preset}.yaml")
-        head = mt.head_bytes(doc["results"])
-        return [mt.learner_gib(mt.QWEN25[model], cfg, lora, doc["derived"], head) for lora in (False, True)]
+        cfg, m = load_config(ROOT / "configs" / "paper" / f"{preset}.yaml"), mem.QWEN25[model]
+        return [mem.learner_gib(m, cfg, lora, doc) for lora in (False, True)] + ([mem.kv_cache_gib(m, cfg)] if kv else [])
     return get
 
 
@@ -301,22 +300,47 @@ PAPER: list[Figure] = [
            lambda doc: paper_cell("methods", "reinforce_pp")(doc)["mean"]),
 ]
 
-M = "memory.json"
-GPU_ROWS = (("Qwen2.5-1.5B", "GRPO / RLOO / REINFORCE++(-baseline)", "grpo"),
-            ("Qwen2.5-1.5B", "PPO (critic) and its ablations", "ppo"),
-            ("Qwen2.5-3B", "GRPO / RLOO / REINFORCE++(-baseline)", "grpo"),
-            ("Qwen2.5-3B", "PPO (critic) and its ablations", "ppo"))
+M, D = "memory.json", "activation_bytes_per_token"
 MEMORY: list[Figure] = [
     Figure("memory: update peak, 64 rows, micro-batch 4", M, "results.update/rows64_micro4_fp32.peak_rss_mib",
            num(2, scale=1 / 1024)),
+    Figure("memory: target", M, "target_gib", num(0)),
     Figure("memory: spread over 8-64 rows", M, "derived.rows_spread_mib", num(0)),
     Figure("memory: agent-r1 train peak, 32 trajectories", M, "results.train/e2e.peak_rss_mib",
            num(2, scale=1 / 1024)),
     Figure("memory: output-head chunk", M, "derived.head_bytes_per_chunk_position_fp32", num(0, scale=1024 / 2**30)),
+    Figure("memory: output head per position, MiB", M, "derived.head_bytes_per_chunk_position_fp32",
+           num(1, scale=1 / 2**20)),
+    Figure("memory: output-head chunk in bf16, GiB", M, "derived.head_chunk_mib_bf16", num(2, scale=1 / 1024)),
+    Figure("memory: activations per layer and fixed", M, f"derived.{D}_{{layer_hidden,hidden_fixed}}_bf16",
+           seq(2, " bytes per token per hidden unit for each layer plus ")),
+    Figure("memory: activations fixed, checkpointing", M, f"derived.{D}_hidden_fixed_bf16_ckpt", num(2)),
+    Figure("memory: GPU table note, activations", M, f"derived.{D}_*_bf16[_ckpt] (memory.activation_per_layer)",
+           lambda v: "{} bytes per layer + {} (checkpointing; {} per layer + {} without)".format(
+               num(1)(v[0]), *map(num(2), v[1:])),
+           lambda d: [mem.activation_per_layer(d["derived"], True),
+                      *(d["derived"][f"{D}_{k}"] for k in ("hidden_fixed_bf16_ckpt", "layer_hidden_bf16",
+                                                           "hidden_fixed_bf16"))]),
 ] + [
-    Figure(f"memory: GPU learner, {model} {preset}", M, f"memory_table.learner_gib over derived, {preset}.yaml",
-           seq(0, " GiB | "), gpu_learner_gib(model, preset))
-    for model, label, preset in GPU_ROWS
+    Figure(f"memory cpu table: {name}", M, f"results.{name}: peak, before the update, the update's share",
+           lambda r: " | ".join("-" if k not in r else f"{num(2, scale=1 / 1024)(r[k])} GiB" for k in (
+               "peak_rss_mib", "rss_before_update_mib", "update_share_mib")),
+           lambda d, n=name: d["results"][n])
+    for name in ("update/rows8_micro4_fp32", "update/rows8_micro2_fp32", "update/rows8_micro8_fp32", "train/e2e",
+                 "update/rows64_micro4_fp32", "body/rows4_micro1_bf16", "body/rows4_micro4_bf16",
+                 "body/rows4_micro1_bf16_ckpt", "body/rows4_micro4_bf16_ckpt", "update/rows8_micro4_bf16",
+                 "update/rows8_micro4_fp32_ckpt", "update/rows8_micro4_bf16_ckpt", "update/rows16_micro4_fp32",
+                 "update/rows32_micro4_fp32")
+] + [
+    Figure(f"memory: GPU learner, {model} {preset}", M, f"memory.learner_gib over derived, {preset}.yaml",
+           seq(0, " GiB | "), gpu_memory(model, preset))
+    for model in ("Qwen2.5-1.5B", "Qwen2.5-3B") for preset in ("grpo", "ppo")
+] + [
+    f for model in ("Qwen2.5-1.5B", "Qwen2.5-3B", "Qwen2.5-7B") for f in [
+        Figure(f"memory GPU table: {model} parameters", M, "memory.params of its shape", num(2, scale=1e-9),
+               lambda _, m=model: mem.params(mem.QWEN25[m])["total"])] + [
+        Figure(f"memory GPU table: {model} {preset}", M, f"memory.learner_gib and kv_cache_gib, {preset}.yaml",
+               seq(0, " GiB | "), gpu_memory(model, preset, kv=True)) for preset in ("grpo", "reinforce_pp", "ppo")]
 ]
 
 RT, RS, RL = "retrieval.json", "retrieval_scale.json", "retriever_load.json"

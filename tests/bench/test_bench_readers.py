@@ -14,13 +14,6 @@ REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "benchmarks" / "results"
 
 
-def test_memory_table_renders_from_the_committed_measurements(capsys):
-    from benchmarks import memory_table
-
-    assert memory_table.main([]) == 0 and "| Qwen2.5" in capsys.readouterr().out
-    assert memory_table.main(["--cpu"]) == 0 and "update/rows64_micro4_fp32" in capsys.readouterr().out
-
-
 def test_paper_table_render_only_rewrites_table_and_plot(tmp_path):
     from benchmarks import paper_table
 
