@@ -11,9 +11,7 @@ Writes, for each result file present (a missing one is skipped and said so):
                        size, activation memory against rows (with and without gradient checkpointing).
 - bench-scaling.png    scale.json (every section with an `iteration_s_median`: async_speed, scale_grid):
                        seconds per iteration.
-- bench-retrieval.png  retrieval.json / retriever_load.json: queries/s per backend and per process
-                       count; and queries/s against corpus size where a result file has such a sweep
-                       (retrieval_scale.json, issue 19 item 4), else a note that it is missing.
+- bench-retrieval.png  retrieval.json / retriever_load.json: queries/s per backend and per process count.
 - bench-retrieval-scale.png  retrieval_scale.json: tantivy queries/s against corpus size (1 and 4 processes,
                        entity and question queries, the 2,000 q/s target), index build time and size.
                        Also written by benchmarks/retrieval_scale.py itself.
@@ -24,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -65,13 +62,11 @@ def moving_average(values: list[float], window: int) -> list[float]:
 
 
 def seed_runs(doc: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """variant -> its run per seed (the first seed's `runs` when the file has no `per_seed`)."""
-    per_seed = doc.get("per_seed") or {"0": {"runs": doc.get("runs", {}), "warm_start": doc.get("warm_start")}}
+    """variant -> its run per seed ("warm start" first)."""
     out: dict[str, list[dict[str, Any]]] = {}
-    for one in per_seed.values():
-        if one.get("warm_start"):
-            out.setdefault("warm start", []).append(one["warm_start"])
-        for variant, run in one.get("runs", {}).items():
+    for one in doc["per_seed"].values():
+        out.setdefault("warm start", []).append(one["warm_start"])
+        for variant, run in one["runs"].items():
             out.setdefault(variant, []).append(run)
     return out
 
@@ -91,7 +86,7 @@ def learning_figure(results: Path, name: str, path: Path) -> Path | None:
     max over seeds). Right: held-out greedy EM per variant, mean over seeds with its 95% interval (the
     file's summary) and each seed as a dot."""
     doc = load(results, name)
-    if not doc or not doc.get("runs"):
+    if not doc or not doc.get("per_seed"):
         return None
     runs = seed_runs(doc)
     summary = doc.get("summary", {})
@@ -132,7 +127,7 @@ def learning_figure(results: Path, name: str, path: Path) -> Path | None:
     ax_e.set(ylabel="held-out greedy EM (%)", ylim=(-2, 102),
              title="Held-out greedy EM after RL: mean of seeds, 95% CI\n(seeds and questions), dots: each seed")
     ax_e.grid(alpha=0.3, axis="y")
-    seeds = len(doc.get("per_seed") or {"0": 1})
+    seeds = len(doc["per_seed"])
     fig.suptitle(f"Learning ({seeds} seeds): `{command(doc, name)}` -> {name}.json", fontsize=10)
     return save(fig, path)
 
@@ -195,7 +190,7 @@ def scaling_panels(results: Path) -> list[tuple[str, dict[str, list[float]], dic
     for section, body in scale.items():
         if isinstance(body, dict) and isinstance(body.get("iteration_s_median"), dict):
             medians = body["iteration_s_median"]
-            runs = {m: [r.get("iteration_s_mean", statistics.mean(r.get("iteration_s", [0]))) for r in rs]
+            runs = {m: [r["iteration_s_mean"] for r in rs]
                     for m, rs in body.get("runs", {}).items() if isinstance(rs, list)}
             panels.append((f"scale.json {section}\n`{command(body, 'scale')}`", runs, medians))
     return panels
@@ -221,78 +216,33 @@ def plot_scaling(results: Path, out: Path) -> Path | None:
     return save(fig, out / "bench-scaling.png")
 
 
-def corpus_sweep(doc: Any) -> list[tuple[float, float, str]]:
-    """(corpus size, queries/s, label) from any dict in `doc` that holds both (a retrieval_scale.json
-    of any layout: keys such as passages / corpus_docs / documents and qps / queries_per_s)."""
-    sizes = ("passages", "corpus_size", "corpus_docs", "documents", "n_documents")
-    rates = ("qps", "queries_per_s", "queries_per_second")
-    found: list[tuple[float, float, str]] = []
-
-    def walk(node: Any, label: str) -> None:
-        if isinstance(node, dict):
-            size = next((node[k] for k in sizes if isinstance(node.get(k), (int, float))), None)
-            rate = next((node[k] for k in rates if isinstance(node.get(k), (int, float))), None)
-            if size and rate:
-                procs = node.get("processes")
-                found.append((size, rate, label + (f" {procs} proc" if procs else "")))
-            for k, v in node.items():
-                if k != "machine":
-                    walk(v, k if isinstance(v, (dict, list)) and not label else label)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v, label)
-    walk(doc, "")
-    return found
-
-
 def plot_retrieval(results: Path, out: Path) -> Path | None:
-    ret, load_doc, sweep_doc = (load(results, n) for n in ("retrieval", "retriever_load", "retrieval_scale"))
+    """Queries/s per backend (retrieval.json) and of the tantivy index under load (retriever_load.json);
+    against corpus size: bench-retrieval-scale.png."""
+    ret, load_doc = load(results, "retrieval"), load(results, "retriever_load")
     if not ret and not load_doc:
         return None
-    fig, (ax_b, ax_s) = plt.subplots(1, 2, figsize=(13, 4.6))
+    fig, ax = plt.subplots(figsize=(8, 4.6))
     bars: list[tuple[str, float]] = []
-    if ret:
-        for backend in ("tantivy", "elasticsearch", "dense", "dense_hnsw", "hybrid"):
-            if isinstance(ret.get(backend), dict) and "queries_per_s" in ret[backend]:
-                # the ES figure is against an ES-API stand-in server, not a real cluster: say so
-                label = "ES API\nstand-in" if backend == "elasticsearch" else backend.replace("_", "\n")
-                bars.append((f"{label}\n1 proc", ret[backend]["queries_per_s"]))
+    for backend in ("tantivy", "elasticsearch", "dense", "dense_hnsw", "hybrid"):
+        if isinstance((ret or {}).get(backend), dict) and "queries_per_s" in ret[backend]:
+            # the ES figure is against an ES-API stand-in server, not a real cluster: say so
+            label = "ES API\nstand-in" if backend == "elasticsearch" else backend.replace("_", "\n")
+            bars.append((f"{label}\n1 proc", ret[backend]["queries_per_s"]))
     if load_doc:
         batch = load_doc.get("batch_size", "?")
-        if load_doc.get("single_process_reference_qps"):
-            bars.append((f"tantivy\nbatch {batch}\n1 proc", load_doc["single_process_reference_qps"]))
-        bars.append((f"tantivy\nbatch {batch}\n{load_doc.get('processes', '?')} procs", load_doc["qps"]))
-    ax_b.bar(range(len(bars)), [b[1] for b in bars], color=[f"C{i}" for i in range(len(bars))])
+        bars.append((f"tantivy\nbatch {batch}\n1 proc", load_doc["single_process_reference_qps"]))
+        bars.append((f"tantivy\nbatch {batch}\n{load_doc['processes']} procs", load_doc["qps"]))
+    ax.bar(range(len(bars)), [b[1] for b in bars], color=[f"C{i}" for i in range(len(bars))])
     for i, (_, v) in enumerate(bars):
-        ax_b.annotate(f"{v:,.0f}" if v >= 10 else f"{v:.1f}", (i, v), ha="center", va="bottom", fontsize=8)
-    ax_b.set_xticks(range(len(bars)), [b[0] for b in bars], fontsize=7)
-    ax_b.set_yscale("log")
-    docs = (ret or load_doc or {}).get("n_documents") or (load_doc or {}).get("corpus_docs")
-    ax_b.set(ylabel="queries / s (log)", title=f"Throughput per backend, {docs} documents, k={(ret or {}).get('k', 5)}\n"
-             f"`{command(ret or {}, 'retrieval')}`, `{command(load_doc or {}, 'retriever_load')}`")
-    ax_b.title.set_fontsize(9)
-    ax_b.grid(axis="y", alpha=0.3)
-    sweep = corpus_sweep(sweep_doc) if sweep_doc else []
-    if len({s for s, _, _ in sweep}) >= 2:
-        by_label: dict[str, list[tuple[float, float]]] = {}
-        for size, rate, label in sweep:
-            by_label.setdefault(label or "tantivy", []).append((size, rate))
-        for label, points in sorted(by_label.items()):
-            points.sort()
-            ax_s.plot([p[0] for p in points], [p[1] for p in points], "-o", label=label)
-        ax_s.set_xscale("log")
-        ax_s.set_yscale("log")
-        ax_s.legend(fontsize=7)
-        ax_s.set(xlabel="passages in the corpus", ylabel="queries / s",
-                 title=f"Throughput against corpus size\n`{command(sweep_doc, 'retrieval_scale')}`")
-    else:
-        ax_s.axis("off")
-        ax_s.text(0.5, 0.5, "Throughput against corpus size: no data yet.\nAll measurements so far use one "
-                  f"corpus ({docs} documents).\n`python -m benchmarks.retrieval_scale` (issue 19 item 4)\n"
-                  "writes retrieval_scale.json; rerun plots.py after it.", ha="center", va="center", fontsize=10,
-                  transform=ax_s.transAxes)
-    ax_s.title.set_fontsize(9)
-    ax_s.grid(alpha=0.3)
+        ax.annotate(f"{v:,.0f}" if v >= 10 else f"{v:.1f}", (i, v), ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(range(len(bars)), [b[0] for b in bars], fontsize=7)
+    ax.set_yscale("log")
+    docs = (ret or {}).get("n_documents") or (load_doc or {}).get("corpus_docs")
+    ax.set(ylabel="queries / s (log)", title=f"Throughput per backend, {docs} documents, k={(ret or {}).get('k', 5)}\n"
+           f"`{command(ret or {}, 'retrieval')}`, `{command(load_doc or {}, 'retriever_load')}`")
+    ax.title.set_fontsize(9)
+    ax.grid(axis="y", alpha=0.3)
     fig.suptitle(f"Retrieval throughput, {SHARED}")
     return save(fig, out / "bench-retrieval.png")
 
