@@ -10,7 +10,7 @@ What counts as a secret (a config written by a user may hold any of these):
 - a string under a key that names a secret (`api_key`, `token`, `password`, ...), e.g. in env.tool_args.
 
 `redact_config` returns the public copy and the hidden values by path; `restore_secrets` puts them
-back (a run's private secrets file, runs/config_file.py). Imports nothing heavy.
+back (a run's private secrets file, runs/folders.py). Imports nothing heavy.
 """
 
 from __future__ import annotations

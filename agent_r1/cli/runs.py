@@ -69,7 +69,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     if isinstance(args.resume, str):
         from agent_r1.config import load_config, parse_overrides
-        from agent_r1.runs.resume_check import config_for_resume
+        from agent_r1.runs.folders import config_for_resume
 
         runs_dir = load_config(args.params, parse_overrides(args.overrides)).train.runs_dir
         cfg = config_for_resume(args.resume, runs_dir, parse_overrides(args.overrides))

@@ -8,25 +8,32 @@ suffix. `run.json` is the run's card, rewritten atomically under a lock as the r
 experiment, status, iterations, final held-out EM, the checkpoint and its content hash, the MLflow
 run, and the lineage (data -> index -> warm start hashes); `start_card` / `finish_card` / `fail_card`
 keep it saying what the run is doing. `agent-r1 runs` lists these cards.
+
+Below the folder and its card: its config.json (secrets kept apart), the lock that keeps one
+trainer per folder, and what `--resume` checks before anything is built.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
 import socket
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from agent_r1.config import RESERVED_FOLDERS, ExperimentConfig, check_folder_name
+from agent_r1.config import RESERVED_FOLDERS, ExperimentConfig, check_folder_name, load_config
 from agent_r1.data.owned import check_replaceable, mark_made
-from agent_r1.runs.config_file import SECRETS_FILE
-from agent_r1.runs.lineage import checkpoint_hash
 from agent_r1.filelock import FileLock
+from agent_r1.redaction import REDACTED, redact_config, restore_secrets
+from agent_r1.runs.lineage import checkpoint_hash
 from agent_r1.training import checkpoint as ckpt
+
 
 log = logging.getLogger(__name__)
 
@@ -226,7 +233,7 @@ def set_aside_previous_run(out: Path) -> Path | None:
         n += 1
         dest = out / "previous" / f"{stamp}_{n}"
     dest.mkdir(parents=True)
-    # the config's secrets go with its config.json: the moved run is resumable (runs/config_file.py)
+    # the config's secrets go with its config.json: the moved run is resumable (`write_run_config`)
     moved = [name for name in (*RUN_ARTIFACTS, SECRETS_FILE) if (out / name).exists()]
     for name in moved:
         os.replace(out / name, dest / name)
@@ -235,3 +242,223 @@ def set_aside_previous_run(out: Path) -> Path | None:
     log.warning("train.out_dir=%s already held a run (%s); starting over without --resume, so it was moved to %s "
                 "(pass --resume to continue a run instead)", out, ", ".join(moved), dest)
     return dest
+
+
+# ---------------------------------------------------------------- the run's config.json and its secrets
+# A run folder's config.json, written without the config's secrets (it is an MLflow artifact and a
+# file people share), and the secrets beside it in a file only the run's user can read, so a task, a
+# retry or `--resume` that reopens the run from its folder gets the real values back.
+
+CONFIG_FILE = "config.json"
+SECRETS_FILE = "config.secrets.json"  # never among RUN_ARTIFACTS: it stays on this machine
+
+
+def write_run_config(folder: str | Path, tree: dict[str, Any]) -> Path:
+    """config.json (secrets hidden) and, when the config holds any, the private secrets file (0600)."""
+    folder = Path(folder)
+    public, hidden = redact_config(tree)
+    secrets = folder / SECRETS_FILE
+    if hidden:
+        tmp = folder / f".{SECRETS_FILE}.tmp-{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # private from the first byte
+        with os.fdopen(fd, "w") as f:
+            os.fchmod(f.fileno(), 0o600)  # an earlier file of the same name kept its mode: set it
+            json.dump([[list(path), value] for path, value in hidden], f)
+        os.replace(tmp, secrets)
+    else:
+        secrets.unlink(missing_ok=True)
+    path = folder / CONFIG_FILE
+    path.write_text(json.dumps(public, indent=2, default=str))
+    return path
+
+
+def read_run_config(folder: str | Path) -> dict[str, Any]:
+    """The config tree the folder's config.json holds, with its hidden secrets put back. A value
+    edited by hand since (no longer the hidden form) is kept as edited."""
+    folder = Path(folder)
+    tree = json.loads((folder / CONFIG_FILE).read_text())
+    secrets = folder / SECRETS_FILE
+    if not secrets.is_file():
+        return tree
+    found = []
+    for path, value in json.loads(secrets.read_text()):
+        node = tree
+        try:
+            for step in path[:-1]:
+                node = node[step]
+            current = node[path[-1]]
+        except (KeyError, IndexError, TypeError):
+            continue  # the entry was removed from config.json by hand
+        if isinstance(current, str) and REDACTED in current:
+            found.append((tuple(path), value))
+    return restore_secrets(tree, found)
+
+
+# ---------------------------------------------------------------- one trainer per run folder
+# One trainer per run folder: an exclusive `flock` on `<run>/.run.lock`, held while the run trains.
+#
+# Two trainers in one folder (a second `--resume` of a live run) delete each other's temporary
+# checkpoint folders and write over each other's metrics: 19 of 20 saves failed. The lock is taken
+# without waiting, so the second is refused at once, naming the holder. A killed trainer's lock goes
+# with its process (the OS drops an flock when its file closes), so nothing stale is left to clear.
+
+LOCK_FILE = ".run.lock"
+
+
+class RunInUseError(RuntimeError):
+    """Another trainer holds the run folder."""
+
+
+@contextmanager
+def hold_run_folder(folder: str | Path) -> Iterator[None]:
+    """Holds the folder's run lock for the `with` block; RunInUseError when another holder has it
+    (another process, or another holder in this one)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _holder(fd)
+        os.close(fd)
+        raise RunInUseError(
+            f"run folder {folder} is in use by another trainer ({holder}): two trainers in one folder delete each "
+            "other's checkpoints. Wait for it to finish or stop it; to train a copy, start a new run instead "
+            "of resuming this one") from None
+    except BaseException:
+        os.close(fd)
+        raise
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                  "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}).encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # drops the lock
+
+
+def check_run_folder_free(folder: str | Path) -> None:
+    """Refuses (RunInUseError) a folder another trainer holds now; creates nothing in a new folder."""
+    if Path(folder).is_dir():
+        with hold_run_folder(folder):
+            pass
+
+
+def _holder(fd: int) -> str:
+    try:
+        info = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        return f"pid {info['pid']} on {info['host']}, since {info['since']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "a process that has not written its name yet"
+
+
+# ---------------------------------------------------------------- what --resume checks
+# What `--resume` checks, in one place: that it names a run (`check_resume`; `config_for_resume` for a
+# run named by `agent-r1 train --resume NAME`), that the config does not change what that run trains
+# (`check_resume_config`), and which checkpoint it continues from (`resume_checkpoint`). `Run.open`
+# runs them before any data, warm start or Ray is built.
+#
+# A config that differs from the folder's own config.json in what the run trains (algorithm, seed,
+# data, format, model, rewards, sampling) is refused unless asked for; a bare `--resume` under another
+# params file would otherwise train a different run on top of this one's checkpoint, silently.
+
+#: Keys (or sections) a resume may change: how long, where, how fast or how watched the run goes.
+#: Anything else changes what it trains. init_from and sft: a resume starts from its checkpoint.
+RESUME_MAY_CHANGE = (
+    "train.iterations", "train.eval_every", "train.eval_size", "train.log_trajectories_every",
+    "train.checkpoint_every", "train.keep_checkpoints", "train.threads", "train.max_bad_updates", "train.device",
+    "train.micro_batch_size", "train.logit_chunk", "train.out_dir", "train.runs_dir", "train.run_name",
+    "train.experiment", "train.init_from", "sft", "ray", "data.dir", "search.index_dir", "search.embed_cache_dir",
+    "search.url", "search.credentials_url", "search.timeout_s", "search.retry_attempts", "search.retry_backoff_s",
+    "search.es_pool_size", "search.msearch_batch_size", "search.bulk_chunk_size", "search.encode_batch_size",
+    "env.mcp_servers", "env.agent_concurrency", "env.agent_timeout_s", "rollout.engine", "rollout.vllm",
+)
+
+
+def check_resume(cfg: ExperimentConfig, resume: bool) -> None:
+    """A resume names the run it continues (ValueError otherwise)."""
+    if resume and not cfg.train.out_dir:
+        raise ValueError("--resume needs a run to continue: `agent-r1 train --resume NAME` (`agent-r1 runs` lists "
+                         "them) or train.out_dir=FOLDER")
+
+
+def config_for_resume(ref: str, runs_dir: str, overrides: dict[str, Any] | None = None) -> ExperimentConfig:
+    """The config of the run named `ref` (its own `config.json`), with `overrides` on top and
+    `train.out_dir` pinned to its folder: what `agent-r1 train --resume NAME` continues. A run that
+    already finished as many iterations as asked is refused."""
+
+    folder = find_run(ref, runs_dir)
+    saved = folder / "config.json"
+    if not saved.is_file():
+        raise FileNotFoundError(f"{folder} has no config.json: it never started training; start it again "
+                                "instead of resuming")
+    cfg = load_config(None, {**(overrides or {}), "train.out_dir": str(folder)}, tree=read_run_config(folder))
+    record = read_record(folder)
+    if record.get("status") == "finished" and cfg.train.iterations <= int(record.get("iterations", 0)):
+        raise ValueError(f"run {folder.name} already finished its {record.get('iterations')} iterations; raise "
+                         f"train.iterations (--set train.iterations=N) to train it further")
+    return cfg
+
+
+def resume_checkpoint(out: Path) -> Path:
+    """The checkpoint `--resume` continues from: the newest intact one (a truncated newer one is
+    skipped with a warning). None usable is a NoCheckpointError naming the folder and why."""
+    root = out / "checkpoints"
+    found = ckpt.latest_checkpoint(root)
+    if found is not None:
+        return found
+    if not out.is_dir():
+        why = f"the folder {out} does not exist"
+    elif not root.is_dir():
+        why = f"{out} holds no checkpoints/ folder"
+    elif ckpt.checkpoint_candidates(root):
+        why = f"every checkpoint in {root} is truncated or corrupt (see the warnings above)"
+    elif any(root.glob("iter_*")):
+        why = f"the checkpoints in {root} are incomplete (no {ckpt.STATE_FILE}): the run was stopped while saving"
+    else:
+        why = f"{root} holds no checkpoint yet"
+    raise ckpt.NoCheckpointError(f"--resume: nothing to resume in train.out_dir={out}: {why}. Check train.out_dir, "
+                                 "or start over without --resume (the history there is moved aside, not deleted).")
+
+
+def _flat(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and key != "tool_args":
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _may_change(key: str) -> bool:
+    return any(key == k or key.startswith(k + ".") for k in RESUME_MAY_CHANGE)
+
+
+def changed_keys(saved: ExperimentConfig, now: ExperimentConfig) -> list[tuple[str, Any, Any]]:
+    """(key, the run's value, the value now) of every key that changes what the run trains."""
+    before, after = _flat(saved.to_dict()), _flat(now.to_dict())
+    return [(k, before.get(k), after.get(k)) for k in sorted(set(before) | set(after))
+            if before.get(k) != after.get(k) and not _may_change(k)]
+
+
+def check_resume_config(cfg: ExperimentConfig, folder: str | Path, allow_change: bool = False) -> None:
+    """Refuses (ValueError) a resume of `folder` whose config changes what its run trains."""
+    from agent_r1.redaction import redact_secrets
+
+    if allow_change or not (Path(folder) / CONFIG_FILE).is_file():
+        return  # no config.json: resume_checkpoint names what is missing
+    changes = changed_keys(load_config(tree=read_run_config(folder)), cfg)
+    if not changes:
+        return
+    shown = ", ".join(f"{k} ({_short(redact_secrets(a, tuple(k.split('.'))))} -> "
+                      f"{_short(redact_secrets(b, tuple(k.split('.'))))})" for k, a, b in changes[:8])
+    more = f" and {len(changes) - 8} more" if len(changes) > 8 else ""
+    raise ValueError(f"--resume: the config differs from the run's own ({Path(folder) / CONFIG_FILE}) in what it "
+                     f"trains: {shown}{more}. Resume it by name (`agent-r1 train --resume NAME` uses its own config), "
+                     "start a new run, or pass --allow-config-change to continue it with these changes")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

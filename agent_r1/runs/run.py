@@ -6,7 +6,7 @@ evaluates and closes it (as torchtune's recipes do: `setup()` calls small builde
     results = run.evaluate()       # the held-out evaluation of its checkpoint
 
 `Run.open(cfg)` settles everything a run's identity depends on before any part is built: `--resume`
-with nothing to resume and a pinned folder of the user's own files fail at once (resume_check.py);
+with nothing to resume and a pinned folder of the user's own files fail at once (folders.py);
 `train.init_from: sft` becomes the matching warm start (trained or reused, warm_start.py); the folder
 is claimed (a new one under train.runs_dir unless `train.out_dir` pins it) and, on a fresh start, a
 previous run in it moved aside (folders.py); config.json is written and the config frozen
@@ -39,7 +39,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_r1.config import ExperimentConfig, load_config
-from agent_r1.runs.folders import read_record, update_record
+from agent_r1.runs.folders import (
+    check_pinned_run_folder,
+    check_resume,
+    check_resume_config,
+    check_run_folder_free,
+    fail_card,
+    finish_card,
+    hold_run_folder,
+    open_run,
+    read_record,
+    read_run_config,
+    resume_checkpoint,
+    set_aside_previous_run,
+    start_card,
+    update_record,
+    write_run_config,
+)
 from agent_r1.schema import freeze, is_frozen
 from agent_r1.training import checkpoint as ckpt
 
@@ -86,16 +102,13 @@ class Run:
         """Settles the run: checks, starting model, folder, config.json; then freezes the config.
         `cfg` itself is left as it was. `resolve_start=False` leaves `train.init_from: sft` for a
         later `with_start` (the flow trains the warm start in a stage of its own). A resume whose config
-        changes what the run trains is refused unless `allow_config_change` (resume_check.py)."""
-        from agent_r1.runs.folders import check_pinned_run_folder, open_run
-        from agent_r1.runs.resume_check import check_resume, check_resume_config, resume_checkpoint
-        from agent_r1.runs.run_lock import check_run_folder_free
+        changes what the run trains is refused unless `allow_config_change` (folders.py)."""
 
         cfg = copy.deepcopy(cfg)
         check_resume(cfg, resume)
         if cfg.train.out_dir:
             check_pinned_run_folder(cfg)  # before a warm start is trained, not after
-            # a live run's folder is neither resumed twice nor moved aside under it (run_lock.py)
+            # a live run's folder is neither resumed twice nor moved aside under it (folders.py)
             check_run_folder_free(cfg.train.out_dir)
         resume_from = None
         if resume:
@@ -118,7 +131,6 @@ class Run:
     @classmethod
     def load(cls, folder: str | Path, resume: bool = False) -> Run:
         """The run a folder holds, from its config.json (what `Run.open` wrote there)."""
-        from agent_r1.runs.config_file import read_run_config
 
         saved = Path(folder) / "config.json"
         if not saved.is_file():
@@ -150,15 +162,13 @@ class Run:
         return run
 
     def write_config(self) -> Path:
-        """config.json without the config's secrets; they go to a private file beside it (config_file.py)."""
-        from agent_r1.runs.config_file import write_run_config
+        """config.json without the config's secrets; they go to a private file beside it (folders.py)."""
 
         return write_run_config(self.folder, self.cfg.to_dict())
 
     def _claim_folder(self) -> None:
         """A fresh start: the folder holds this run only (a previous run's files, or what a failed
         attempt of this one left, moved aside: folders.py), and its config.json."""
-        from agent_r1.runs.folders import set_aside_previous_run
 
         set_aside_previous_run(self.folder)
         self.write_config()
@@ -173,7 +183,6 @@ class Run:
     def resume_from(self) -> Path | None:
         """The checkpoint this run continues from (None on a fresh start), found once."""
         if self.resume and self._resume_from is None:
-            from agent_r1.runs.resume_check import resume_checkpoint
 
             self._resume_from = resume_checkpoint(self.folder)
         return self._resume_from
@@ -276,12 +285,10 @@ class Run:
     def setup(self, sink: Any = None, tracker: Any = None) -> None:
         """Builds the run's parts for training, in the order the module's docstring gives; holds the
         folder's run lock until `close`. A folder another trainer holds is refused first, its card
-        untouched (run_lock.py); any later failure marks the card failed and closes the run.
+        untouched (folders.py); any later failure marks the card failed and closes the run.
         `sink`: the metrics logger to use instead of the folder's metrics.jsonl; `tracker`: the
         run's MLflow run (`mlflow_run`), logged to as well as metrics.jsonl."""
         from agent_r1.runs.assembly import set_threads
-        from agent_r1.runs.folders import fail_card, start_card
-        from agent_r1.runs.run_lock import hold_run_folder
 
         held = ExitStack()
         held.enter_context(hold_run_folder(self.folder))  # 1. folder
@@ -322,7 +329,6 @@ class Run:
         the result (final metrics, folder, checkpoint and its hash). The card follows each iteration;
         with a `tracker`, each checkpoint is uploaded once saved and the result's lineage and
         checkpoint hash become the MLflow run's tags. The run is closed after, whatever happened."""
-        from agent_r1.runs.folders import fail_card
 
         self.setup(sink=sink, tracker=tracker)
         out = self.folder
@@ -354,7 +360,6 @@ class Run:
 
     def _finish(self, iterations: int, final: dict[str, float]) -> dict[str, Any]:
         """final_metrics.json, and the card: finished, final held-out EM, the last checkpoint and its hash."""
-        from agent_r1.runs.folders import finish_card
 
         out = self.folder
         if final:

@@ -77,7 +77,7 @@ def test_the_flow_overrides_tag_holds_no_secret():
 
 
 def test_config_json_holds_no_secret_and_the_run_reloads_the_real_values(tmp_path):
-    from agent_r1.runs.resume_check import config_for_resume
+    from agent_r1.runs.folders import config_for_resume
     from agent_r1.runs.run import Run
 
     cfg = load_config(None, {**_overrides(), "train.out_dir": str(tmp_path / "run"),

@@ -71,7 +71,7 @@ def test_each_part_is_built_once(tmp_path, monkeypatch):
 
 def test_setup_builds_the_parts_in_one_order(tmp_path, monkeypatch):
     from agent_r1.envs import factory
-    from agent_r1.runs import assembly, folders, run_lock
+    from agent_r1.runs import assembly
     from agent_r1.runs import run as recipe
     from agent_r1.training import trainer
 
@@ -82,8 +82,8 @@ def test_setup_builds_the_parts_in_one_order(tmp_path, monkeypatch):
         real = getattr(module, name)
         monkeypatch.setattr(module, name, lambda *a, **k: order.append(label) or real(*a, **k))
 
-    for module, name, label in ((run_lock, "hold_run_folder", "folder"), (assembly, "ensure_data", "data"),
-                                (assembly, "ensure_index", "index"), (folders, "start_card", "card"),
+    for module, name, label in ((recipe, "hold_run_folder", "folder"), (assembly, "ensure_data", "data"),
+                                (assembly, "ensure_index", "index"), (recipe, "start_card", "card"),
                                 (recipe, "metrics_logger", "logger"), (factory, "make_env_factory", "env"),
                                 (assembly, "build_policy", "policy"), (trainer, "RLTrainer", "trainer")):
         spy(module, name, label)

@@ -22,7 +22,7 @@ def holder():
     procs = []
 
     def hold(folder: Path) -> subprocess.Popen:
-        code = ("import sys; from agent_r1.runs.run_lock import hold_run_folder\n"
+        code = ("import sys; from agent_r1.runs.folders import hold_run_folder\n"
                 f"with hold_run_folder({str(folder)!r}):\n    print('held', flush=True); sys.stdin.read()")
         proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, text=True)
@@ -44,7 +44,7 @@ def _cfg(tmp_path: Path):
 def test_a_second_trainer_in_a_busy_run_folder_is_refused(tmp_path, holder, monkeypatch):
     from agent_r1.runs.folders import read_record
     from agent_r1.runs.run import Run
-    from agent_r1.runs.run_lock import RunInUseError
+    from agent_r1.runs.folders import RunInUseError
 
     cfg = _cfg(tmp_path)
     run = Run.open(cfg, resolve_start=False, log=lambda *a: None)
@@ -67,7 +67,7 @@ def test_a_second_trainer_in_a_busy_run_folder_is_refused(tmp_path, holder, monk
 
 def test_the_lock_is_held_while_training_and_dropped_after(tmp_path, monkeypatch):
     from agent_r1.runs.run import Run, RunParts
-    from agent_r1.runs.run_lock import RunInUseError, hold_run_folder
+    from agent_r1.runs.folders import RunInUseError, hold_run_folder
     from agent_r1.training import trainer
 
     run = Run.open(_cfg(tmp_path), resolve_start=False, log=lambda *a: None)
