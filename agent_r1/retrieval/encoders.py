@@ -70,19 +70,18 @@ class EncoderSettings:
 
 
 class TransformersEncoder:
-    """A transformers AutoModel + pooling + L2 normalisation, run in eval mode on CPU (or `device`)."""
+    """A transformers AutoModel + pooling + L2 normalisation, run in eval mode on the CPU."""
 
-    def __init__(self, name: str, settings: EncoderSettings, device: str = "cpu", label: str | None = None) -> None:
+    def __init__(self, name: str, settings: EncoderSettings, label: str | None = None) -> None:
         import torch
         from transformers import AutoModel, AutoTokenizer
 
         self.name = name
         self._settings = settings
         self.label = label or settings.model  # what settings() reports as the model (not a machine's path)
-        self.device = device
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(settings.model)
-            self.model = AutoModel.from_pretrained(settings.model).to(device).eval()
+            self.model = AutoModel.from_pretrained(settings.model).eval()
         except OSError as err:
             raise OSError(f"cannot load encoder {name!r} from {settings.model!r} ({err}); give a local folder "
                           f"(hf:/path/to/model) or a hub id on a machine that reaches the hub") from None
@@ -119,7 +118,7 @@ class TransformersEncoder:
     def _encode_batch(self, texts: list[str]) -> np.ndarray:
         self.calls += 1
         enc = self.tokenizer(texts, padding=True, truncation=True, max_length=self._settings.max_length,
-                             return_tensors="pt").to(self.device)
+                             return_tensors="pt")
         hidden = self.model(**enc).last_hidden_state
         if self._settings.pooling == "cls":
             pooled = hidden[:, 0]

@@ -58,8 +58,7 @@ def knn_body(vector: Sequence[float], k: int) -> dict[str, Any]:
             "size": k, "_source": SOURCE}
 
 
-def rrf_body(query: str, vector: Sequence[float], k: int, depth: int,
-             rank_constant: int = RANK_CONSTANT) -> dict[str, Any]:
+def rrf_body(query: str, vector: Sequence[float], k: int, depth: int) -> dict[str, Any]:
     """BM25 + kNN fused by the server's `rrf` retriever (ES >= 8.14)."""
     lexical = multi_match(query, depth)["query"]
     return {
@@ -69,7 +68,7 @@ def rrf_body(query: str, vector: Sequence[float], k: int, depth: int,
                 {"knn": {"field": VECTOR_FIELD, "query_vector": [float(x) for x in vector], "k": depth,
                          "num_candidates": num_candidates(depth)}},
             ],
-            "rank_constant": rank_constant, "rank_window_size": depth,
+            "rank_constant": RANK_CONSTANT, "rank_window_size": depth,
         }},
         "size": k, "_source": SOURCE,
     }
@@ -213,5 +212,5 @@ class ElasticsearchHybridRetriever(_DenseES):
         for j, q in enumerate(queries):
             lexical = self._hits(items[2 * j], f"the BM25 query for {q[:80]!r}")
             semantic = self._hits(items[2 * j + 1], f"the kNN query for {q[:80]!r}")
-            out.append(rrf_fuse([lexical, semantic], k, RANK_CONSTANT))
+            out.append(rrf_fuse([lexical, semantic], k))
         return out

@@ -43,15 +43,10 @@ def rrf_fuse(rankings: Sequence[Sequence[Hit]], k: int, rank_constant: int = RAN
 class HybridRetriever:
     """BM25 (tantivy) + dense (faiss) fused by RRF; see the module docstring."""
 
-    def __init__(self, config: SearchConfig, encoder: Encoder | None = None, depth_factor: int = DEPTH_FACTOR,
-                 rank_constant: int = RANK_CONSTANT) -> None:
-        if depth_factor < 1 or rank_constant < 1:
-            raise ValueError(f"depth_factor and rank_constant must be >= 1, got {depth_factor}, {rank_constant}")
+    def __init__(self, config: SearchConfig, encoder: Encoder | None = None) -> None:
         self.config = config
         self.bm25 = TantivyRetriever(config)
         self.dense = DenseRetriever(config, encoder)
-        self.depth_factor = depth_factor
-        self.rank_constant = rank_constant
 
     def index(self, docs: Iterable[Document]) -> int:
         docs = list(docs)
@@ -68,10 +63,10 @@ class HybridRetriever:
         if isinstance(queries, str):
             raise TypeError("search() takes a list of queries; wrap a single query as [query]")
         check_k(k)
-        depth = self.depth_factor * k
+        depth = DEPTH_FACTOR * k
         lexical = self.bm25.search(queries, depth)
         semantic = self.dense.search(queries, depth)
-        return [rrf_fuse([a, b], k, self.rank_constant) for a, b in zip(lexical, semantic)]
+        return [rrf_fuse([a, b], k) for a, b in zip(lexical, semantic)]
 
     def count(self) -> int:
         n_bm25, n_dense = self.bm25.count(), self.dense.count()
