@@ -5,8 +5,8 @@ MLflow answers, and waits in the buffer while it does not; `flush` replays what 
 A record is written to the buffer before it is sent (an artifact only when it cannot go at once: its
 files are copied then), so a process killed mid-send loses nothing. A failure that may heal
 (`is_network`: a server down, a locked database) keeps the record and backs off; any other sets it
-aside in rejected.jsonl with the reason, and so go the later records of a run MLflow refused to create.
-Order matters only within a run: a run whose parent is not created yet waits without holding up others.
+aside in rejected.jsonl with the reason, and so go the later records of a run MLflow refused to create,
+or that no earlier record creates (its line lost).
 
 A replay may send again what MLflow already holds (a flush killed before the buffer forgot it, a reply
 lost on the network), so every op is idempotent: params, tags, metrics (the SQL store drops a repeated
@@ -24,13 +24,26 @@ from pathlib import Path
 from typing import Any
 
 from agent_r1.redaction import redact_uri
-from agent_r1.tracking.buffer import BadRecord, RecordBuffer, artifact_files, check_record, is_network
+from agent_r1.tracking.buffer import BadRecord, RecordBuffer, artifact_files, check_record
 
 RUN_KEY_TAG = "agent_r1.run_key"
+# MLflow error codes that mean "MLflow answered and refused this record": retrying cannot help
+REJECTED_CODES = {"INVALID_PARAMETER_VALUE", "BAD_REQUEST", "RESOURCE_ALREADY_EXISTS", "INVALID_STATE",
+                  "RESOURCE_DOES_NOT_EXIST", "PERMISSION_DENIED", "UNAUTHENTICATED", "MALFORMED_REQUEST"}
 
 
-class NotYet(Exception):
-    """A record whose run does not exist in MLflow yet: kept for a later flush."""
+def is_network(err: BaseException) -> bool:
+    """The failure may heal by itself (refused, reset, timed out, a locked database, a 5xx answer): the
+    record waits, and the queue with it. Anything else never heals: the record is set aside."""
+    code = getattr(err, "error_code", None)
+    if isinstance(code, str):  # MLflow answered: refused (4xx-style) or failed on its side (5xx)
+        return code not in REJECTED_CODES
+    if isinstance(err, (BadRecord, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)):
+        return False  # a path that will not appear by waiting
+    if isinstance(err, (OSError, TimeoutError)):  # requests' errors are OSErrors
+        return True
+    return type(err).__module__.startswith("sqlalchemy") and type(err).__name__ in (
+        "OperationalError", "DisconnectionError", "TimeoutError", "InterfaceError")
 
 
 class MlflowAdapter:
@@ -97,28 +110,17 @@ class MlflowAdapter:
         records, partial = self.buffer.scan()
         if not (records or partial):
             return True
-        # lists, not sets: a hand-edited line may hold a key of any JSON type
-        creates = [r.get("key") for r in records if r.get("op") == "create_run"]
-        waiting: list[Any] = []  # runs whose records cannot go yet: later ones wait too (order)
         done: set[str] = set()
         ok = True
         try:
             for record in records:
-                if record.get("key") in waiting:
-                    continue
                 try:
                     self._send(self.buffer.sendable(record))  # an artifact from the buffer's own copy only
                     self.counts["sent" if record["rid"] == fresh else "flushed"] += 1
                 except Exception as err:  # noqa: BLE001
-                    needs = "parent_key" if record["op"] == "create_run" else "key"
-                    if isinstance(err, NotYet) and record.get(needs) not in creates:  # its creating line was lost
-                        err = BadRecord(f"{err}, and no pending record creates it")
                     if self._failed(record, err):
                         ok = False
-                        if not isinstance(err, NotYet):
-                            break  # MLflow is away: the rest wait
-                        waiting.append(record["key"])
-                        continue
+                        break  # MLflow is away: the rest wait
                 done.add(record["rid"])
         finally:
             partial = self.buffer.compact(done)
@@ -146,9 +148,7 @@ class MlflowAdapter:
             self.buffer.remember(record["key"], new_id)
 
     def _failed(self, record: dict[str, Any], err: Exception) -> bool:
-        """True: the record may go later (MLflow away, its run not created yet); False: set aside."""
-        if isinstance(err, NotYet):
-            return True
+        """True: the record may go later (MLflow away); False: set aside."""
         if not is_network(err):
             self._reject(record, err)
             return False
@@ -251,7 +251,7 @@ class MlflowAdapter:
             return self._create_run(record)
         run_id = self.run_ids.get(record["key"])
         if run_id is None:
-            raise NotYet(f"run {record['key']} not created yet")
+            raise BadRecord(f"run {record['key']} is not in MLflow, and no earlier record creates it")
         if op in ("params", "tags"):
             entity, limit = (Param, 6000) if op == "params" else (RunTag, 5000)
             items = [entity(k, str(v)[:limit]) for k, v in record[op].items()]
@@ -283,7 +283,7 @@ class MlflowAdapter:
         tags = {**(record.get("tags") or {}), RUN_KEY_TAG: record["key"]}
         if parent := record.get("parent_key"):
             if parent not in self.run_ids:
-                raise NotYet(f"parent run {parent} not created yet")
+                raise BadRecord(f"parent run {parent} is not in MLflow, and no earlier record creates it")
             tags["mlflow.parentRunId"] = self.run_ids[parent]
         exp_id = self.experiment_id(record["experiment"])
         found = self.client.search_runs([exp_id], f"tags.`{RUN_KEY_TAG}` = '{record['key']}'", max_results=1)

@@ -1,23 +1,15 @@
-"""The local record of what MLflow has not taken yet, a folder shared by processes; what a record may hold.
+"""The local record of what MLflow has not taken yet: a folder shared by processes, and what a record may hold.
 
-Files in the folder
-- `pending.jsonl`  one record a line, each with its own `rid`, in the order they were logged: every
-                   record is written here before it is sent (an upload only if it could not go at once).
-                   A flush sends them in order, then rewrites the file without those it delivered or set
-                   aside (lines appended meanwhile are kept). A line cut short by a kill is skipped, then
-                   set aside; an append after it starts a new line first.
-- `rejected.jsonl` what can never be sent, with the reason (`error`): a malformed record, one MLflow
-                   refused, every record of a run MLflow refused to create, an unreadable line.
-- `runs.json`      run key -> MLflow run id, for every run created, so any process can send its records.
+- `pending.jsonl`  one record a line, each with its own `rid`, in the order logged. A flush sends them in
+                   order, then rewrites the file without those it delivered or set aside (lines appended
+                   meanwhile are kept). A line cut short by a kill is set aside; an append after it starts
+                   a new line first.
+- `rejected.jsonl` what can never be sent, with the reason (`error`).
+- `runs.json`      run key -> MLflow run id of every run created, so any process can send its records.
 - `blobs/<rid>/`   the copy of an artifact logged while MLflow was away (the original may be pruned). A
-                   pending artifacts record is sent from that copy only: pending.jsonl is a file anyone
-                   can edit, so a path in it is never read (`sendable`).
+                   pending artifacts record is sent from that copy only: pending.jsonl is a file anyone can
+                   edit, so a path in it is never read (`sendable`).
 - `.lock`          held for every change to these files (short); `.flush.lock`: held by the one sender.
-
-A record is checked whole before it is sent or buffered (`check_record`). Sending can fail for two kinds
-of reason: the network (refused, reset, timed out, a locked database, a 5xx answer) may heal, so the
-record waits and the queue with it; anything else never heals, so the record is set aside and the queue
-goes on (`is_network`).
 """
 
 from __future__ import annotations
@@ -33,9 +25,6 @@ from typing import Any
 
 from agent_r1.filelock import FileLock
 
-# MLflow error codes that mean "MLflow answered and refused this record": retrying cannot help.
-REJECTED_CODES = {"INVALID_PARAMETER_VALUE", "BAD_REQUEST", "RESOURCE_ALREADY_EXISTS", "INVALID_STATE",
-                  "RESOURCE_DOES_NOT_EXIST", "PERMISSION_DENIED", "UNAUTHENTICATED", "MALFORMED_REQUEST"}
 REQUIRED_FIELDS = {
     "create_run": ("key", "experiment", "time_ms"), "params": ("key", "params"), "tags": ("key", "tags"),
     "metrics": ("key", "metrics", "step", "time_ms"), "table": ("key", "columns", "artifact_file"),
@@ -49,7 +38,7 @@ class BadRecord(Exception):
     """A record that can never be sent (malformed, its run refused, its artifact copy gone)."""
 
 
-def _str(v: Any) -> bool:
+def _text(v: Any) -> bool:
     return isinstance(v, str)
 
 
@@ -77,18 +66,17 @@ _SCALARS = _map(lambda x: isinstance(x, (str, int, float, bool)))
 # field -> (what it must be, the check); a field a record lacks is not checked here
 FIELD_SHAPES = {
     "key": ("a non-empty string", _name), "experiment": ("a non-empty string", _name),
-    "name": ("a string or null", _or_none(_str)), "parent_key": ("a string or null", _or_none(_str)),
+    "name": ("a string or null", _or_none(_text)), "parent_key": ("a string or null", _or_none(_text)),
     "time_ms": ("an integer", _int), "step": ("an integer", _int),
-    "params": ("a mapping of names to values", _SCALARS),
-    "tags": ("a mapping of names to values", _or_none(_SCALARS)),
+    "params": ("a mapping of names to values", _SCALARS), "tags": ("a mapping of names to values", _or_none(_SCALARS)),
     "metrics": ("a mapping of names to numbers", _map(lambda x: _int(x) or isinstance(x, float))),
     "columns": ("a mapping of column names to lists", _map(lambda x: isinstance(x, list))),
-    "artifact_file": ("a string", _str), "local_path": ("a string", _str),
-    "artifact_path": ("a string or null", _or_none(_str)),
+    "artifact_file": ("a string", _text), "local_path": ("a string", _text),
+    "artifact_path": ("a string or null", _or_none(_text)),
     "files": ("a list of relative paths or null", _or_none(_relative)),
     "file_name": ("a plain file name or null", _or_none(lambda v: _name(v) and Path(v).name == v != "..")),
     "status": (f"one of {', '.join(RUN_STATUSES)}", lambda v: v in RUN_STATUSES),
-    "trace_key": ("a string", _str), "root": ("a span tree (a mapping)", lambda v: isinstance(v, dict))}
+    "trace_key": ("a string", _text), "root": ("a span tree (a mapping)", lambda v: isinstance(v, dict))}
 
 
 def check_record(record: Any) -> None:
@@ -116,20 +104,6 @@ def check_record(record: Any) -> None:
         raise BadRecord(f"a {op!r} record is not JSON ({type(err).__name__}: {str(err)[:120]})") from None
 
 
-def is_network(err: BaseException) -> bool:
-    """The failure may heal by itself: the record waits, and the queue with it. Anything else is set aside."""
-    code = getattr(err, "error_code", None)
-    if isinstance(code, str):  # MLflow answered: refused (4xx-style) or failed on its side (5xx)
-        return code not in REJECTED_CODES
-    if isinstance(err, (BadRecord, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)):
-        return False  # a path that will not appear by waiting
-    if isinstance(err, (OSError, TimeoutError)):  # refused, reset, timed out (requests' errors are OSErrors)
-        return True
-    # a database the store cannot reach or that is locked (SQLAlchemy's OperationalError and pool timeouts)
-    return type(err).__module__.startswith("sqlalchemy") and type(err).__name__ in (
-        "OperationalError", "DisconnectionError", "TimeoutError", "InterfaceError")
-
-
 def artifact_files(root: str | Path, only: list[str] | None = None) -> list[Path]:
     """The regular files under `root` (relative, sorted), never through a link: a link in a checkpoint
     may point anywhere (a home folder's `.ssh`). A file `root` gives itself; `only`: just these of them
@@ -142,7 +116,7 @@ def artifact_files(root: str | Path, only: list[str] | None = None) -> list[Path
     if not root.is_dir():
         raise BadRecord(f"the artifact {root} is gone")
     found = []
-    for folder, dirs, files in os.walk(root):  # os.walk does not enter links to folders
+    for folder, _, files in os.walk(root):  # os.walk does not enter links to folders
         found += [Path(folder, f).relative_to(root) for f in files
                   if not os.path.islink(os.path.join(folder, f)) and os.path.isfile(os.path.join(folder, f))]
     wanted = None if only is None else {Path(f) for f in only}
@@ -206,9 +180,8 @@ class RecordBuffer:
                 (blob / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2((src.parent if src.is_file() else src) / rel, blob / rel, follow_symlinks=False)
             record.update(local_path=str(blob), blob=True, **({"file_name": src.name} if src.is_file() else {}))
-        line = json.dumps(record, default=str).encode()
         with self.lock:
-            _append_line(self.pending_path, line)
+            _append_line(self.pending_path, json.dumps(record, default=str).encode())
         return record
 
     def scan(self) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]:

@@ -1,4 +1,5 @@
-"""One logging interface for metrics: a JSONL file here; MLflow plugs in behind the same call."""
+"""The one logging interface for metrics, and its local record: a run folder's metrics.jsonl (what DVC
+plots and a resume trims); MLflow plugs in behind the same call (run.py's MlflowSink)."""
 
 from __future__ import annotations
 
@@ -33,8 +34,7 @@ class JsonlMetrics:
         if not self.path.exists():
             return
         if resume_from_step is not None:
-            rows = parse_metrics(self.path, drop_torn_tail=True)
-            kept = [r for r in rows if r.get("step", -1) < resume_from_step]
+            kept = [r for r in parse_metrics(self.path, drop_torn_tail=True) if r.get("step", -1) < resume_from_step]
             _replace_durably(self.path, "".join(json.dumps(r) + "\n" for r in kept))
         elif self.path.stat().st_size > 0:
             aside = _aside_name(self.path)

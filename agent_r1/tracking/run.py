@@ -49,8 +49,7 @@ class RunTracker:
             self.mlflow, experiment = parent.mlflow, parent.experiment
         else:
             self.mlflow = MlflowAdapter(*locations(tracking_uri, buffer_dir), verbose)
-        self.name, self.experiment, self.parent = name, experiment, parent
-        self.key, self.closed = uuid.uuid4().hex, False
+        self.experiment, self.key, self.closed = experiment, uuid.uuid4().hex, False
         self.mlflow.submit({"op": "create_run", "key": self.key, "name": name, "experiment": experiment,
                             "tags": _texts(tags), "parent_key": parent.key if parent else None,
                             "time_ms": _now_ms()})
@@ -77,7 +76,7 @@ class RunTracker:
             self.mlflow.submit({"op": "params", "key": self.key, "params": _texts(params)})
 
     def log_config(self, config: dict[str, Any]) -> None:
-        """The config as params, its secrets hidden (redact.py): the run keeps the real values."""
+        """The config as params, its secrets hidden (redaction.py): the run keeps the real values."""
         self.log_params(flatten_params(redact_secrets(config)))
 
     def set_tags(self, tags: dict[str, Any]) -> None:
@@ -89,12 +88,12 @@ class RunTracker:
                  if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
         if clean:
             self.mlflow.submit({"op": "metrics", "key": self.key, "step": int(step), "metrics": clean,
-                                 "time_ms": _now_ms()})
+                                "time_ms": _now_ms()})
 
     def log_table(self, rows: list[dict[str, Any]], artifact_file: str) -> None:
         if rows:
             self.mlflow.submit({"op": "table", "key": self.key, "columns": rows_to_columns(rows),
-                                 "artifact_file": artifact_file})
+                                "artifact_file": artifact_file})
 
     def log_trace(self, step: int, index: int, trajectory: Any) -> None:
         """One trajectory as an MLflow trace linked to this run (traces.py)."""
@@ -132,7 +131,7 @@ class RunTracker:
         rep = self.report()
         if rep["pending"] or rep["rejected"]:
             self.mlflow.warn(f"{rep['pending']} record(s) still buffered in {rep['buffer']} ({rep['rejected']} "
-                               f"rejected); run `python -m agent_r1.tracking flush` when MLflow is reachable")
+                             f"rejected); run `python -m agent_r1.tracking flush` when MLflow is reachable")
         return rep
 
     def ui_hint(self) -> str:
@@ -171,12 +170,11 @@ class MlflowSink:
         self.tracker.log_metrics(metrics, step)
 
     def log_trajectories(self, step: int, trajectories: list[Any], tokenizer: Any = None) -> None:
-        rows = trajectory_rows(step, trajectories, tokenizer=None, max_rows=self.max_table_rows)
+        """A table of the iteration's first trajectories, and traces of some (the text is the model's own:
+        `tokenizer` is not needed)."""
+        rows = trajectory_rows(step, trajectories, max_rows=self.max_table_rows)
         self.tracker.log_table(rows, f"trajectories/iter_{step:06d}.json")
         self.log_traces(step, trajectories)
-        for sink in self.also:
-            if hasattr(sink, "log_trajectories"):
-                sink.log_trajectories(step, trajectories, tokenizer)
 
     def log_traces(self, step: int, trajectories: list[Any]) -> int:
         """The first trajectories (those in the table, at most `max_traces`) as traces; returns how many."""

@@ -40,8 +40,7 @@ def _outcome(traj: Any) -> dict[str, Any]:
             "tool_calls": int(sum(u.tool_calls for u in traj.turns))}
 
 
-def trajectory_rows(step: int, trajectories: list[Any], tokenizer: Any = None,
-                    max_rows: int | None = None) -> list[dict[str, Any]]:
+def trajectory_rows(step: int, trajectories: list[Any], max_rows: int | None = None) -> list[dict[str, Any]]:
     """One row per trajectory: question, gold, answer, EM, reward parts, and every turn's action and
     observation text (as the model produced / the tool returned it), plus a readable transcript."""
     trajs = trajectories[:max_rows] if max_rows else trajectories
@@ -62,8 +61,6 @@ def trajectory_rows(step: int, trajectories: list[Any], tokenizer: Any = None,
                 lines.append(f"[action {i + 1}] {turn.action_text}")
                 lines += [f"[observation {i + 1}] {turn.observation_text}"] if turn.observation_text else []
         row["transcript"] = "\n".join(lines)
-        if tokenizer is not None:
-            row["prompt"] = tokenizer.decode(t.prompt_ids)
         rows.append(row)
     return rows
 
