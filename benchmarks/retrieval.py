@@ -7,7 +7,7 @@ queries), recall@5 of supporting titles (any/all); and the top-1 agreement betwe
 Elasticsearch. Writes benchmarks/results/retrieval.json; sections not run this time (e.g. with
 --skip-es) are kept from the previous file.
 
-    .venv/bin/python -m benchmarks.retrieval [--repeats 5] [--es-repeats 1] [--skip-es] [--skip-dense]
+    .venv/bin/python -m benchmarks.retrieval [--repeats 5] [--es-repeats 1] [--skip-es]
 
 The dense index build time includes encoding the corpus into a fresh embedding cache (a temp
 folder), so it is the cold cost; hybrid and HNSW then reuse those cached vectors.
@@ -113,8 +113,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=5, help="tantivy search repeats (median)")
     ap.add_argument("--es-repeats", type=int, default=1, help="Elasticsearch search repeats (slow)")
     ap.add_argument("--skip-es", action="store_true")
-    ap.add_argument("--out", type=Path, default=result_path("retrieval"))
-    ap.add_argument("--skip-dense", action="store_true", help="skip the dense and hybrid rows")
     ap.add_argument("--dense-repeats", type=int, default=3, help="dense/hybrid search repeats (median)")
     ap.add_argument("--questions", type=int, default=None, help="the first N HotpotQA questions (default: all 400)")
     args = ap.parse_args(argv)
@@ -135,8 +133,7 @@ def main(argv: list[str] | None = None) -> int:
                                        docs, queries, gold, args.repeats)
         report["tantivy"] = tv
         print("tantivy", json.dumps(tv))
-        if not args.skip_dense:
-            report.update(bench_dense(Path(tmp), docs, queries, gold, args.dense_repeats, tv))
+        report.update(bench_dense(Path(tmp), docs, queries, gold, args.dense_repeats, tv))
         if not args.skip_es:
             server = start_noida(Path(tmp) / "noida")
             try:
@@ -151,12 +148,13 @@ def main(argv: list[str] | None = None) -> int:
             report["top1_agreement"] = agreement.to_dict()
             print("elasticsearch", json.dumps(es))
             print("agreement", json.dumps(agreement.to_dict()))
-    if args.out.exists():  # keep what this run did not measure (e.g. the slow Elasticsearch section)
-        previous = json.loads(args.out.read_text(encoding="utf-8"))
+    out = result_path("retrieval")
+    if out.exists():  # keep what this run did not measure (the slow Elasticsearch section, --skip-es)
+        previous = json.loads(out.read_text(encoding="utf-8"))
         kept = {key: value for key, value in previous.items() if key not in report}
         if kept:
             report = {**kept, **report, "kept_from_previous_run": sorted(kept)}
-    write_json(args.out, report, indent=2)
+    write_json(out, report, indent=2)
     return 0
 
 

@@ -5,32 +5,29 @@ For each corpus size (default 10k, 100k, 1M generated passages of about 100 word
   (TantivyRetriever.index, one writer thread, 128 MiB heap), wall time and on-disk size; the
   generation alone is timed in a separate pass, since the build time includes it;
 - recall@5 of the gold title for a sample of queries (an entity name hits its titled passage);
-- batch search throughput at k=5 from 1 and 4 processes (each opens the index itself, batches of 64
-  queries for a fixed time), p50/p99 latency of one-query calls and of batches.
+- batch search throughput at k=5 from 1 and 4 processes (retriever_load.search_load: each opens the
+  index itself, batches of 64 queries for a fixed time), p50/p99 latency of one-query calls and of batches.
 Two query forms: `entity` (the name, as the synthetic world's search plans write them) and
 `question` ("Where was NAME born?": frequent words, so long posting lists).
-At the largest size, where a search's time goes (`profile`). Then the Elasticsearch backend's bulk
+At the largest size, where a search's time goes and what each question word costs (`profile`). Then
+the Elasticsearch backend's bulk
 indexing rate for 10k passages against noida-db, the ES-API-compatible server the tests use (not a
 real Elasticsearch).
 
 Writes benchmarks/results/retrieval_scale.json (machine, load average before/after each phase, commit,
 config) and docs/img/bench-retrieval-scale.png. Work files go to benchmarks/.work/retrieval_scale/;
-indexes are deleted at the end unless --keep.
+indexes are deleted at the end.
 
-    .venv/bin/python -m benchmarks.retrieval_scale                        # 10k, 100k, 1M (~10 min)
-    .venv/bin/python -m benchmarks.retrieval_scale --passages 10000 100000 --seconds 5 --skip-es
+    .venv/bin/python -m benchmarks.retrieval_scale                        # 10k, 100k, 1M (~11 min)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import random
 import shutil
-import statistics
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -38,13 +35,12 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-import tantivy
-
 from agent_r1.data.schema import Document
 from agent_r1.data.synthetic_names import FINAL_SYLLABLES, KNOWN_FOR, LANDMARK_KINDS, SYLLABLES
 from agent_r1.retrieval.base import SearchConfig, open_index, open_retriever, write_manifest
 from benchmarks import common
-from benchmarks.common import ROOT, loadavg, pct, result_path, work_dir
+from benchmarks.common import ROOT, loadavg, result_path, work_dir, write_json
+from benchmarks.retriever_load import ms, search_load
 from tests.support.noida import start_noida
 
 RESULT = ROOT / "benchmarks" / "results" / "retrieval_scale.json"  # the figures' file (the plot goes with it)
@@ -162,15 +158,7 @@ def sample_indices(passages: int, count: int, seed: int) -> list[int]:
 # --- where a search's time goes, at one corpus size -------------------------------------------------
 # For each query form, per query: analysing the text and building the term queries (Python), tantivy's
 # search (scoring the posting lists, Rust), and fetching the k stored hits (decompressing doc-store
-# blocks). Then the cost of each distinct question word searched alone, with its document frequency,
-# and the question form with Elasticsearch's English stop words left out (what an `english`-analyzer
-# query would search; not the backend's ranking, so recall is reported with it), and whether a second
-# thread adds throughput (it does not when the binding holds the GIL while searching).
-
-# Lucene's English stop set (Elasticsearch's `_english_`), which the `english` analyzer removes.
-ES_ENGLISH_STOP = frozenset("a an and are as at be but by for if in into is it no not of on or such that the their "
-                            "then there these they this to was will with".split())
-
+# blocks). Then the cost of each distinct question word searched alone, with its document frequency.
 
 def _us(seconds: float, n: int) -> float:
     return round(1e6 * seconds / max(n, 1), 1)
@@ -210,28 +198,6 @@ def word_costs(retriever: Any, words: list[str], k: int, repeats: int = 20) -> d
     return out
 
 
-def threads_gain(retriever: Any, queries: list[str], k: int) -> dict[str, float]:
-    """Wall time of the same searches in 1 thread and split over 2 threads (same process, same searcher)."""
-    searcher = retriever._open()
-    built = [q for q in (retriever._query(q) for q in queries) if q is not None]
-
-    def run(part: list[tantivy.Query]) -> None:
-        for q in part:
-            searcher.search(q, limit=k, count=False)
-
-    walls = {}
-    for n in (1, 2):
-        threads = [threading.Thread(target=run, args=(built[i::n],)) for i in range(n)]
-        t0 = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        walls[n] = time.perf_counter() - t0
-    return {"one_thread_s": round(walls[1], 3), "two_threads_s": round(walls[2], 3),
-            "speedup": round(walls[1] / walls[2], 2)}
-
-
 def profile(index_dir: Path, forms: dict[str, tuple[list[str], list[str]]], k: int, n: int = 500) -> dict[str, Any]:
     """`forms`: name -> (queries, gold titles). Uses the first `n` queries of each form."""
     retriever = open_index(index_dir)
@@ -239,17 +205,8 @@ def profile(index_dir: Path, forms: dict[str, tuple[list[str], list[str]]], k: i
     for form, (queries, _gold) in forms.items():
         retriever.search(queries[:n], k)  # warm, so every phase below sees the same cache state
         out[form] = split_times(retriever, queries[:n], k)
-    if "question" in forms:
-        questions, gold = (x[:n] for x in forms["question"])
-        words = sorted({w.strip("?").lower() for q in questions[:1] for w in q.split()})
-        out["question_words_alone"] = word_costs(retriever, words, k)
-        stopped = [" ".join(w for w in q.split() if w.lower() not in ES_ENGLISH_STOP) for q in questions]
-        hits = retriever.search(stopped, k)
-        out["question_without_es_english_stop_words"] = {
-            **split_times(retriever, stopped, k), "example": stopped[0],
-            f"recall@{k}": round(sum(g in [h.title for h in hs] for g, hs in zip(gold, hits)) / len(gold), 4),
-            "note": "not the backend's query (it searches every word); what dropping ES's stop words would cost"}
-        out["threads_question_queries"] = threads_gain(retriever, questions[:200], k)
+    words = sorted({w.strip("?").lower() for w in forms["question"][0][0].split()})
+    out["question_words_alone"] = word_costs(retriever, words, k)
     retriever.close()
     return out
 
@@ -270,16 +227,6 @@ class ScaleConfig:
     latency_queries: int = 2_000   # one-query calls timed for p50/p99
     es_passages: int = 10_000      # 0: skip the Elasticsearch section
     work: Path = field(default_factory=lambda: work_dir("retrieval_scale"))
-    keep: bool = False
-
-    def __post_init__(self) -> None:
-        for name in ("k", "queries", "batch", "latency_queries"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
-        if not self.passages or min(self.passages) < 1:
-            raise ValueError(f"--passages needs one or more positive sizes, got {self.passages}")
-        if not self.processes or min(self.processes) < 1:
-            raise ValueError(f"--processes needs one or more positive counts, got {self.processes}")
 
 
 def dir_bytes(path: Path) -> int:
@@ -322,57 +269,14 @@ def build_index(passages: int, config: ScaleConfig) -> tuple[Path, dict[str, Any
     return index_dir, row
 
 
-_BARRIER: Any = None  # set in each pool worker by _init_worker: all start searching together
-
-
-def _init_worker(barrier: Any) -> None:
-    global _BARRIER
-    _BARRIER = barrier
-
-
-def search_worker(index_dir: str, queries: list[str], k: int, batch: int, offset: int, seconds: float) -> dict[str, Any]:
-    """One searching process: opens the index itself, warms up, waits for the others (in a pool), then
-    sends batches of `batch` queries for `seconds`."""
-    retriever = open_index(index_dir)
-    retriever.search(queries[:batch], k)  # warm: open the searcher, touch the files
-    if _BARRIER is not None:
-        _BARRIER.wait()
-    latencies, done = [], 0
-    start = time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        part = [queries[(offset + i) % len(queries)] for i in range(batch)]
-        offset = (offset + batch) % len(queries)
-        t0 = time.perf_counter()
-        results = retriever.search(part, k)
-        latencies.append(time.perf_counter() - t0)
-        if len(results) != len(part):
-            raise RuntimeError(f"search returned {len(results)} result lists for {len(part)} queries")
-        done += len(part)
-    elapsed = time.perf_counter() - start
-    retriever.close()
-    return {"queries": done, "elapsed_s": elapsed, "batch_latencies": latencies}
-
-
 def throughput(index_dir: Path, queries: list[str], processes: int, config: ScaleConfig) -> dict[str, Any]:
-    """Queries/s of `processes` processes searching one index together for config.seconds. One process
-    searches in this process; more are spawned (fresh interpreters, as separate rollout workers)."""
+    """Queries/s of `processes` processes searching one index together for config.seconds."""
     before = loadavg()
-    args = [(str(index_dir), queries, config.k, config.batch, w * len(queries) // processes, config.seconds)
-            for w in range(processes)]
-    if processes == 1:
-        parts = [search_worker(*args[0])]
-    else:
-        ctx = mp.get_context("spawn")
-        with ctx.Pool(processes, initializer=_init_worker, initargs=(ctx.Barrier(processes),)) as pool:
-            jobs = [pool.apply_async(search_worker, a) for a in args]
-            parts = [j.get(timeout=config.seconds + 600) for j in jobs]
-    batches = [x for p in parts for x in p["batch_latencies"]]
-    done = sum(p["queries"] for p in parts)
-    wall = max(p["elapsed_s"] for p in parts)  # all started together at the barrier
-    return {"processes": processes, "queries": done, "seconds": round(wall, 3), "batch": config.batch,
-            "qps": round(done / wall, 1),
-            "qps_per_process": [round(p["queries"] / p["elapsed_s"], 1) for p in parts],
-            "batch_latency_ms": {"p50": round(1000 * pct(batches, 0.5), 3), "p99": round(1000 * pct(batches, 0.99), 3)},
+    run = search_load(str(index_dir), queries, None, processes, config.batch, config.k, config.seconds)
+    return {"processes": processes, "queries": run["queries"], "seconds": round(run["wall"], 3), "batch": config.batch,
+            "qps": round(run["queries"] / run["wall"], 1),
+            "qps_per_process": [round(p["queries"] / p["wall"], 1) for p in run["parts"]],
+            "batch_latency_ms": ms(run["latencies"], 3, 0.5, 0.99), "errors": run["errors"], "lost": run["lost"],
             "load_before": before, "load_after": loadavg()}
 
 
@@ -390,8 +294,7 @@ def single_query_latency(index_dir: Path, queries: list[str], gold: list[str], c
         times.append(time.perf_counter() - t0)
     retriever.close()
     return {f"recall@{config.k}": round(recall, 4), "top1": round(top1, 4), "n_queries": len(queries),
-            "latency_ms": {"p50": round(1000 * pct(times, 0.5), 3), "p99": round(1000 * pct(times, 0.99), 3),
-                           "mean": round(1000 * statistics.mean(times), 3), "calls": len(times)},
+            "latency_ms": {**ms(times, 3, 0.5, 0.99), "calls": len(times)},
             "load_before": before, "load_after": loadavg()}
 
 
@@ -452,17 +355,14 @@ def run(config: ScaleConfig, out: Path | None = RESULT, plot: Path | None = PLOT
             report["profile_at_largest"] = {"passages": passages, **profile(index_dir, forms, config.k),
                                             "load_before": before, "load_after": loadavg()}
             print("profile", json.dumps(report["profile_at_largest"]), flush=True)
-        if not config.keep:
-            shutil.rmtree(index_dir, ignore_errors=True)
+        shutil.rmtree(index_dir, ignore_errors=True)
     report["target_met"] = target_check(report)
     if config.es_passages:
         report["elasticsearch_bulk"] = es_bulk(config)
         print("elasticsearch", json.dumps(report["elasticsearch_bulk"]), flush=True)
     report["machine"]["load_average_at_end"] = loadavg()
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {out}")
+        write_json(out, report)
     if plot is not None and out is not None:
         from benchmarks.plots import plot_retrieval_scale
 
@@ -482,24 +382,9 @@ def target_check(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--passages", type=int, nargs="+", default=[10_000, 100_000, 1_000_000], help="corpus sizes")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--queries", type=int, default=5_000, help="sampled passages whose names are the queries")
-    ap.add_argument("--batch", type=int, default=64, help="queries per search() call")
-    ap.add_argument("--processes", type=int, nargs="+", default=[1, 4], help="searching process counts")
-    ap.add_argument("--seconds", type=float, default=10.0, help="length of each throughput run")
-    ap.add_argument("--latency-queries", type=int, default=2_000, help="one-query calls timed for p50/p99")
-    ap.add_argument("--es-passages", type=int, default=10_000, help="Elasticsearch bulk section size (0 skips)")
-    ap.add_argument("--skip-es", action="store_true", help="same as --es-passages 0")
-    ap.add_argument("--keep", action="store_true", help="keep the indexes under benchmarks/.work/retrieval_scale")
-    ap.add_argument("--out", type=Path, default=result_path("retrieval_scale"))
-    args = ap.parse_args(argv)
-    config = ScaleConfig(passages=args.passages, seed=args.seed, k=5, queries=args.queries, batch=args.batch,
-                         processes=args.processes, seconds=args.seconds, latency_queries=args.latency_queries,
-                         es_passages=0 if args.skip_es else args.es_passages, keep=args.keep)
-    run(config, args.out, PLOT if args.out == RESULT else None,
-        " ".join(["python -m benchmarks.retrieval_scale", *(argv if argv is not None else sys.argv[1:])]))
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)  # --help, and no options
+    out = result_path("retrieval_scale")  # $AGENT_R1_BENCH_RESULTS moves it, and then no plot is drawn
+    run(ScaleConfig(), out, PLOT if out == RESULT else None)
     return 0
 
 

@@ -372,6 +372,8 @@ RETRIEVAL: list[Figure] = [
            lambda d: [next(q for q in d["quality"] if q["passages"] == 1_000_000 and q["form"] == "entity")
                       ["latency_ms"][k] for k in ("p50", "p99")]),
     Figure("retrieval scale: target", RS, "target_qps_1_process_1M", num(0, comma=True)),
+    Figure("retrieval scale: question queries' time in tantivy's search, %", RS,
+           "profile_at_largest.question.{tantivy_search_us,total_us}", lambda v: num(0)(100 * v[0] / v[1])),
     Figure("retrieval scale: question queries/s", RS, "search_question_queries[processes=1].qps",
            seq(0, " / ", comma=True),
            lambda d: [q["qps"] for q in d["search_question_queries"] if q["processes"] == 1]),

@@ -172,8 +172,7 @@ def test_retrieval_smoke(bench):
 def test_retriever_load_smoke(bench):
     from benchmarks import retriever_load
 
-    assert retriever_load.main(["--processes", "1", "--seconds", "0.5", "--start-delay", "3",
-                                "--tantivy-questions", "10"]) == 0
+    assert retriever_load.main(["--processes", "1", "--seconds", "0.5", "--tantivy-questions", "10"]) == 0
     assert retriever_load.main(["--backend", "elasticsearch", "--questions", "5", "--workers", "1",
                                 "--threads", "1", "--pool-size", "1", "--seconds", "0.5"]) == 0
     doc = written(bench, "retriever_load")

@@ -26,13 +26,11 @@ def test_passages_are_deterministic_about_100_words_and_uniquely_titled():
     assert all(d.text.startswith(d.title) for d in first)  # each passage is about its title entity
 
 
-def test_bad_sizes_are_refused_with_the_flag_named():
+def test_a_passage_count_beyond_the_names_is_refused():
     with pytest.raises(ValueError, match="passages must be between 1"):
         PassageConfig(0)
-    with pytest.raises(ValueError, match="--passages"):
-        rs.ScaleConfig(passages=[])
-    with pytest.raises(ValueError, match="--batch"):
-        rs.ScaleConfig(batch=0)
+    with pytest.raises(ValueError, match="distinct 4-syllable names"):
+        PassageConfig(rs.NAME_SPACE + 1)
 
 
 def test_run_at_2k_finds_every_title_and_writes_the_json_and_plot(tmp_path):
@@ -54,6 +52,6 @@ def test_run_at_2k_finds_every_title_and_writes_the_json_and_plot(tmp_path):
     assert [(r["form"], r["processes"]) for r in runs] == [("entity", 1), ("question", 1)]
     assert all(r["queries"] > 0 and r["qps"] > 0 for r in runs)
     assert saved["target_met"]["at_1M"] is False  # 2k passages: the target's size was not measured
-    assert not (tmp_path / "work" / f"tantivy-{N}").exists()  # removed without --keep
+    assert not (tmp_path / "work" / f"tantivy-{N}").exists()  # removed at the end
     assert report["builds"] == saved["builds"]
     assert (tmp_path / "img" / "bench-retrieval-scale.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
