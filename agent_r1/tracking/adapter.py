@@ -62,12 +62,12 @@ class MlflowAdapter:
         self.counts = dict.fromkeys(("sent", "buffered", "flushed", "rejected", "partial_lines"), 0)
         self.own_keys: set[str] = set()  # the runs this process created: its report is about their records
         self.run_ids = self.buffer.run_ids()
-        # run key -> why MLflow refused to create it (another process finds no pending record creating that
-        # run, so it sets the run's records aside all the same)
+        # run key -> why MLflow refused to create it: the reason that run's later records are set aside with
         self.rejected_runs: dict[str, str] = {}
 
     # ------------------------------------------------------------------ live records and the replay
     def submit(self, record: Any) -> None:
+        """Sends `record` now, after what the buffer holds, or keeps it there; a malformed one is set aside."""
         with self.lock:
             try:
                 check_record(record)  # a malformed record never enters the buffer
