@@ -26,7 +26,7 @@ def test_paper_table_rows_beyond_the_paper_get_their_section_and_a_difference_ag
     """A row beyond the paper gets its own section and a paired difference against GRPO once every seed has run
     it (a row of fewer seeds is marked, with no difference yet). Here GSPO's rows are GRPO's with one of seed 0's
     right answers flipped to wrong: the difference is exactly -1/3 point (one question in 3 x 100)."""
-    from benchmarks.paper_render import render_markdown
+    from benchmarks.paper_table import render_markdown
 
     doc = json.loads((RESULTS / "paper_table_np12k" / "paper_table.json").read_text())
     for seed in doc["per_seed"]:

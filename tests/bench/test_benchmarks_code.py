@@ -87,7 +87,7 @@ def test_every_benchmark_is_run_by_a_test():
     for name, test in COVERED_ELSEWHERE.items():
         assert name in benchmark_imports(ast.parse((REPO / test).read_text())), (name, test)
         run.add(name)
-    # what a run benchmark imports runs too (common, perf_common, paper_render, ...)
+    # what a run benchmark imports runs too (common, perf_common, objective_rows, ...)
     frontier = set(run)
     while frontier:
         frontier = {m for name in frontier if name in trees for m in benchmark_imports(trees[name])} - run

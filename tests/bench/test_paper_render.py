@@ -1,11 +1,11 @@
-"""benchmarks/paper_render.py: rows in the paper's order whatever order a resumed run wrote them
+"""benchmarks/paper_table.py's markdown: rows in the paper's order whatever order a resumed run wrote them
 in, partial seeds marked, and a difference called supported only when its paired interval
 excludes 0."""
 
 from __future__ import annotations
 
 
-from benchmarks import paper_render
+from benchmarks import paper_table
 
 DS = ("synthetic_test", "synthetic_comparison_ood")
 
@@ -31,7 +31,7 @@ def _res() -> dict:
 
 
 def test_rows_follow_the_papers_order_and_partial_seeds_are_marked():
-    render = paper_render
+    render = paper_table
     res = _res()
     assert [n for _, n, _ in render.rows_of(res)] == ["agent", "ppo", "grpo", "grpo_loss_mask_off"]
     md = render.render_markdown(res)
@@ -40,7 +40,7 @@ def test_rows_follow_the_papers_order_and_partial_seeds_are_marked():
 
 
 def test_only_differences_whose_interval_excludes_zero_are_supported():
-    render = paper_render
+    render = paper_table
     md = render.render_markdown(_res())
     lines = {line.split(" | ")[0].strip("| "): line for line in md.splitlines() if " - " in line}
     assert lines["PPO (GAE + critic) - GRPO"].endswith("| yes: GRPO higher |")
