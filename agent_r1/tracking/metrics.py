@@ -15,7 +15,8 @@ log = logging.getLogger(__name__)
 
 
 class MetricsSink(Protocol):
-    """`log` is required; a sink may also define `log_trajectories(step, trajectories, tokenizer)`."""
+    """`log` is required; a sink may also define `log_trajectories(step, trajectories, tokenizer)`, and
+    `folders()`: where it writes, so a full disk in a write that names no file names them."""
 
     def log(self, step: int, metrics: dict[str, float]) -> None: ...
 
@@ -41,6 +42,9 @@ class JsonlMetrics:
             os.replace(self.path, aside)
             log.warning("%s held a previous run's metrics; a new run starts, so they were moved to %s",
                         self.path, aside)
+
+    def folders(self) -> list[Path]:
+        return [self.path.parent]
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.items()}

@@ -169,6 +169,10 @@ class MlflowSink:
             sink.log(step, metrics)
         self.tracker.log_metrics(metrics, step)
 
+    def folders(self) -> list[Path]:
+        """The MLflow buffer's folder (a buffered append names no file), then the `also` sinks'."""
+        return [self.tracker.mlflow.buffer.root, *(f for s in self.also if hasattr(s, "folders") for f in s.folders())]
+
     def log_trajectories(self, step: int, trajectories: list[Any], tokenizer: Any = None) -> None:
         """A table of the iteration's first trajectories, and traces of some (the text is the model's own:
         `tokenizer` is not needed)."""

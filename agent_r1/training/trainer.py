@@ -679,19 +679,12 @@ def fit_loop(trainer: TrainingBackend, on_iteration: Any = None) -> dict[str, fl
 
 
 def _written_folders(err: OSError, trainer: TrainingBackend) -> list[Path]:
-    """Where the failed write went: the error's file, else every folder the metrics sinks write to
-    (an MLflow buffer's append names no file), else the run folder."""
+    """Where the failed write went: the error's file, else every folder the run's sink writes to
+    (`folders()`: an MLflow buffer's append names no file), else the run folder."""
     if err.filename:
         return [Path(err.filename).parent]
-    found: list[Path] = []
-    todo = [getattr(trainer, "sink", None)]
-    while todo:
-        sink = todo.pop(0)
-        buffer = getattr(getattr(getattr(sink, "tracker", None), "channel", None), "buffer", None)
-        for folder in (getattr(buffer, "root", None), getattr(getattr(sink, "path", None), "parent", None)):
-            if isinstance(folder, Path) and folder not in found:
-                found.append(folder)
-        todo.extend(getattr(sink, "also", ()))
+    sink = getattr(trainer, "sink", None)
+    found = list(dict.fromkeys(sink.folders())) if hasattr(sink, "folders") else []
     return found or [Path(trainer.cfg.train.out_dir or ".")]
 
 

@@ -152,26 +152,31 @@ def test_the_cli_prints_the_stop_and_exits_2_through_mlflow(world, tmp_path, mon
     assert ckpt.latest_checkpoint(out / "checkpoints").name == "iter_000002"
 
 
-def test_a_full_disk_in_a_write_that_names_no_file_names_the_sinks_folders(tmp_path):
+def test_a_full_disk_in_a_write_that_names_no_file_names_the_sinks_folders(tmp_path, monkeypatch):
     """An MLflow buffer append whose write fails names no file: the error names the folders the sinks
-    write to (the buffer's and metrics.jsonl's), read from the sinks themselves."""
-    from types import SimpleNamespace
-
+    write to (the buffer's and metrics.jsonl's), asked of the real sinks (MlflowSink over a RunTracker
+    whose MLflow is down, and the run folder's JsonlMetrics)."""
+    from agent_r1.tracking.metrics import JsonlMetrics
+    from agent_r1.tracking.run import MlflowSink, RunTracker
     from agent_r1.training.trainer import fit_loop
 
     buffer_root, metrics = tmp_path / "buffer", tmp_path / "run" / "metrics.jsonl"
+    metrics.parent.mkdir()
+    tracker = RunTracker("r", tracking_uri="http://127.0.0.1:9", buffer_dir=buffer_root, verbose=False)
 
-    class FullBufferSink:
-        tracker = SimpleNamespace(channel=SimpleNamespace(buffer=SimpleNamespace(root=buffer_root)))
-        also = [SimpleNamespace(path=metrics)]
+    def full(*_a, **_k):
+        raise _full_disk()
 
-        def log(self, step, values):
-            raise _full_disk()
+    monkeypatch.setattr(tracker, "log_metrics", full)
+    sink = MlflowSink(tracker, also=[JsonlMetrics(metrics)])
 
     class Backend:
         cfg = load_config(None, {"train.iterations": 2, "train.checkpoint_every": 1, "train.eval_every": 0,
                                  "train.out_dir": str(tmp_path / "run")})
-        iteration, eval_samples, sink = 0, [], FullBufferSink()
+        iteration, eval_samples = 0, []
+
+        def __init__(self):
+            self.sink = sink
 
         def train_step(self):
             self.iteration += 1
