@@ -10,7 +10,8 @@ evidence, and the timing is marked not comparable):
   never writes the end-of-turn token itself; agent-r1's observation glue starts with it, and TRL's
   tool suffix gets it prepended (`EndOfTurnGRPO`); the tool text is agent-r1's search result, cut
   to `rollout.max_observation_tokens` as the rollout cuts it. One call's ids are compared.
-- the micro-batch: `--micro` rows per forward/backward on both sides (as in equal_work).
+- the micro-batch: `--micro` rows per forward/backward on both sides, and every other shared setting
+  (perf_trl.py's docstring).
 - the policy: perf_common.hermes_policy (the tag warm start, then SFT on the same demos in the
   hermes format through TRL's qwen2_5 template); the warm-up run of each side must make tool
   calls per trajectory within 10% of each other.
@@ -35,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import loadavg
-from benchmarks.perf_common import alternate, perf_work, ratio_summary, summary, time_generate
+from benchmarks.perf_common import alternate, time_generate
+from benchmarks.perf_trl import grpo_config, seconds_ratio, side_summary, stop_ids, timed_grpo_class
 
 
 class SchemaTool(dict):
@@ -50,9 +52,8 @@ class SchemaTool(dict):
         return self._fn(**kwargs)
 
 
-def run_tool(cfg: Any, model: Any, tok: Any, samples: list[dict], reward_fn: Any, iterations: int, repeats: int,
-             args: Any, torch: Any) -> dict[str, Any]:
-    bench = ToolBench(cfg, model, tok, samples, reward_fn, iterations, args, torch)
+def run_tool(cfg: Any, model: Any, tok: Any, samples: list[dict], reward_fn: Any, args: Any) -> dict[str, Any]:
+    bench = ToolBench(cfg, model, tok, samples, reward_fn, args)
     checks = bench.checks
     # the warm-up runs (untimed) are the check that both loops call the tool alike
     warm = {"agent_r1": bench.agent_r1(1000), "trl": bench.trl(1000)}
@@ -62,7 +63,7 @@ def run_tool(cfg: Any, model: Any, tok: Any, samples: list[dict], reward_fn: Any
     checks["tool_calls_within_10_percent"] = abs(calls_a - calls_t) <= 0.1 * max(calls_a, calls_t, 1e-9)
     checks["examples_warmup"] = {k: v["example"] for k, v in warm.items()}
     print("tool: warm-up tool calls per trajectory", checks["tool_calls_per_trajectory_warmup"], flush=True)
-    timed_runs = alternate({"agent_r1": bench.agent_r1, "trl": bench.trl}, repeats)
+    timed_runs = alternate({"agent_r1": bench.agent_r1, "trl": bench.trl}, args.repeats)
     bench.run.close()
     runs = {k: [v for _, v in vals] for k, vals in timed_runs.items()}
     a, t = runs["agent_r1"], runs["trl"]
@@ -70,9 +71,8 @@ def run_tool(cfg: Any, model: Any, tok: Any, samples: list[dict], reward_fn: Any
         print(f"  {name}: " + ", ".join(f"{v['seconds']:.1f}s (load {v['load'][0]})" for v in vals), flush=True)
     comparable = checks["prompts_identical"] and checks["glue_identical"] and checks["tool_calls_within_10_percent"]
     return {"comparable": comparable, "checks": checks, "budgets": bench.budgets, "agent_r1": bench.side(a),
-            "trl": bench.side(t),
-            "ratio_agent_r1_over_trl": ratio_summary([x["seconds"] for x in a], [x["seconds"] for x in t]),
-            "prompts": len(samples), "group_size": cfg.rollout.n_samples, "iterations_per_run": iterations,
+            "trl": bench.side(t), "ratio_agent_r1_over_trl": seconds_ratio(a, t),
+            "prompts": len(samples), "group_size": cfg.rollout.n_samples, "iterations_per_run": args.iterations,
             "micro_batch_size": bench.micro,
             "stop_ids": bench.stop_ids, "note": __doc__.split("\n\n", 1)[1].strip()}
 
@@ -84,23 +84,14 @@ def per_trajectory(runs: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def end_of_turn_grpo_class(tok: Any, prompt_tokens: list[int]) -> Any:
-    """TRL's GRPOTrainer with agent-r1's glue after a call (see the module docstring); records, per
-    generation batch, turns, tool calls, completion tokens and sampled tokens per trajectory."""
-    from trl import GRPOTrainer
+    """TRL's GRPOTrainer (generation timed) with agent-r1's glue after a call (see the module docstring);
+    records, per generation batch, turns, tool calls, completion tokens and sampled tokens per trajectory."""
 
-    class EndOfTurnGRPO(GRPOTrainer):
+    class EndOfTurnGRPO(timed_grpo_class()):
         seen: list[dict[str, Any]] = []
-        gen_s = 0.0
 
         def _get_tool_suffix_ids(self, tool_messages: Any) -> list[int]:
             return [tok.eos_token_id] + super()._get_tool_suffix_ids(tool_messages)
-
-        def _generate_single_turn(self, *a: Any, **k: Any) -> Any:
-            t0 = time.perf_counter()
-            try:
-                return super()._generate_single_turn(*a, **k)
-            finally:
-                EndOfTurnGRPO.gen_s += time.perf_counter() - t0
 
         def _tool_call_loop(self, *a: Any, **k: Any) -> Any:
             out = super()._tool_call_loop(*a, **k)
@@ -122,15 +113,14 @@ class ToolBench:
     """The tool mode's shared setup (config, env, the search tool both sides call, checks), then one
     method per side."""
 
-    def __init__(self, cfg: Any, model: Any, tok: Any, samples: list[dict], reward_fn: Any, iterations: int,
-                 args: Any, torch: Any):
+    def __init__(self, cfg: Any, model: Any, tok: Any, samples: list[dict], reward_fn: Any, args: Any):
         from datasets import Dataset
 
         from agent_r1.rollout.chat import ChatCodec
         from agent_r1.runs.run import Run
 
         self.cfg, self.model, self.tok, self.samples, self.reward_fn = cfg, model, tok, samples, reward_fn
-        self.iterations, self.args, self.torch = iterations, args, torch
+        self.iterations, self.args = args.iterations, args
         self.n_completions = n_completions = len(samples) * cfg.rollout.n_samples
         self.micro = args.micro if n_completions % args.micro == 0 else n_completions
         self.rcfg = rcfg = replace(cfg, env=replace(cfg.env, format="hermes"),
@@ -147,8 +137,7 @@ class ToolBench:
         messages = [self.make_env(s).reset(s) for s in samples]
         self.checks = _check_identical(tok, self.codec, self.make_env, samples[0], messages, self.tool, self.search,
                                        rcfg)
-        self.stop_ids = [tok.eos_token_id] + [ids[0] for ids in (self.codec.encode(x) for x in env0.fmt.stop_strings)
-                                              if len(ids) == 1]
+        self.stop_ids = stop_ids(tok, self.codec, env0.fmt)
         self.dataset = Dataset.from_list([{"prompt": m, "answers": s["answers"]} for m, s in zip(messages, samples)])
         longest = max(self.checks["prompt_tokens"])
         self.budgets = {"trl_max_completion_length": rcfg.rollout.max_total_tokens - longest,
@@ -184,30 +173,19 @@ class ToolBench:
         return {"seconds": total / self.iterations, "generate_s": gen[0] / self.iterations, "load": load,
                 "steps": steps, "example": self.codec.decode(trajs[0].token_ids[len(trajs[0].prompt_ids):])[:600]}
 
-    def trl_config(self, r: int) -> Any:
-        from trl import GRPOConfig
-
-        cfg, micro, n = self.cfg, self.micro, self.n_completions
-        return GRPOConfig(
-            output_dir=str(perf_work() / "trl_out"), use_cpu=True, bf16=False, gradient_checkpointing=False,
-            per_device_train_batch_size=micro, gradient_accumulation_steps=n // micro,
-            steps_per_generation=n // micro,
-            num_generations=cfg.rollout.n_samples, num_iterations=cfg.train.ppo_epochs,
-            max_steps=self.iterations * cfg.train.ppo_epochs,
-            max_completion_length=self.budgets["trl_max_completion_length"],
-            temperature=cfg.rollout.temperature, top_k=0, beta=0.0, learning_rate=cfg.train.lr,
-            weight_decay=cfg.train.weight_decay, max_grad_norm=cfg.train.max_grad_norm, lr_scheduler_type="constant",
-            warmup_steps=0, logging_steps=1, report_to="none", save_strategy="no", disable_tqdm=True, seed=r,
-            dataloader_num_workers=0, max_tool_calling_iterations=self.rcfg.rollout.max_turns - 1)
-
     def trl(self, r: int) -> dict[str, Any]:
+        import torch
+
         m = copy.deepcopy(self.model)
         m.generation_config.eos_token_id = self.stop_ids
         grpo = end_of_turn_grpo_class(self.tok, self.checks["prompt_tokens"])
         grpo.seen, grpo.gen_s = [], 0.0
-        trainer = grpo(model=m, reward_funcs=self.reward_fn, args=self.trl_config(r), train_dataset=self.dataset,
+        args = grpo_config(self.cfg, r, self.micro, self.n_completions, self.iterations * self.cfg.train.ppo_epochs,
+                           max_completion_length=self.budgets["trl_max_completion_length"],
+                           max_tool_calling_iterations=self.rcfg.rollout.max_turns - 1)
+        trainer = grpo(model=m, reward_funcs=self.reward_fn, args=args, train_dataset=self.dataset,
                        processing_class=self.tok, tools=[self.tool])
-        self.torch.set_num_threads(self.args.threads)  # accelerate may change it
+        torch.set_num_threads(self.args.threads)  # accelerate may change it
         load, t0 = loadavg(), time.perf_counter()
         trainer.train()
         total = time.perf_counter() - t0
@@ -217,13 +195,8 @@ class ToolBench:
                 "example": seen[0]["example"] if seen else ""}
 
     def side(self, vals: list[dict[str, Any]]) -> dict[str, Any]:
-        pt = per_trajectory(vals)
-        n, epochs = self.n_completions, self.cfg.train.ppo_epochs
-        return {"seconds_per_iteration": summary([v["seconds"] for v in vals]),
-                "generate_s": summary([v["generate_s"] for v in vals]),
-                "generation_tokens_per_s": summary([n * pt["sampled_tokens"] / v["generate_s"] for v in vals], 1),
-                "update_tokens_per_s": summary([epochs * n * pt["tokens"] / (v["seconds"] - v["generate_s"])
-                                                for v in vals], 1),
+        pt, n = per_trajectory(vals), self.n_completions
+        return {**side_summary(vals, n * pt["sampled_tokens"], self.cfg.train.ppo_epochs * n * pt["tokens"]),
                 "per_trajectory": pt, "runs": [{k: x for k, x in v.items() if k != "example"} for v in vals]}
 
 

@@ -1,7 +1,7 @@
 """One full GRPO iteration with vLLM as agent-r1's engine, against the transformers engine and TRL's
 GRPOTrainer (and TRL's own vLLM mode where it runs), on perf_trl.py's equal-work cells.
 
-Every side does perf_trl_equal.py's equal work (its `Cell`, checked on every run: the same warm-started
+Every side does perf_trl.py's equal work (its `Cell`, checked on every run: the same warm-started
 model, prompts, group, temperature 1, learning rate, fp32, micro-batch, and every completion exactly N
 tokens long with stops ignored). The sides:
 - `agent_r1`: the transformers engine (perf_trl.py's agent-r1 side);
@@ -68,11 +68,11 @@ def start_vllm(cell: Any, kv_cache_gib: float) -> tuple[Any, float]:
     return engine, time.perf_counter() - t0
 
 
-def run_cell(cfg: Any, model: Any, tok: Any, samples: list[dict], reward: Any, args: Any, torch: Any,
-             completions: int, tokens: int) -> dict[str, Any]:
-    from benchmarks.perf_trl_equal import Cell
+def run_cell(cfg: Any, model: Any, tok: Any, samples: list[dict], reward: Any, args: Any, completions: int,
+             tokens: int) -> dict[str, Any]:
+    from benchmarks.perf_trl import Cell
 
-    cell = Cell(cfg, model, tok, samples, reward, args, torch, completions, tokens, args.micro)
+    cell = Cell(cfg, model, tok, samples, reward, args, completions, tokens)
     engine, start_s = start_vllm(cell, args.kv_cache_gib)
     sides = {"agent_r1": cell.agent_r1, "agent_r1_vllm": lambda r: cell.agent_r1(r, engine=engine), "trl": cell.trl}
     if not args.no_trl_vllm:
@@ -132,8 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     for c in args.cells.split(","):
         completions, tokens = (int(x) for x in c.split("x"))
         print(f"cell {c}: start, load {loadavg()}", flush=True)
-        results["cells"][c] = run_cell(cfg, model, tok, samples, make_reward(exact_match), args, torch,
-                                       completions, tokens)
+        results["cells"][c] = run_cell(cfg, model, tok, samples, make_reward(exact_match), args, completions, tokens)
         print(f"cell {c}: {results['cells'][c]['ratios']}", flush=True)
     results["measured"] = {**started, "load_average_at_end": loadavg()}
     write_result("perf_vllm", results, args.device)

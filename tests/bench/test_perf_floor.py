@@ -1,4 +1,4 @@
-"""benchmarks/perf_floor.py does the work it claims: its bare decode yields the engine's greedy
+"""benchmarks/perf_trl.py's floor does the work it claims: its bare decode yields the engine's greedy
 tokens (padding, positions and the in-place cache are right), and its update trains the model."""
 
 from __future__ import annotations
@@ -7,14 +7,14 @@ import copy
 
 import pytest
 
-from benchmarks import perf_floor
+from benchmarks import perf_trl
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
 def floor():
-    return perf_floor
+    return perf_trl
 
 
 def _prompts(tok):
