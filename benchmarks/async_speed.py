@@ -66,7 +66,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iterations", type=int, default=4, help="timed iterations per run (after one warm-up)")
     ap.add_argument("--repeats", type=int, default=3, help="runs per mode, alternated")
     ap.add_argument("--out", default=str(result_path("scale")))
-    ap.add_argument("--note", default="", help="what else ran on the machine meanwhile")
     ap.add_argument("--modes", default=",".join(MODES), help=f"comma list of {list(MODES)}")
     add_smoke_arg(ap)
     args = ap.parse_args(argv)
@@ -107,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         "speedup_paired_median": paired_speedups(runs),
         "modes": {mode: {"max_staleness": k, "overrides": over} for mode, (k, over) in modes.items()},
         "target_speedup": 1.3,
-        "machine": {**ray_machine(args.note), "loadavg_before": load_before, "loadavg_after": loadavg()},
+        "machine": {**ray_machine(), "loadavg_before": load_before, "loadavg_after": loadavg()},
     }
     out = Path(args.out)
     prev = json.loads(out.read_text()).get("async_speed") if out.exists() else None

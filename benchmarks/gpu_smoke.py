@@ -176,7 +176,7 @@ def vllm_importable() -> bool:
     return importlib.util.find_spec("vllm") is not None
 
 
-def run_one(run: str, cfg_overrides: dict[str, Any], timeout: float) -> dict[str, Any]:
+def run_one(run: str, cfg_overrides: dict[str, Any], timeout: float = 900) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "benchmarks.gpu_smoke", "--child", run, "--overrides", json.dumps(cfg_overrides)]
     try:
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
@@ -205,7 +205,6 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argpars
     # random weights earn no reward, so every advantage is 0 and nothing moves; an entropy bonus moves
     # the weights, which makes iteration 2's rollout/logprob_diff_max a check of the engine's weight sync
     ap.add_argument("--entropy-coef", type=float, default=0.0)
-    ap.add_argument("--timeout", type=float, default=900, help="seconds per run")
     ap.add_argument("--work", default=None, help="work folder (default: benchmarks/.work/gpu_smoke)")
     ap.add_argument("--people", type=int, default=None, help="data.n_people of the world (default: params.yaml's)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -251,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
             doc["runs"][run] = {"skipped": "vLLM is not installed here"}
             continue
         t0 = time.perf_counter()
-        doc["runs"][run] = run_one(run, overrides(args, model_dir, work, run), args.timeout)
+        doc["runs"][run] = run_one(run, overrides(args, model_dir, work, run))
         status = "error" if "error" in doc["runs"][run] else "ok"
         print(f"{run}: {status} in {time.perf_counter() - t0:.0f} s", flush=True)
     name = "gpu_smoke_cpu_tiny" if args.device == "cpu" else "gpu_smoke"

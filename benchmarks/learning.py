@@ -103,14 +103,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--variants", default=",".join(DEFAULT_VARIANTS), help=f"comma list of {list(VARIANTS)}")
     ap.add_argument("--seeds", default="0", help="comma list: each seed is its own world, warm start and runs")
     ap.add_argument("--iterations", type=int, default=None)
-    ap.add_argument("--sft-steps", type=int, default=None)
-    ap.add_argument("--guess-fraction", type=float, default=0.6)
-    ap.add_argument("--lr", type=float, default=3e-4, help="RL learning rate (1e-3 collapsed the policy here)")
-    ap.add_argument("--lr-schedule", default="cosine", help="train.lr_schedule of every RL run")
-    ap.add_argument("-k", type=int, default=3, help="documents per search")
     ap.add_argument("--out", default=None, help="default benchmarks/results/learning[_quick].json")
-    ap.add_argument("--rerun", action="store_true",
-                    help="run every variant again even if --out already holds it for the same config")
     ap.add_argument("--params", default=None,
                     help="run a params file's recipe (e.g. params.yaml: make run's) instead of this benchmark's own; "
                          "only the seed's folders and the evaluation are set over it")
@@ -139,20 +132,21 @@ def base_config(args: argparse.Namespace, work: Path) -> dict:
                 **chat, **parse_overrides(args.set)}
     small = args.quick or args.smoke
     iterations = args.iterations or (1 if args.smoke else 4 if args.quick else 80)
-    sft_steps = args.sft_steps or (2 if args.smoke else 40 if args.quick else 500)
+    sft_steps = 2 if args.smoke else 40 if args.quick else 500
     micro = {k: v for k, v in micro_overrides(work).items()
              if k.startswith(("data.n_", "model.", "rollout.max"))} if args.smoke else {}
     return {  # the chat recipe first: this benchmark's own SFT steps (2 in --smoke) win over its 2,000
         **chat,
         "data.dir": str(work / "data"), "search.index_dir": str(work / "index"), "model.tokenizer": "syllable",
         "data.question_types": ["one_hop", "bridge"], "data.n_people": 12000, "sft.out_dir": str(work / "sft"),
-        "search.k": args.k,
-        "sft.steps": sft_steps, "sft.guess_fraction": args.guess_fraction, "train.threads": 2,
-        "train.iterations": iterations, "train.prompts_per_iter": 16, "rollout.n_samples": 4, "train.lr": args.lr,
+        "search.k": 3,
+        "sft.steps": sft_steps, "sft.guess_fraction": 0.6, "train.threads": 2,  # 60% of the demos guess
+        # RL learning rate: 1e-3 collapsed the policy here
+        "train.iterations": iterations, "train.prompts_per_iter": 16, "rollout.n_samples": 4, "train.lr": 3e-4,
         # the recorded results' update: params.yaml's make-run recipe since moved to mini-batches of 128
         # and skip_zero_advantage, which would change these runs at float level (and refuse a KL term)
         "train.minibatch_size": 64, "algo.skip_zero_advantage": False,
-        "train.lr_schedule": args.lr_schedule,
+        "train.lr_schedule": "cosine",
         "env.format_instructions": False, "train.eval_every": 0, "train.eval_size": 20 if small else 100,
         "train.checkpoint_every": 1000,
         **micro, **({"train.prompts_per_iter": 2, "rollout.n_samples": 2, "train.eval_size": 4,
@@ -179,15 +173,14 @@ def main(argv: list[str] | None = None) -> int:
         write_json(out, results)
 
     for seed in seeds:
-        run_seed(seed, work / f"seed{seed}", {**base, "seed": seed}, args.params, args.variants.split(","), args.rerun,
+        run_seed(seed, work / f"seed{seed}", {**base, "seed": seed}, args.params, args.variants.split(","),
                  results["per_seed"].setdefault(str(seed), {"runs": {}}), save)
     save()
     print(json.dumps(results["summary"], indent=1))
     return 0
 
 
-def run_seed(seed: int, work: Path, base: dict, params: str | None, names: list[str], rerun: bool, one: dict,
-             save) -> None:
+def run_seed(seed: int, work: Path, base: dict, params: str | None, names: list[str], one: dict, save) -> None:
     """One seed: its world, index and warm start (trained once, kept in `work`), then the variants."""
     for key in ("data.dir", "search.index_dir", "sft.out_dir"):
         base[key] = str(work / Path(base[key]).name)
@@ -211,8 +204,8 @@ def run_seed(seed: int, work: Path, base: dict, params: str | None, names: list[
         one["episodes_check"] = endpoint_rows.compare_episodes(cfg, warm, test[:8])
         print(f"seed {seed} env vs endpoint agent, greedy: {one['episodes_check']}", flush=True)
     for name in names:
-        if name in one["runs"] and not rerun:
-            print(f"seed {seed} {name}: kept from the results file (--rerun to run it again)", flush=True)
+        if name in one["runs"]:
+            print(f"seed {seed} {name}: kept from the results file", flush=True)
             continue
         one["runs"][name] = run_variant(name, params, base, warm, work, test)
         print(f"seed {seed} {name}: greedy EM {one['runs'][name]['greedy']['em']:.1f} "

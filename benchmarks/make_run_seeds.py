@@ -103,7 +103,6 @@ def main(argv: list[str] | None = None) -> int:
                     help="a probe's extra override (the README's figure uses none)")
     ap.add_argument("--work", default=str(work_dir("make_run")))
     ap.add_argument("--out", default=str(result_path("make_run_seeds")))
-    ap.add_argument("--rerun", action="store_true", help="run seeds already in --out again")
     args = ap.parse_args(argv)
     os.chdir(ROOT)
     params, work, out = Path(args.params), Path(args.work), Path(args.out)
@@ -113,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         results = {"recipe_key": key, "params": str(params), "overrides": args.set, "per_seed": {}}
     results["machine"] = machine()
     for seed in [int(s) for s in args.seeds.split(",")]:
-        if str(seed) in results["per_seed"] and not args.rerun:
+        if str(seed) in results["per_seed"]:
             print(f"seed {seed}: kept from {out}", flush=True)
             continue
         row = run_seed(seed, params, args.set, work)

@@ -196,20 +196,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="where paper_table.{md,json} go (default benchmarks/results; --micro: WORK/results)")
     ap.add_argument("--methods", default=None, help=f"comma list of {list(METHODS)}")
     ap.add_argument("--iterations", type=int, default=None)
-    ap.add_argument("--prompts-per-iter", type=int, default=16)
-    ap.add_argument("--n-samples", type=int, default=4)
     ap.add_argument("--sft-steps", type=int, default=None)
-    ap.add_argument("--guess-fraction", type=float, default=0.6)
     ap.add_argument("--eval-n", type=int, default=None, help="questions per synthetic eval set")
     ap.add_argument("--real-n", type=int, default=None, help="questions per real data set (0: skip real data)")
     ap.add_argument("--warm-start", default=None, help="reuse this SFT model folder instead of training one "
                                                        "(it must come from the same data and model config); "
                                                        "'{seed}' in it stands for each seed, e.g. the learning "
                                                        "benchmark's benchmarks/.work/learn_np12k/seed{seed}/sft/model")
-    ap.add_argument("--rerun", action="store_true", help="run every baseline and method again even if the results "
-                                                         "file already holds it for the same setup")
-    ap.add_argument("--lr-schedule", default="cosine", help="train.lr_schedule of every RL run (as the learning "
-                                                            "benchmark: the last checkpoint is read after the decay)")
     ap.add_argument("--render-only", action="store_true",
                     help="rewrite paper_table.md and .png from the JSON in the results folder; run nothing")
     ap.add_argument("--threads", type=int, default=2)
@@ -221,8 +214,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.sft_steps = args.sft_steps or (5 if micro else 500)
     args.eval_n = args.eval_n or (4 if micro else 200)
     args.real_n = (2 if micro else 400) if args.real_n is None else args.real_n
-    if micro:
-        args.prompts_per_iter, args.n_samples = 4, 2
+    # the learning benchmark's budget and warm-start recipe; a cosine decay, the last checkpoint read after it
+    args.prompts_per_iter, args.n_samples = (4, 2) if micro else (16, 4)
+    args.guess_fraction, args.lr_schedule = 0.6, "cosine"
     args.methods = (args.methods or ",".join(MICRO_METHODS if micro else METHODS)).split(",")
     unknown = [m for m in args.methods if m not in METHODS]
     if unknown:
@@ -245,7 +239,7 @@ def results_header(args: argparse.Namespace, argv: list[str] | None, work: Path,
     # what a kept result must share with this run (seeds, methods and real data may differ: they are
     # kept per seed and per method), so a table of many hours can be filled in over several sessions
     res["resume_key"] = config_hash({"base": res["base_config"], "eval_n": args.eval_n, "warm_start": args.warm_start})
-    earlier = {} if args.rerun else previous_doc(results / "paper_table.json", res["resume_key"])
+    earlier = previous_doc(results / "paper_table.json", res["resume_key"])
     kept = earlier.get("per_seed", {})
     # the wall time of every call that filled this table, this one last (save() appends it; a file from before
     # had one total); the header's wall time is their sum
@@ -339,7 +333,7 @@ def run_seed(seed: int, work: Path, args: argparse.Namespace, methods: list[str]
     save()
     for name in methods:
         if name in one["methods"]:
-            print(f"seed {seed} {name}: kept from the results file (--rerun to run it again)", flush=True)
+            print(f"seed {seed} {name}: kept from the results file", flush=True)
             continue
         one["methods"][name] = run_method(name, base, warm, work, sets)
         print(f"seed {seed} {name}: " + json.dumps({d: round(s["em"], 1)

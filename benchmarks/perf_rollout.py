@@ -243,7 +243,6 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_common_args(ap)
     ap.add_argument("--prompts", type=int, default=8, help="prompts per batch (x rollout.n_samples trajectories)")
-    ap.add_argument("--skip-scaling", action="store_true")
     args = ap.parse_args(argv)
     import torch
 
@@ -262,8 +261,7 @@ def main(argv: list[str] | None = None) -> int:
           results["overhead"]["rollout_over_raw_replay"]["median"], flush=True)
     results["speedups"] = speedups(b, repeats)
     print("speed-ups:", {k: v["seconds_over_all_on"]["median"] for k, v in results["speedups"].items()}, flush=True)
-    if not args.skip_scaling:
-        results["scaling"] = scaling(b, repeats, (1, 2) if args.smoke else (2, 8, 32), 2 if args.smoke else 5)
+    results["scaling"] = scaling(b, repeats, (1, 2) if args.smoke else (2, 8, 32), 2 if args.smoke else 5)
     retriever.close()
     write_result("perf_rollout" + ("_cuda" if args.device.startswith("cuda") else ""), results, args.device)
     return 0

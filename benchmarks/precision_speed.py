@@ -122,12 +122,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="avx2: oneDNN limited to AVX2 (ONEDNN_MAX_CPU_ISA), as on an AVX2-only CPU")
     ap.add_argument("--sft-steps", type=int, default=50)
     ap.add_argument("--iterations", type=int, default=4, help="timed RL iterations per precision (after one warm-up)")
-    ap.add_argument("--warm-steps", type=int, default=60, help="SFT steps of the warm start both precisions share")
     ap.add_argument("--budget-s", type=float, default=600.0)
     ap.add_argument("--smoke", action="store_true", help="the micro model and world, 2 steps, 1 iteration (a test)")
     args = ap.parse_args(argv)
+    args.warm_steps = 2 if args.smoke else 60  # SFT steps of the warm start both precisions share
     if args.smoke:
-        args.sft_steps, args.iterations, args.warm_steps = 2, 1, 2
+        args.sft_steps, args.iterations = 2, 1
     if args.isa == "avx2" and os.environ.get("ONEDNN_MAX_CPU_ISA") != "AVX2":
         # the limit is read when oneDNN loads: a child process of its own
         env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2"}

@@ -34,12 +34,11 @@ def small_config(work: Path, smoke: bool = False, **over: Any) -> dict[str, Any]
             **(micro if smoke else {}), **over}
 
 
-def ray_machine(note: str = "") -> dict[str, Any]:
-    """common.machine() with Ray's version and the note; the caller records the load average before
-    and after its runs."""
+def ray_machine() -> dict[str, Any]:
+    """common.machine() with Ray's version; the caller records the load average before and after its runs."""
     from importlib.metadata import version
 
-    return common.machine(at_start=False, ray=version("ray"), note=note)
+    return common.machine(at_start=False, ray=version("ray"))
 
 
 def add_smoke_arg(ap: Any) -> None:

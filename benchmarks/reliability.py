@@ -318,7 +318,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", type=int, default=20000, help="model outputs stepped through the env")
     ap.add_argument("--parse-cases", type=int, default=10000, help="hermes calls of JSON of every type")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--skip-fault-tests", action="store_true")
     ap.add_argument("--fault-tests", default=None, help="comma list of FAULT_TESTS ids to run (default: all)")
     ap.add_argument("--out", default=str(result_path("reliability")))
     args = ap.parse_args(argv)
@@ -328,10 +327,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"fuzz: {fuzz['inputs_tried']} inputs, {fuzz['failures']} failures, {fuzz['seconds']} s", flush=True)
     parse = run_parse_fuzz(args.parse_cases, args.seed)
     print(f"parse fuzz: {parse['inputs_tried']} inputs, {parse['failures']} failures, {parse['seconds']} s", flush=True)
-    faults = {"skipped": True} if args.skip_fault_tests else run_fault_tests(tests)
-    if not args.skip_fault_tests:
-        print(f"faults: {faults['handled']}/{faults['injected']} handled ({faults['cases_passed']}/"
-              f"{faults['cases_run']} cases), {faults['seconds']} s", flush=True)
+    faults = run_fault_tests(tests)
+    print(f"faults: {faults['handled']}/{faults['injected']} handled ({faults['cases_passed']}/"
+          f"{faults['cases_run']} cases), {faults['seconds']} s", flush=True)
     kill_path = result_path("kill_resume")
     kill = kill_counts(json.loads(kill_path.read_text())) if kill_path.exists() else {}
     passed = {r["test"] for r in faults.get("faults", []) if r["outcome"] == "passed"}
@@ -355,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     write_json(Path(args.out), report)
     print(json.dumps({k: v for k, v in report.items() if k not in ("fuzz", "parse_fuzz", "fault_tests")}, indent=1))
-    ok = report["inputs_failed"] == 0 and (args.skip_fault_tests or faults["handled"] == faults["injected"])
+    ok = report["inputs_failed"] == 0 and faults["handled"] == faults["injected"]
     return 0 if ok and (not kill or kill["trials_completed_cleanly"] == kill["sigkill_trials"]) else 1
 
 

@@ -209,7 +209,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--questions", type=int, default=100,
                     help="elasticsearch: corpus = these HotpotQA questions' paragraphs (noida-db is slow)")
     ap.add_argument("--batch", type=int, default=None, help="queries per search call (64 tantivy, 8 elasticsearch)")
-    ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=None, help="per run (60 tantivy, 30 elasticsearch)")
     ap.add_argument("--tantivy-questions", type=int, default=None,
                     help="tantivy: the first N HotpotQA questions and their paragraphs (default: all 400)")
@@ -219,7 +218,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    es = args.backend == "elasticsearch"
+    args.k, es = 5, args.backend == "elasticsearch"
     args.batch, args.seconds = args.batch or (8 if es else 64), args.seconds or (30.0 if es else 60.0)
     report = {"elasticsearch_workers": run_es(args)} if es else run_tantivy(args)
     out = Path(args.out)  # the other backend's keys stay

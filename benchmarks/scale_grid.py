@@ -118,7 +118,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=4, help="runs per cell; each repeat runs every cell once")
     ap.add_argument("--out", default=str(result_path("scale")))
     ap.add_argument("--plot", default=str(PLOT))
-    ap.add_argument("--note", default="", help="what else ran on the machine meanwhile")
     ap.add_argument("--cells", default=",".join(f"{w}x{n}" for w, n in CELLS),
                     help="comma list of WORKERSxLEARNERS (default: all four)")
     add_smoke_arg(ap)
@@ -163,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
                    "a cell of 2 workers or 2 learners needs both cores free to gain. Work is close, not equal: "
                    "2 workers sample their shards with per-shard seeds (batch_tokens). Learners split every "
                    "mini-batch's rows, and each rank still computes the whole batch's advantages.",
-        "machine": {**ray_machine(args.note), "loadavg_before": load_before, "loadavg_after": loadavg()},
+        "machine": {**ray_machine(), "loadavg_before": load_before, "loadavg_after": loadavg()},
     }
     update_results(Path(args.out), "scale_grid", section)  # beside async_speed's section
     print(f"wrote {args.out} (scale_grid) and {plot(section, Path(args.plot))}")

@@ -30,9 +30,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--repeats", type=int, default=3, help="rounds; in each, every engine rolls out once (same seed)")
     ap.add_argument("--engines", default="vllm,transformers")
     ap.add_argument("--hidden", type=int, default=128)
-    ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--smoke", action="store_true", help="a 60-person world, 2 turns of 8 tokens (the smoke test)")
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    args.layers = 2  # vllm_cpu.build_policy's folder: --hidden wide, 2 layers
+    return args
 
 
 def run_config(args: argparse.Namespace) -> Any:
