@@ -184,9 +184,7 @@ class Registry(Mapping[str, T], Generic[T, M]):
             try:
                 thing = ep.load()
             except Exception as exc:
-                dist = getattr(ep, "dist", None)
-                package = f" in {dist.name} {dist.version}" if dist is not None else ""
-                raise ImportError(f"{self.kind} plugin {name!r} ({ep.name} = {ep.value}{package}) failed to load: "
+                raise ImportError(f"{self.kind} plugin {name!r} ({entry_point_origin(ep)}) failed to load: "
                                   f"{type(exc).__name__}: {exc}. Check that its package is installed in this "
                                   "environment and imports on its own") from exc
             if name not in self._items:  # its module did not register it (with traits) itself
@@ -195,3 +193,10 @@ class Registry(Mapping[str, T], Generic[T, M]):
 
     def __repr__(self) -> str:
         return f"Registry({self.kind!r}, {self.names()})"
+
+
+def entry_point_origin(ep: metadata.EntryPoint) -> str:
+    """`name = module:object in package version`, for errors about a plugin."""
+    dist = getattr(ep, "dist", None)
+    package = f" in {dist.name} {dist.version}" if dist is not None else ""
+    return f"{ep.name} = {ep.value}{package}"

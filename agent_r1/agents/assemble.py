@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from agent_r1.agents.records import CallRecord
-from agent_r1.agents.retries import used_calls
+from agent_r1.agents.retries import extends, used_calls
 from agent_r1.trajectory import ObservationIds, Trajectory, Turn
 
 
@@ -39,12 +39,6 @@ class AssembleStats:
 
     def metrics(self, prefix: str = "agent/") -> dict[str, float]:
         return {f"{prefix}{k}": float(v) for k, v in vars(self).items()}
-
-
-def extends(prompt_ids: Sequence[int], context: Sequence[int]) -> bool:
-    """Whether a call's prompt continues `context` (the previous call's prompt + completion): the test
-    by which a session's calls stay one trajectory, and a call that fails it is drift."""
-    return len(prompt_ids) >= len(context) and list(prompt_ids[:len(context)]) == list(context)
 
 
 def build_trajectories(records: Sequence[CallRecord], sample_id: str, sample: dict | None = None,

@@ -21,9 +21,10 @@ from collections.abc import Sequence
 from agent_r1.agents.records import CallRecord
 
 
-def _continues(later: CallRecord, rec: CallRecord) -> bool:
-    sampled = rec.prompt_ids + rec.completion_ids
-    return len(later.prompt_ids) >= len(sampled) and later.prompt_ids[:len(sampled)] == sampled
+def extends(prompt_ids: Sequence[int], context: Sequence[int]) -> bool:
+    """Whether a call's prompt continues `context` (an earlier call's prompt + completion): the test by
+    which a session's calls stay one trajectory (assemble.py), and a retried call is told abandoned."""
+    return len(prompt_ids) >= len(context) and list(prompt_ids[:len(context)]) == list(context)
 
 
 def used_calls(records: Sequence[CallRecord]) -> tuple[list[CallRecord], int]:
@@ -36,7 +37,8 @@ def used_calls(records: Sequence[CallRecord]) -> tuple[list[CallRecord], int]:
         if len(rows) < 2:
             continue
         mine = set(rows)
-        continued = [i for i in rows if any(_continues(records[j], records[i])
+        sampled = {i: records[i].prompt_ids + records[i].completion_ids for i in rows}
+        continued = [i for i in rows if any(extends(records[j].prompt_ids, sampled[i])
                                             for j in range(i + 1, len(records)) if j not in mine)]
         dropped |= mine - set(continued or rows[-1:])
     return [rec for i, rec in enumerate(records) if i not in dropped], len(dropped)

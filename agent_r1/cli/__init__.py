@@ -22,6 +22,19 @@ COMMAND_MODULES = (
 )
 
 
+def add_config_args(p: argparse.ArgumentParser) -> None:
+    """`--params` and `--set`: the config of a command that reads one (`run_config`)."""
+    p.add_argument("--params", default=None, help="params.yaml (default: built-in defaults)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config key, e.g. --set train.lr=1e-4 (repeatable)")
+
+
+def run_config(args: argparse.Namespace):
+    from agent_r1.config import load_config, parse_overrides
+
+    return load_config(args.params, parse_overrides(args.overrides))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agent-r1", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)

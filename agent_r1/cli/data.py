@@ -74,7 +74,7 @@ def _corpus(dataset: str, path: Path, skip_bad: bool) -> list[Any] | None:
 
 def cmd_prepare_qa(args: argparse.Namespace) -> int:
     from agent_r1.data.io import write_jsonl
-    from agent_r1.data.loaders import LoadReport, load_dataset
+    from agent_r1.data.loaders import LOADERS, LoadReport
 
     from agent_r1.data.owned import claim_folder
 
@@ -90,7 +90,7 @@ def cmd_prepare_qa(args: argparse.Namespace) -> int:
     if path is None:
         raise ValueError("give --input FILE (or --download for the official HotpotQA dev set)")
     report = LoadReport()
-    samples = load_dataset(args.dataset, path, skip_bad=args.skip_bad, report=report)
+    samples = LOADERS[args.dataset](path, skip_bad=args.skip_bad, report=report)
     n_q = write_jsonl(out / "questions.jsonl", samples)
     msg = f"wrote {n_q} questions to {out / 'questions.jsonl'}"
     if report.n_skipped:

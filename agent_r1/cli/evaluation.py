@@ -10,6 +10,8 @@ import argparse
 import json
 from pathlib import Path
 
+from agent_r1.cli import add_config_args, run_config
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     from agent_r1.evaluation.modes import EVAL_MODES
@@ -23,8 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--index", default=None, help="retriever index folder (default: search.index_dir); "
                                                  "needed by agent and rag")
     p.add_argument("--mode", default="agent", help=f"one or more of {sorted(EVAL_MODES)}, comma-separated")
-    p.add_argument("--params", default=None, help="params.yaml: rollout budgets, env format, search k, ...")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    add_config_args(p)  # rollout budgets, env format, search k, ...
     p.add_argument("-n", "--limit", type=count, default=None, help="first N questions of each file")
     p.add_argument("--sample", action="store_true", help="sample at rollout.temperature instead of greedy")
     p.add_argument("--batch-size", type=count, default=64)
@@ -35,7 +36,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from agent_r1.config import load_config, parse_overrides
     from agent_r1.evaluation.harness import (
         evaluate_model,
         format_table,
@@ -47,7 +47,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     )
     from agent_r1.runs.assembly import set_threads
 
-    cfg = load_config(args.params, parse_overrides(args.overrides))
+    cfg = run_config(args)
     set_threads(cfg.train.threads)
     modes = [m.strip() for m in args.mode.split(",") if m.strip()]
     specs = parse_question_specs(args.questions)

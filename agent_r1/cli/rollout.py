@@ -6,13 +6,13 @@ import argparse
 import json
 import sys
 
+from agent_r1.cli import add_config_args, run_config
 from agent_r1.schema import limited
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("rollout", help="run multi-turn rollouts and print them (action / observation spans)")
-    p.add_argument("--params", default=None)
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    add_config_args(p)
     p.add_argument("--model", default="", help="model folder or hub id (default: build a fresh small model)")
     p.add_argument("-n", type=limited("train", "eval_size"), default=4, help="number of questions")
     p.add_argument("--samples", type=limited("rollout", "n_samples"), default=1, help="trajectories per question")
@@ -24,14 +24,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_rollout(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from agent_r1.config import load_config, parse_overrides
     from agent_r1.rollout.chat import ChatCodec
     from agent_r1.rollout.engine import TransformersEngine
     from agent_r1.rollout.loop import run_rollout
     from agent_r1.rollout.render import render_trajectory
     from agent_r1.runs.run import Run
 
-    with Run(load_config(args.params, parse_overrides(args.overrides))) as run:
+    with Run(run_config(args)) as run:
         model, tokenizer = run.policy(args.model)
         trajs = run_rollout(TransformersEngine(model, tokenizer), ChatCodec(tokenizer), run.env_factory,
                             run.samples("eval", args.n), replace(run.cfg.rollout, n_samples=args.samples),

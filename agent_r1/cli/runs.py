@@ -5,30 +5,26 @@ from __future__ import annotations
 import argparse
 import json
 
-
-def _add_config_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--params", default=None, help="params.yaml (default: built-in defaults)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config key, e.g. --set train.lr=1e-4 (repeatable)")
+from agent_r1.cli import add_config_args, run_config
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("prepare-data", help="write the configured data folder (data.dir) from params")
-    _add_config_args(p)
+    add_config_args(p)
     p.set_defaults(func=cmd_prepare_data)
     p = sub.add_parser("build-index", help="(re)build the configured search index (search.index_dir) from params")
-    _add_config_args(p)
+    add_config_args(p)
     p.set_defaults(func=cmd_build_index)
     p = sub.add_parser("embed-corpus", help="encode the corpus for a dense/hybrid search.backend into "
                                             "search.embed_cache_dir (nothing to do for BM25 backends)")
-    _add_config_args(p)
+    add_config_args(p)
     p.set_defaults(func=cmd_embed_corpus)
     p = sub.add_parser("sft", help="supervised warm start on scripted-agent demonstrations (reused when one "
                                    "with the same data, model, SFT and env settings exists)")
-    _add_config_args(p)
+    add_config_args(p)
     p.set_defaults(func=cmd_sft)
     p = sub.add_parser("train", help="RL training (PPO, GRPO, REINFORCE++, RLOO) into a run folder of its own")
-    _add_config_args(p)
+    add_config_args(p)
     p.add_argument("--resume", nargs="?", const=True, default=None, metavar="RUN",
                    help="continue the run named RUN (see `agent-r1 runs`; its own config.json, --set on top) "
                         "from its latest checkpoint; bare --resume continues train.out_dir")
@@ -39,22 +35,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="do not log to MLflow (metrics still go to the run folder's metrics.jsonl)")
     p.set_defaults(func=cmd_train)
     p = sub.add_parser("runs", help="list the run folders: name, status, iterations, final held-out EM, checkpoint")
-    _add_config_args(p)
+    add_config_args(p)
     p.add_argument("--experiment", default=None, help="only this experiment")
     p.add_argument("--json", action="store_true", help="the run cards as JSON")
     p.set_defaults(func=cmd_runs)
 
 
-def _config(args: argparse.Namespace):
-    from agent_r1.config import load_config, parse_overrides
-
-    return load_config(args.params, parse_overrides(args.overrides))
-
-
 def cmd_sft(args: argparse.Namespace) -> int:
     from agent_r1.runs.warm_start import ensure_warm_start
 
-    warm = ensure_warm_start(_config(args))
+    warm = ensure_warm_start(run_config(args))
     print(f"warm start {warm.hash[:16]}: {warm.model_dir} ({'reused' if warm.reused else 'trained'})")
     return 0
 
@@ -68,13 +58,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"iter {it:4d} " + " ".join(f"{k}={m[k]:.3f}" for k in keys if k in m), flush=True)
 
     if isinstance(args.resume, str):
-        from agent_r1.config import load_config, parse_overrides
+        from agent_r1.config import parse_overrides
         from agent_r1.runs.folders import config_for_resume
 
-        runs_dir = load_config(args.params, parse_overrides(args.overrides)).train.runs_dir
-        cfg = config_for_resume(args.resume, runs_dir, parse_overrides(args.overrides))
+        cfg = config_for_resume(args.resume, run_config(args).train.runs_dir, parse_overrides(args.overrides))
     else:
-        cfg = _config(args)
+        cfg = run_config(args)
     run = Run.open(cfg, bool(args.resume), allow_config_change=args.allow_config_change)
     print(f"run folder: {run.folder}", flush=True)
     if not args.mlflow:
@@ -94,7 +83,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_prepare_data(args: argparse.Namespace) -> int:
     from agent_r1.runs.run import Run
 
-    print(f"data ready in {Run(_config(args)).data_dir}")
+    print(f"data ready in {Run(run_config(args)).data_dir}")
     return 0
 
 
@@ -103,7 +92,7 @@ def cmd_build_index(args: argparse.Namespace) -> int:
 
     from agent_r1.retrieval.base import build_index
 
-    cfg = _config(args)
+    cfg = run_config(args)
     n = build_index(Path(cfg.data.dir) / "corpus.jsonl", cfg.search.index_dir, config=cfg.search)
     print(f"indexed {n} documents with {cfg.search.backend} into {cfg.search.index_dir}")
     return 0
@@ -112,7 +101,7 @@ def cmd_build_index(args: argparse.Namespace) -> int:
 def cmd_runs(args: argparse.Namespace) -> int:
     from agent_r1.runs.folders import list_runs
 
-    cfg = _config(args)
+    cfg = run_config(args)
     runs = list_runs(cfg.train.runs_dir, args.experiment)
     if args.json:
         print(json.dumps(runs, indent=1, default=str))
@@ -140,7 +129,7 @@ def cmd_embed_corpus(args: argparse.Namespace) -> int:
     from agent_r1.retrieval.embeddings import embed_for_search
     from agent_r1.runs.run import Run
 
-    run = Run(_config(args))
+    run = Run(run_config(args))
     cfg = run.cfg
     path = embed_for_search(cfg.search, run.data_dir)
     if cfg.search.embed_cache_dir:

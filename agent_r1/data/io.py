@@ -7,6 +7,7 @@ offset, and a half-written output must never be left behind (writes go through a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -217,3 +218,20 @@ def replace_dir(built: str | os.PathLike[str], dest: str | os.PathLike[str], key
         os.replace(dest, old)
     os.replace(built, dest)
     shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def built_aside(dest: str | os.PathLike[str], key: str, legacy: tuple[str, ...] = ()) -> Iterator[Path]:
+    """A new folder beside `dest`, this process's own (two builders never share one), to build into: put
+    in place with `replace_dir` when the block ends, removed when it raises (`dest` stays as it was)."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.building-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    replace_dir(tmp, dest, key, "", legacy)

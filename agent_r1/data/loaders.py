@@ -236,8 +236,8 @@ def _own_row(row: dict[str, Any], check_env: Callable[[dict[str, Any]], Any] | N
 
 # ---------------------------------------------------------------------------- driver
 
-def _load(path: PathLike, convert: Callable[[dict[str, Any]], QASample], *, skip_bad: bool,
-          report: LoadReport | None, max_question_chars: int = MAX_QUESTION_CHARS) -> list[QASample]:
+def _load(path: PathLike, convert: Callable[[dict[str, Any]], QASample], skip_bad: bool = False,
+          report: LoadReport | None = None, max_question_chars: int = MAX_QUESTION_CHARS) -> list[QASample]:
     path = Path(path)
     report = report if report is not None else LoadReport()
     report.path = path
@@ -274,28 +274,15 @@ def _load(path: PathLike, convert: Callable[[dict[str, Any]], QASample], *, skip
     return samples
 
 
-def load_hotpotqa(path: PathLike, skip_bad: bool = False,
-                  report: LoadReport | None = None, max_question_chars: int = MAX_QUESTION_CHARS) -> list[QASample]:
-    """HotpotQA (official fields); supporting_titles from supporting_facts, level in meta."""
-    return _load(path, _hotpotqa_row, skip_bad=skip_bad, report=report, max_question_chars=max_question_chars)
+Loader = Callable[..., list[QASample]]  # (path, skip_bad=False, report=None, max_question_chars=...)
 
-
-def load_2wiki(path: PathLike, skip_bad: bool = False,
-               report: LoadReport | None = None, max_question_chars: int = MAX_QUESTION_CHARS) -> list[QASample]:
-    """2WikiMultihopQA, official or questions-only (answer string or alias list)."""
-    return _load(path, _2wiki_row, skip_bad=skip_bad, report=report, max_question_chars=max_question_chars)
-
-
-def load_musique(path: PathLike, skip_bad: bool = False,
-                 report: LoadReport | None = None, max_question_chars: int = MAX_QUESTION_CHARS) -> list[QASample]:
-    """MuSiQue, official (answer + answer_aliases, paragraphs) or questions-only."""
-    return _load(path, _musique_row, skip_bad=skip_bad, report=report, max_question_chars=max_question_chars)
-
-
-def load_bamboogle(path: PathLike, skip_bad: bool = False,
-                   report: LoadReport | None = None, max_question_chars: int = MAX_QUESTION_CHARS) -> list[QASample]:
-    """Bamboogle questions (question + answer string or list)."""
-    return _load(path, _bamboogle_row, skip_bad=skip_bad, report=report, max_question_chars=max_question_chars)
+# HotpotQA (official fields; supporting_titles from supporting_facts, level in meta); 2WikiMultihopQA and
+# MuSiQue, official or questions-only (answer string or alias list; MuSiQue's answer_aliases and
+# paragraphs); Bamboogle questions (question + answer string or list)
+load_hotpotqa: Loader = functools.partial(_load, convert=_hotpotqa_row)
+load_2wiki: Loader = functools.partial(_load, convert=_2wiki_row)
+load_musique: Loader = functools.partial(_load, convert=_musique_row)
+load_bamboogle: Loader = functools.partial(_load, convert=_bamboogle_row)
 
 
 def load_questions_jsonl(path: PathLike, skip_bad: bool = False, report: LoadReport | None = None,
@@ -311,17 +298,9 @@ def load_questions_jsonl(path: PathLike, skip_bad: bool = False, report: LoadRep
                  max_question_chars=max_question_chars)
 
 
-Loader = Callable[..., list[QASample]]
-
 #: Dataset name -> loader; `agent-r1 prepare <name>` and evaluation look names up here.
 LOADERS: Registry[Loader, NoTraits] = Registry("dataset", where="agent_r1.data.loaders.LOADERS")
 LOADERS.register("hotpotqa", load_hotpotqa)
 LOADERS.register("2wiki", load_2wiki)
 LOADERS.register("musique", load_musique)
 LOADERS.register("bamboogle", load_bamboogle)
-
-
-def load_dataset(name: str, path: PathLike, skip_bad: bool = False, report: LoadReport | None = None,
-                 max_question_chars: int = MAX_QUESTION_CHARS) -> list[QASample]:
-    """Load by dataset name (see LOADERS)."""
-    return LOADERS[name](path, skip_bad=skip_bad, report=report, max_question_chars=max_question_chars)

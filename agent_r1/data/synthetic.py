@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from agent_r1.data.io import write_jsonl
 from agent_r1.data.schema import Document, QASample
 from agent_r1.data.synthetic_names import (
     KNOWN_FOR,
@@ -203,12 +204,6 @@ def generate_world(config: SyntheticConfig | None = None) -> SyntheticWorld:
     return world
 
 
-def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    with path.open("w", encoding="utf-8", newline="\n") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-
-
 def world_counts(world: SyntheticWorld) -> dict[str, Any]:
     """Documents, questions per split, and questions per split and type."""
     by_type = {s: {t: sum(q.type == t for q in qs) for t in world.config.question_types}
@@ -232,10 +227,10 @@ def write_synthetic(seed: int, out_dir: Path, config: SyntheticConfig | None = N
     world = generate_world(config)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    _write_jsonl(out_dir / "corpus.jsonl", [d.to_dict() for d in world.documents])
-    _write_jsonl(out_dir / "questions.jsonl", [q.to_dict() for q in world.questions()])
+    write_jsonl(out_dir / "corpus.jsonl", world.documents)
+    write_jsonl(out_dir / "questions.jsonl", world.questions())
     for split, qs in world.splits.items():
-        _write_jsonl(out_dir / f"{split}.jsonl", [q.to_dict() for q in qs])
+        write_jsonl(out_dir / f"{split}.jsonl", qs)
     counts = world_counts(world)
     summary = {"config": config.to_dict(), "counts": counts}
     (out_dir / "world.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")

@@ -57,12 +57,18 @@ def trajectory_stats(trajs: list[Trajectory]) -> dict[str, float]:
     return stats
 
 
-def evaluate_policy(engine: Any, codec: ChatCodec, make_env: Callable[[dict[str, Any]], Any],
-                    samples: list[dict[str, Any]], rollout: RolloutConfig, reward: RewardConfig,
-                    greedy: bool = True, seed: int = 0, batch_size: int = 64) -> dict[str, float]:
+def rollout_in_batches(engine: Any, codec: ChatCodec, make_env: Callable[[dict[str, Any]], Any],
+                       samples: list[dict[str, Any]], rollout: RolloutConfig, reward: RewardConfig,
+                       greedy: bool = True, seed: int = 0, batch_size: int = 64) -> list[Trajectory]:
+    """One trajectory per sample, `batch_size` samples per rollout (batch i seeded `seed + i`)."""
     cfg = replace(rollout, n_samples=1)
     trajs: list[Trajectory] = []
     for i in range(0, len(samples), batch_size):
         trajs += run_rollout(engine, codec, make_env, samples[i:i + batch_size], cfg, reward, seed=seed + i,
                              greedy=greedy)
-    return trajectory_stats(trajs)
+    return trajs
+
+
+def evaluate_policy(*args: Any, **kwargs: Any) -> dict[str, float]:
+    """`trajectory_stats` of `rollout_in_batches(*args, **kwargs)`: the trainer's held-out evaluation."""
+    return trajectory_stats(rollout_in_batches(*args, **kwargs))

@@ -13,14 +13,14 @@ raw text is scored as the answer and the trajectory is counted as an answer-form
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from agent_r1.envs.formats import _extract_answer
+from agent_r1.evaluation.agent_eval import rollout_in_batches
 from agent_r1.registry import Registry
 from agent_r1.rewards.scoring import outcome_reward
 from agent_r1.rollout.engine import SamplingParams
-from agent_r1.rollout.loop import run_rollout
 from agent_r1.tools.search import format_hits
 from agent_r1.trajectory import Trajectory, Turn
 
@@ -86,12 +86,8 @@ def _batches(samples: list[dict[str, Any]], size: int):
 def agent_mode(ctx: EvalContext, samples: list[dict[str, Any]]) -> list[Trajectory]:
     if ctx.make_env is None:
         raise ValueError("agent mode needs the run's env (and a retriever when env.tools has search)")
-    rollout = replace(ctx.cfg.rollout, n_samples=1)
-    trajs: list[Trajectory] = []
-    for i, batch in _batches(samples, ctx.batch_size):
-        trajs += run_rollout(ctx.engine, ctx.codec, ctx.make_env, batch, rollout, ctx.cfg.reward,
-                             seed=ctx.seed + i, greedy=ctx.greedy)
-    return trajs
+    return rollout_in_batches(ctx.engine, ctx.codec, ctx.make_env, samples, ctx.cfg.rollout, ctx.cfg.reward,
+                              ctx.greedy, ctx.seed, ctx.batch_size)
 
 
 def _system_message(ctx: EvalContext, mode: str) -> list[dict[str, Any]]:

@@ -34,6 +34,15 @@ def check_k(k: object) -> int:
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
         raise ValueError(f"k must be in [1, {MAX_K}], got {k!r}")
     return k
+
+
+def check_search(queries: object, k: object) -> None:
+    """What every backend's `search(queries, k)` refuses: one string for the list, k out of range."""
+    if isinstance(queries, str):
+        raise TypeError("search() takes a list of queries; wrap a single query as [query]")
+    check_k(k)
+
+
 INDEX_FIX = "build it with `agent-r1 index --corpus CORPUS.jsonl --out DIR`"
 
 

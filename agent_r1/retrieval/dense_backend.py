@@ -11,8 +11,6 @@ There is no query syntax: the query text is only ever fed to the encoder's token
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -20,9 +18,9 @@ from typing import Any
 import faiss
 import numpy as np
 
-from agent_r1.data.io import replace_dir
+from agent_r1.data.io import built_aside
 from agent_r1.data.schema import Document
-from agent_r1.retrieval.base import INDEX_FIX, Hit, SearchConfig, check_k, register_retriever
+from agent_r1.retrieval.base import INDEX_FIX, Hit, SearchConfig, check_search, register_retriever
 from agent_r1.retrieval.embeddings import embed_documents
 from agent_r1.retrieval.encoders import Encoder, encoder_from_settings, get_encoder
 from agent_r1.retrieval.search import DENSE_INDEXES
@@ -80,20 +78,12 @@ class DenseRetriever:
         meta = {"encoder": encoder.name, "encoder_settings": encoder.settings(), "dim": encoder.dim,
                 "dense_index": self.config.dense_index, "num_docs": len(docs), "corpus_sha1": embedded.corpus_sha1,
                 "embedding_key": embedded.key, "hnsw": hnsw}
-        self.root.mkdir(parents=True, exist_ok=True)
-        tmp = self.root / f".{SUBDIR}.building-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
-        try:
+        # an index folder an older version built has its own meta.json (owned.py: legacy)
+        with built_aside(self.path, "search.index_dir", ("index.faiss", "meta.json")) as tmp:
             faiss.write_index(index, str(tmp / "index.faiss"))
             with open(tmp / "docs.jsonl", "w", encoding="utf-8") as f:
                 f.writelines(json.dumps(d.to_dict(), ensure_ascii=False) + "\n" for d in docs)
             (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        # an index folder an older version built has its own meta.json (owned.py: legacy)
-        replace_dir(tmp, self.path, "search.index_dir", "", ("index.faiss", "meta.json"))
         return len(docs)
 
     def manifest_extra(self) -> dict[str, Any]:
@@ -130,9 +120,7 @@ class DenseRetriever:
         return self._index
 
     def search(self, queries: list[str], k: int) -> list[list[Hit]]:
-        if isinstance(queries, str):
-            raise TypeError("search() takes a list of queries; wrap a single query as [query]")
-        check_k(k)
+        check_search(queries, k)
         index = self._open()
         results: list[list[Hit]] = [[] for _ in queries]
         todo = [(i, q) for i, q in enumerate(queries) if isinstance(q, str) and q.strip()]

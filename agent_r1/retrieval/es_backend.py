@@ -29,7 +29,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -37,7 +37,7 @@ from elasticsearch import ApiError, ConnectionError, ConnectionTimeout, Elastics
 from tqdm import tqdm
 
 from agent_r1.data.schema import Document
-from agent_r1.retrieval.base import INDEX_FIX, Hit, SearchConfig, check_k, register_retriever
+from agent_r1.retrieval.base import INDEX_FIX, Hit, SearchConfig, check_search, register_retriever
 from agent_r1.retrieval.errors import ServiceUnavailableError
 from agent_r1.retrieval.es_owner import (
     AGENT_R1_MARKER,
@@ -302,47 +302,53 @@ class ElasticsearchRetriever:
 
     # ------------------------------------------------------------------ searching
     def search(self, queries: list[str], k: int) -> list[list[Hit]]:
-        if isinstance(queries, str):
-            raise TypeError("search() takes a list of queries; wrap a single query as [query]")
-        check_k(k)
+        check_search(queries, k)
         results: list[list[Hit]] = [[] for _ in queries]
         # Blank queries are answered locally with no hits (ES would error on some of them).
         todo = [(i, q) for i, q in enumerate(queries) if isinstance(q, str) and q.strip()]
+        if not todo:
+            return results
+        vectors = self._query_vectors([q for _, q in todo])
         step = max(1, self.config.msearch_batch_size)
         for start in range(0, len(todo), step):
             batch = todo[start:start + step]
-            for (i, _q), hits in zip(batch, self._msearch([q for _, q in batch], k)):
-                results[i] = hits
+            hits = self._search_batch([q for _, q in batch], vectors[start:start + step], k)
+            for (i, _q), h in zip(batch, hits):
+                results[i] = h
         return results
 
-    def _msearch(self, queries: list[str], k: int) -> list[list[Hit]]:
+    def _query_vectors(self, queries: list[str]) -> Sequence[Any]:
+        """What `_search_batch` gets per query besides its text: nothing for BM25 (the dense backends'
+        query vectors)."""
+        return [None] * len(queries)
+
+    def _search_batch(self, queries: list[str], vectors: Sequence[Any], k: int) -> list[list[Hit]]:
+        items = self._send([multi_match(q, k) for q in queries])
+        return [self._hits(item, f"the query {q[:80]!r}") for q, item in zip(queries, items)]
+
+    def _send(self, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """One msearch of `bodies` (retried as a whole, a per-item 429 included); its response items."""
         searches: list[dict[str, Any]] = []
-        for q in queries:
-            searches.append({"index": self.index_name})
-            searches.append(multi_match(q, k))
+        for body in bodies:
+            searches += [{"index": self.index_name}, body]
 
         def send() -> list[dict[str, Any]]:
-            resp = self.client.msearch(searches=searches)
-            items = resp["responses"]
+            items = self.client.msearch(searches=searches)["responses"]
             if any(item.get("status") == 429 for item in items):
                 raise _Retryable("an msearch item was rejected with HTTP 429")
             return items
+        return self._call("msearch", send)
 
-        items = self._call("msearch", send)
-        out = []
-        for q, item in zip(queries, items):
-            if "error" in item:
-                err = item["error"]
-                reason = err.get("reason", err) if isinstance(err, dict) else err
-                if isinstance(err, dict) and err.get("type") == "index_not_found_exception":
-                    raise FileNotFoundError(f"Elasticsearch index {self.index_name!r} not found at {self.url}; {INDEX_FIX}")
-                raise RuntimeError(f"Elasticsearch at {self.url} failed the query {q[:80]!r}: {reason}")
-            out.append([
-                Hit(id=str(h["_source"].get("id", h["_id"])), title=h["_source"].get("title", ""),
+    def _hits(self, item: dict[str, Any], what: str) -> list[Hit]:
+        if "error" in item:
+            err = item["error"]
+            if isinstance(err, dict) and err.get("type") == "index_not_found_exception":
+                raise FileNotFoundError(f"Elasticsearch index {self.index_name!r} not found at {self.url}; {INDEX_FIX}")
+            reason = err.get("reason", err) if isinstance(err, dict) else err
+            raise RuntimeError(f"Elasticsearch at {self.url} failed {what}: {reason}")
+        return [Hit(id=str(h["_source"].get("id", h["_id"])), title=h["_source"].get("title", ""),
                     text=h["_source"].get("text", ""), score=float(h["_score"] or 0.0))
-                for h in item["hits"]["hits"]
-            ])
-        return out
+                for h in item["hits"]["hits"]]
 
     def count(self) -> int:
         def count() -> int:

@@ -22,15 +22,10 @@ from typing import Any
 import numpy as np
 
 from agent_r1.data.schema import Document
-from agent_r1.retrieval.base import INDEX_FIX, Hit, SearchConfig, check_k, register_retriever
+from agent_r1.retrieval.base import INDEX_FIX, Hit, SearchConfig, register_retriever
 from agent_r1.retrieval.embeddings import embed_documents
 from agent_r1.retrieval.encoders import Encoder, encoder_from_settings, get_encoder
-from agent_r1.retrieval.es_backend import (
-    MAPPING,
-    ElasticsearchRetriever,
-    _Retryable,
-    multi_match,
-)
+from agent_r1.retrieval.es_backend import MAPPING, ElasticsearchRetriever, multi_match
 from agent_r1.retrieval.hybrid_backend import DEPTH_FACTOR, RANK_CONSTANT, rrf_fuse
 from agent_r1.retrieval.search import RRF_MODES
 
@@ -132,48 +127,8 @@ class _DenseES(ElasticsearchRetriever):
             self._encoder_checked = True
         return self._encoder
 
-    def search(self, queries: list[str], k: int) -> list[list[Hit]]:
-        if isinstance(queries, str):
-            raise TypeError("search() takes a list of queries; wrap a single query as [query]")
-        check_k(k)
-        results: list[list[Hit]] = [[] for _ in queries]
-        todo = [(i, q) for i, q in enumerate(queries) if isinstance(q, str) and q.strip()]
-        if not todo:
-            return results
-        vectors = self.query_encoder().encode_queries([q for _, q in todo])
-        step = max(1, self.config.msearch_batch_size)
-        for start in range(0, len(todo), step):
-            batch = todo[start:start + step]
-            hits = self._search_batch([q for _, q in batch], vectors[start:start + step], k)
-            for (i, _q), h in zip(batch, hits):
-                results[i] = h
-        return results
-
-    def _search_batch(self, queries: list[str], vectors: np.ndarray, k: int) -> list[list[Hit]]:
-        raise NotImplementedError
-
-    def _send(self, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        searches: list[dict[str, Any]] = []
-        for body in bodies:
-            searches += [{"index": self.index_name}, body]
-
-        def send() -> list[dict[str, Any]]:
-            items = self.client.msearch(searches=searches)["responses"]
-            if any(item.get("status") == 429 for item in items):
-                raise _Retryable("an msearch item was rejected with HTTP 429")
-            return items
-        return self._call("msearch", send)
-
-    def _hits(self, item: dict[str, Any], what: str) -> list[Hit]:
-        if "error" in item:
-            err = item["error"]
-            if isinstance(err, dict) and err.get("type") == "index_not_found_exception":
-                raise FileNotFoundError(f"Elasticsearch index {self.index_name!r} not found at {self.url}; {INDEX_FIX}")
-            reason = err.get("reason", err) if isinstance(err, dict) else err
-            raise RuntimeError(f"Elasticsearch at {self.url} failed {what}: {reason}")
-        return [Hit(id=str(h["_source"].get("id", h["_id"])), title=h["_source"].get("title", ""),
-                    text=h["_source"].get("text", ""), score=float(h["_score"] or 0.0))
-                for h in item["hits"]["hits"]]
+    def _query_vectors(self, queries: list[str]) -> np.ndarray:
+        return self.query_encoder().encode_queries(queries)
 
 
 @register_retriever("elasticsearch-dense")

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from agent_r1.data.schema import Document
-from agent_r1.retrieval.base import Hit, SearchConfig, check_k, register_retriever
+from agent_r1.retrieval.base import Hit, SearchConfig, check_search, register_retriever
 from agent_r1.retrieval.dense_backend import DenseRetriever
 from agent_r1.retrieval.encoders import Encoder
 from agent_r1.retrieval.tantivy_backend import TantivyRetriever
@@ -60,9 +60,7 @@ class HybridRetriever:
         return self.dense.manifest_extra()
 
     def search(self, queries: list[str], k: int) -> list[list[Hit]]:
-        if isinstance(queries, str):
-            raise TypeError("search() takes a list of queries; wrap a single query as [query]")
-        check_k(k)
+        check_search(queries, k)
         depth = DEPTH_FACTOR * k
         lexical = self.bm25.search(queries, depth)
         semantic = self.dense.search(queries, depth)

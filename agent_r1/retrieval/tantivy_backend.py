@@ -13,16 +13,14 @@ per-field BM25 scores like Elasticsearch's `multi_match` `most_fields`.
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
 import tantivy
 
-from agent_r1.data.io import replace_dir
+from agent_r1.data.io import built_aside
 from agent_r1.data.schema import Document
-from agent_r1.retrieval.base import INDEX_FIX, Hit, SearchConfig, check_k, register_retriever
+from agent_r1.retrieval.base import INDEX_FIX, Hit, SearchConfig, check_search, register_retriever
 
 SUBDIR = "tantivy"
 SEARCH_FIELDS = ("title", "text")
@@ -81,11 +79,8 @@ class TantivyRetriever:
         missing only between two renames (a reader that has it open keeps its files).
         """
         self.close()
-        self.root.mkdir(parents=True, exist_ok=True)
-        tmp = self.root / f".{SUBDIR}.building-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
-        try:
+        # an index folder an older version built has its own meta.json (owned.py: legacy)
+        with built_aside(self.path, "search.index_dir", ("meta.json",)) as tmp:
             index = tantivy.Index(self._schema, path=str(tmp))
             writer = index.writer(heap_size=_WRITER_HEAP, num_threads=1)
             n = 0
@@ -95,11 +90,6 @@ class TantivyRetriever:
             writer.commit()
             writer.wait_merging_threads()
             del writer, index
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        # an index folder an older version built has its own meta.json (owned.py: legacy)
-        replace_dir(tmp, self.path, "search.index_dir", "", ("meta.json",))
         return n
 
     # ------------------------------------------------------------------ searching
@@ -136,9 +126,7 @@ class TantivyRetriever:
         return tantivy.Query.boolean_query(clauses)
 
     def search(self, queries: list[str], k: int) -> list[list[Hit]]:
-        if isinstance(queries, str):
-            raise TypeError("search() takes a list of queries; wrap a single query as [query]")
-        check_k(k)
+        check_search(queries, k)
         searcher = self._open()
         results: list[list[Hit]] = []
         for q in queries:

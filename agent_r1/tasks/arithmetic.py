@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from agent_r1.data.io import write_jsonl
 from agent_r1.data.schema import QASample
 from agent_r1.tasks.registry import read_task_manifest, register_data_generator, write_task_manifest
 
@@ -143,13 +144,7 @@ def write_arithmetic(seed: int, out_dir: Path, data_cfg: Any = None) -> dict[str
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for split, samples in splits.items():
-        _write_jsonl(out / f"{split}.jsonl", [s.to_dict() for s in samples])
-    _write_jsonl(out / "corpus.jsonl", [{"id": f"calc-{i}", "title": t, "text": x} for i, (t, x) in enumerate(CORPUS)])
+        write_jsonl(out / f"{split}.jsonl", samples)
+    write_jsonl(out / "corpus.jsonl", [{"id": f"calc-{i}", "title": t, "text": x} for i, (t, x) in enumerate(CORPUS)])
     write_task_manifest(out, "arithmetic", seed, _settings(config))
     return {split: len(s) for split, s in splits.items()}
-
-
-def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    with path.open("w", encoding="utf-8", newline="\n") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")

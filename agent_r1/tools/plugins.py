@@ -18,6 +18,7 @@ from importlib import metadata
 from typing import Any
 
 from agent_r1.registry import Registry
+from agent_r1.registry import entry_point_origin as _origin
 from agent_r1.tools.base import Tool
 
 ENTRY_POINT_GROUP = "agent_r1.tools"
@@ -85,9 +86,3 @@ class PluginToolFactory:
 
 def _is_tool(obj: Any) -> bool:
     return all(hasattr(obj, a) for a in ("name", "description", "parameters")) and callable(getattr(obj, "call", None))
-
-
-def _origin(ep: metadata.EntryPoint) -> str:
-    dist = getattr(ep, "dist", None)
-    package = f" in {dist.name} {dist.version}" if dist is not None else ""
-    return f"{ep.name} = {ep.value}{package}"
