@@ -192,6 +192,14 @@ def paper_seeds(kind: str, name: str, key: str = "em") -> Getter:
     return lambda doc: [doc["per_seed"][str(s)][kind][name]["metrics"][PAPER_DS][key] for s in doc["seeds"]]
 
 
+def paper_table_rows(table: str, file: str, rows: tuple[tuple[str, str], ...], mean_ci: str) -> list[Figure]:
+    """A paper_table.py file's table rows: per (kind, name), its EM mean [CI] and its EM per seed."""
+    return [f for kind, n in rows for f in (
+        Figure(f"{table}, {n}: {mean_ci}", file, f"per_seed.*.{kind}.{n}.em_per_question", ci(1), paper_cell(kind, n)),
+        Figure(f"{table}, {n}: EM per seed", file, f"per_seed.*.{kind}.{n}.metrics.{PAPER_DS}.em", seq(0),
+               paper_seeds(kind, n)))]
+
+
 def gpu_memory(model: str, preset: str, kv: bool = False) -> Getter:
     """[full fine-tuning, LoRA (, the rollout's KV cache)] GiB, as benchmarks/memory.py computes them."""
     def get(doc: Any) -> list[float]:
@@ -227,24 +235,21 @@ LEARNING: list[Figure] = seed_rows("learning table", L, LEARNING_ROWS, "greedy E
 ] + [
     Figure("learning table: SFT seconds, seeds 1 and 2", L, "per_seed.{1,2}.warm_start.sft_seconds", seq(0, " s and ")),
     Figure("learning: seed 0 SFT seconds", L, "per_seed.0.warm_start.sft_seconds", num(0, comma=True)),
-    Figure("learning: GRPO - warm start", L, "paired bootstrap of per_seed em_per_question",
-           ci(1, sign=True), learning_diff("grpo", "warm_start")),
-    Figure("learning: PPO - warm start", L, "paired bootstrap of per_seed em_per_question",
-           ci(1, sign=True), learning_diff("ppo", "warm_start")),
     Figure("learning: lift over the warm start, points", L, "GRPO and PPO - warm start, means",
            span(0), lambda doc: [learning_diff(v, "warm_start")(doc)["mean"] for v in ("grpo", "ppo")]),
-    Figure("learning: GRPO - PPO", L, "paired bootstrap of per_seed em_per_question", ci(1, sign=True),
-           learning_diff("grpo", "ppo")),
-    Figure("learning: shuffled control - warm start", L, "paired bootstrap of per_seed em_per_question",
-           ci(1, sign=True), learning_diff("grpo_shuffled_rewards", "warm_start")),
     Figure("learning: async GRPO per seed", L, "per_seed.*.runs.grpo_async1.greedy.em", seq(0),
            learning_seeds("grpo_async1", "greedy.em")),
     Figure("learning: synchronous GRPO beside async", L, "summary.grpo.greedy_em_mean", num(1)),
-    Figure("learning: async - sync GRPO", L, "paired bootstrap of per_seed em_per_question", ci(1),
-           learning_diff("grpo_async1", "grpo")),
     Figure("learning: async RL wall times", L, "per_seed.*.runs.grpo_async1.rl_seconds", span(0),
            learning_seeds("grpo_async1", "rl_seconds")),
     Figure("learning: model parameters", P, "model_params", num(2, scale=1e-6)),  # the same warm starts
+] + [  # paired bootstraps over seeds and questions: (the difference, a, b, its sign shown)
+    Figure(f"learning: {name}", L, "paired bootstrap of per_seed em_per_question", ci(1, sign=sign),
+           learning_diff(a, b))
+    for name, a, b, sign in (("GRPO - warm start", "grpo", "warm_start", True),
+                             ("PPO - warm start", "ppo", "warm_start", True), ("GRPO - PPO", "grpo", "ppo", True),
+                             ("shuffled control - warm start", "grpo_shuffled_rewards", "warm_start", True),
+                             ("async - sync GRPO", "grpo_async1", "grpo", False))
 ] + [
     # README's "Two commands" summary of the same benchmark (the make-run figures there are not covered here)
     Figure("two commands: PPO held-out EM", L, "summary.ppo.greedy_em_mean", num(1)),
@@ -257,33 +262,25 @@ LEARNING: list[Figure] = seed_rows("learning table", L, LEARNING_ROWS, "greedy E
 T3 = (("baselines", "direct"), ("baselines", "rag"), ("baselines", "agent"), ("methods", "ppo"), ("methods", "grpo"),
       ("methods", "reinforce_pp"), ("methods", "reinforce_pp_baseline"), ("methods", "rloo"))
 T4 = ("ppo", "ppo_adv_mask_off", "ppo_masks_off", "grpo", "grpo_loss_mask_off")
-PAPER: list[Figure] = [
-    f for table, rows in (("3", T3), ("4", tuple(("methods", n) for n in T4)))
-    for kind, n in rows for f in (
-        Figure(f"paper table {table}, {n}: EM mean [95% CI]", P, f"per_seed.*.{kind}.{n}.em_per_question",
-               ci(1), paper_cell(kind, n)),
-        Figure(f"paper table {table}, {n}: EM per seed", P, f"per_seed.*.{kind}.{n}.metrics.{PAPER_DS}.em",
-               seq(0), paper_seeds(kind, n)))
+PAPER: list[Figure] = paper_table_rows("paper table 3", P, T3, "EM mean [95% CI]") + paper_table_rows(
+    "paper table 4", P, tuple(("methods", n) for n in T4), "EM mean [95% CI]") + [
+    # paired bootstraps: (the difference, a, b, b's kind, its sign shown)
+    Figure(f"paper: {name}", P, "paired bootstrap", ci(1, sign=sign), paper_diff(a, b, kind))
+    for name, a, b, kind, sign in (
+        ("PPO - warm start", "ppo", "agent", "baselines", True), ("RLOO - warm start", "rloo", "agent", "baselines", True),
+        ("GRPO - PPO", "grpo", "ppo", "methods", True), ("GRPO - REINFORCE++", "grpo", "reinforce_pp", "methods", False),
+        ("PPO masks off - PPO", "ppo_masks_off", "ppo", "methods", True),
+        ("PPO advantage mask off - PPO", "ppo_adv_mask_off", "ppo", "methods", False),
+        ("GRPO loss mask off - GRPO", "grpo_loss_mask_off", "grpo", "methods", False))
 ] + [
-    Figure("paper: PPO - warm start", P, "paired bootstrap", ci(1, sign=True),
-           paper_diff("ppo", "agent", "baselines")),
-    Figure("paper: RLOO - warm start", P, "paired bootstrap", ci(1, sign=True),
-           paper_diff("rloo", "agent", "baselines")),
-    Figure("paper: GRPO - PPO", P, "paired bootstrap", ci(1, sign=True), paper_diff("grpo", "ppo")),
     Figure("paper: RLOO and REINFORCE++-baseline - PPO", P, "paired bootstrap, means", seq(1, sign=True),
            lambda doc: [paper_diff(m, "ppo")(doc)["mean"] for m in ("rloo", "reinforce_pp_baseline")]),
-    Figure("paper: GRPO - REINFORCE++", P, "paired bootstrap", ci(1), paper_diff("grpo", "reinforce_pp")),
     Figure("paper: RLOO - REINFORCE++", P, "paired bootstrap, mean", num(1),
            lambda doc: paper_diff("rloo", "reinforce_pp")(doc)["mean"]),
     Figure("paper: REINFORCE++-baseline - REINFORCE++", P, "paired bootstrap, mean", num(1),
            lambda doc: paper_diff("reinforce_pp_baseline", "reinforce_pp")(doc)["mean"]),
-    Figure("paper: PPO masks off - PPO", P, "paired bootstrap", ci(1, sign=True), paper_diff("ppo_masks_off", "ppo")),
-    Figure("paper: PPO advantage mask off - PPO", P, "paired bootstrap", ci(1),
-           paper_diff("ppo_adv_mask_off", "ppo")),
     Figure("paper: the collapsed seed, advantage mask off", P, "min per_seed.*.methods.ppo_adv_mask_off EM",
            num(0), lambda doc: min(paper_seeds("methods", "ppo_adv_mask_off")(doc))),
-    Figure("paper: GRPO loss mask off - GRPO", P, "paired bootstrap", ci(1),
-           paper_diff("grpo_loss_mask_off", "grpo")),
     Figure("paper: naive RAG supporting-fact recall", P, "per_seed.*.baselines.rag.metrics...support_recall",
            span(0), paper_seeds("baselines", "rag", "support_recall")),
     Figure("paper: wall time of the paper's rows, minutes", P, "wall_seconds_per_call.0 (the call that ran them)",
@@ -623,13 +620,8 @@ OBJECTIVES: list[Figure] = seed_rows("objectives table", O, tuple(v for _, v in 
 # the same objectives on the paper table's recipe (4 samples per prompt, the 500-step warm starts), today's code,
 # GRPO rerun beside them: benchmarks/results/paper_table_objectives (paper_table.py --methods grpo,gspo,...)
 PO = "paper_table_objectives/paper_table.json"
-OBJECTIVES += [
-    f for label, v in OBJ_ROWS[1:] for f in (
-        Figure(f"paper-recipe objectives, {v}: EM mean [CI]", PO, f"per_seed.*.methods.{v}.em_per_question", ci(1),
-               paper_cell("methods", v)),
-        Figure(f"paper-recipe objectives, {v}: EM per seed", PO, f"per_seed.*.methods.{v}.metrics...em", seq(0),
-               paper_seeds("methods", v)))
-] + [
+OBJECTIVES += paper_table_rows("paper-recipe objectives", PO, tuple(("methods", v) for _, v in OBJ_ROWS[1:]),
+                               "EM mean [CI]") + [
     Figure(f"paper-recipe objectives, {v}: minus GRPO", PO, "paired bootstrap", ci(1, sign=True),
            paper_diff(v, "grpo"))
     for label, v in OBJ_ROWS[2:]
