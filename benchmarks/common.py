@@ -12,6 +12,8 @@ configuration of the smoke runs.
   benchmarks that share a file (scale.json) keep each other's sections.
 - `micro_overrides(work)`: the smallest run that still trains (1-layer 32-wide model, 60 people,
   2 turns): the kill/resume benchmark's runs and every benchmark's smoke run.
+- `run_child(module, args)` / `child_result(doc)`: a benchmark's measurement in a fresh process of its
+  own (so one configuration's allocator state or CUDA context never lifts another's peak).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import json
 import os
 import platform
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +138,25 @@ def micro_overrides(work: Path, iterations: int = 6) -> dict[str, Any]:
             "train.iterations": iterations, "train.checkpoint_every": 1, "train.prompts_per_iter": 4,
             "rollout.n_samples": 2, "rollout.max_turns": 2, "rollout.max_tokens_per_turn": 6,
             "train.eval_every": 0, "train.eval_size": 2, "train.threads": 1, "train.init_from": ""}
+
+
+CHILD_MARK = "BENCH_CHILD_RESULT "  # vLLM logs to stdout, at shutdown too: the result is the marked line
+
+
+def child_result(doc: Any) -> None:
+    """What a child process (`run_child`) answers: one marked JSON line on stdout."""
+    print(CHILD_MARK + json.dumps(doc), flush=True)
+
+
+def run_child(module: str, args: list[str], timeout: float | None = None) -> dict[str, Any]:
+    """`python -m benchmarks.<module> *args` in a fresh process; its `child_result`, or the error."""
+    try:
+        proc = subprocess.run([sys.executable, "-m", f"benchmarks.{module}", *args], cwd=ROOT, capture_output=True,
+                              text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(CHILD_MARK)]
+    if proc.returncode != 0 or not lines:
+        return {"error": ((proc.stderr or proc.stdout) if proc.returncode else "no result line:\n" + proc.stdout)
+                [-4000:], "returncode": proc.returncode}
+    return json.loads(lines[-1][len(CHILD_MARK):])

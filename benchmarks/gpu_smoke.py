@@ -32,14 +32,13 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ROOT, machine, result_path, work_dir, write_json
+from benchmarks.common import ROOT, child_result, machine, result_path, run_child, work_dir, write_json
 
 QWEN25_05B = {"hidden_size": 896, "num_layers": 24, "num_heads": 14, "num_kv_heads": 2, "intermediate_size": 4864}
 # head_dim 64: vLLM's CPU attention refuses head_dim 16, so the tiny CPU check runs the vLLM paths too
@@ -155,40 +154,19 @@ def child(run: str, cfg_overrides: dict[str, Any]) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- the parent side
 def build_model(work: Path, shape: dict[str, int]) -> tuple[Path, int]:
     from agent_r1.models.qwen_like import LikeShape, build_like
+    from benchmarks.memory import params
 
     out = work / ("qwen2.5-" + "-".join(f"{v}" for v in shape.values()))
     if not (out / "config.json").exists():
         build_like("qwen2.5", out, LikeShape(**shape))
-    config = json.loads((out / "config.json").read_text())
-    h, layers, inter, vocab = (config[k] for k in ("hidden_size", "num_hidden_layers", "intermediate_size",
-                                                   "vocab_size"))
-    kv = h // config["num_attention_heads"] * config["num_key_value_heads"]
-    per_layer = 2 * h * h + 2 * h * kv + 2 * kv + h + 3 * h * inter + 2 * h  # q,o + k,v (+ biases) + MLP + norms
-    return out, vocab * h + layers * per_layer + h  # tied embedding
-
-
-RESULT_MARK = "GPU_SMOKE_RESULT "
+    return out, params({"hidden": shape["hidden_size"], "layers": shape["num_layers"], "heads": shape["num_heads"],
+                        "kv_heads": shape["num_kv_heads"], "inter": shape["intermediate_size"], "tied": True})["total"]
 
 
 def vllm_importable() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("vllm") is not None
-
-
-def run_one(run: str, cfg_overrides: dict[str, Any], timeout: float = 900) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "benchmarks.gpu_smoke", "--child", run, "--overrides", json.dumps(cfg_overrides)]
-    try:
-        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout:.0f} s"}
-    if proc.returncode != 0:
-        return {"error": (proc.stderr or proc.stdout)[-4000:], "returncode": proc.returncode}
-    # vLLM logs to stdout (at shutdown too, after the result): the result is the marked line
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_MARK)]
-    if not lines:
-        return {"error": "no result line in the run's output:\n" + proc.stdout[-4000:], "returncode": 0}
-    return json.loads(lines[-1][len(RESULT_MARK):])
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
@@ -231,7 +209,7 @@ def header(args: argparse.Namespace, shape: dict[str, int], n_params: int) -> di
 def main(argv: list[str] | None = None) -> int:
     ap, args = parse_args(argv)
     if args.child:
-        print(RESULT_MARK + json.dumps(child(args.child, json.loads(args.overrides))), flush=True)
+        child_result(child(args.child, json.loads(args.overrides)))
         return 0
     import torch
 
@@ -250,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
             doc["runs"][run] = {"skipped": "vLLM is not installed here"}
             continue
         t0 = time.perf_counter()
-        doc["runs"][run] = run_one(run, overrides(args, model_dir, work, run))
+        doc["runs"][run] = run_child("gpu_smoke", ["--child", run, "--overrides",
+                                                   json.dumps(overrides(args, model_dir, work, run))], timeout=900)
         status = "error" if "error" in doc["runs"][run] else "ok"
         print(f"{run}: {status} in {time.perf_counter() - t0:.0f} s", flush=True)
     name = "gpu_smoke_cpu_tiny" if args.device == "cpu" else "gpu_smoke"

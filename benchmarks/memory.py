@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ROOT, machine, result_path, work_dir, write_json
+from benchmarks.common import ROOT, child_result, machine, result_path, run_child, work_dir, write_json
 
 SEQ_TOKENS, PROMPT_TOKENS, TURNS, GROUP = 1024, 200, 4, 4
 TARGET_GIB = 6.0
@@ -255,7 +255,7 @@ def child_activations(spec: dict[str, Any], model_dir: Path, threads: int) -> di
 CHILDREN = {"update": child_update, "train": child_train, "activations": child_activations}
 
 
-def run_child(spec: dict[str, Any], model_dir: Path, threads: int) -> dict[str, Any]:
+def run_spec(spec: dict[str, Any], model_dir: Path, threads: int) -> dict[str, Any]:
     fn = CHILDREN[spec["kind"]]
     out = fn(spec, model_dir, threads)
     out["peak_rss_mib"] = max_rss_mib()  # the whole child's lifetime peak
@@ -272,13 +272,10 @@ def ensure_model(work: Path, model: str) -> Path:
 
 
 def measure(name: str, spec: dict[str, Any], model_dir: Path, threads: int) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "benchmarks.memory", "--child", json.dumps(spec), "--model", str(model_dir),
-           "--threads", str(threads)]
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    if proc.returncode != 0:
-        return {**spec, "error": proc.stderr[-3000:], "returncode": proc.returncode}
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = run_child("memory", ["--child", json.dumps(spec), "--model", str(model_dir), "--threads", str(threads)])
+    if "error" in result:
+        return {**spec, **result}
     result = {**spec, **{k: round(v, 3) if isinstance(v, float) else v for k, v in result.items()}}
     result["wall_s"] = round(time.perf_counter() - t0, 1)
     print(f"{name}: peak RSS {result['peak_rss_mib']:.0f} MiB", flush=True)
@@ -345,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        print(json.dumps(run_child(json.loads(args.child), Path(args.model), args.threads)))
+        child_result(run_spec(json.loads(args.child), Path(args.model), args.threads))
         return 0
     work = work_dir("memory")
     work.mkdir(parents=True, exist_ok=True)
