@@ -41,14 +41,8 @@ class VLLMOptions:
     engine_core: str = "auto"
 
     def __post_init__(self) -> None:
-        if self.engine_core not in ENGINE_CORES:
+        if self.engine_core not in ENGINE_CORES:  # its numbers are checked with the config (schema.LIMITS)
             raise ValueError(f"rollout.vllm.engine_core={self.engine_core!r}: choose one of {', '.join(ENGINE_CORES)}")
-        if not 0.0 < self.gpu_memory_utilization <= 1.0:
-            raise ValueError(f"rollout.vllm.gpu_memory_utilization={self.gpu_memory_utilization} must be in (0, 1]")
-        if self.kv_cache_gib <= 0:
-            raise ValueError(f"rollout.vllm.kv_cache_gib={self.kv_cache_gib} must be > 0")
-        if self.max_model_len < 0:
-            raise ValueError(f"rollout.vllm.max_model_len={self.max_model_len} must be >= 0 (0 = max_total_tokens)")
 
 
 @dataclass

@@ -87,8 +87,7 @@ class BoundedH11Protocol(H11Protocol):
 
 
 def bounded_protocol(max_connections: int, head_timeout_s: float) -> type[BoundedH11Protocol]:
-    """The protocol class for one endpoint (uvicorn's `http=` takes a class, built with its config)."""
-    if max_connections < 1 or not head_timeout_s > 0:
-        raise ValueError(f"max_connections={max_connections} must be >= 1 and head_timeout_s={head_timeout_s} > 0")
+    """The protocol class for one endpoint (uvicorn's `http=` takes a class, built with its config, whose
+    EndpointConfig checked both bounds)."""
     return type("BoundedH11Protocol", (BoundedH11Protocol,),
                 {"max_connections": max_connections, "head_timeout_s": float(head_timeout_s)})

@@ -55,7 +55,7 @@ from agent_r1.agents.request_body import BodyError, parse_json, read_body
 from agent_r1.agents.responses_api import to_chat_body, to_response
 from agent_r1.agents.responses_stream import response_events, sse_events
 from agent_r1.agents.streaming import chat_chunks, sse_lines
-from agent_r1.agents.token_bytes import token_bytes, token_text
+from agent_r1.agents.token_bytes import token_bytes
 from agent_r1.rollout.chat import ChatCodec
 from agent_r1.rollout.engine import GenerationEngine, GenerationOutput, SamplingParams
 from agent_r1.rollout.loop import _eos_ids
@@ -276,11 +276,12 @@ class Endpoint:
     def _logprobs(self, ids: list[int], logprobs: list[float]) -> dict[str, Any]:
         """OpenAI's `choices[0].logprobs` for the reply's tokens as sampled (a tool call's text included,
         the end-of-turn token left out): each one's text, log-prob (under the run's sampling
-        distribution, as recorded) and own bytes (token_bytes.py); no alternatives."""
+        distribution, as recorded) and own bytes (token_bytes.py; the text is those bytes decoded, a piece of
+        a character as U+FFFD); no alternatives."""
         tok = self.codec.tokenizer
         special = set(getattr(tok, "all_special_ids", ())) | set(getattr(tok, "added_tokens_decoder", {}))
         raw = [token_bytes(tok, i, i in special) for i in ids]
-        return {"content": [{"token": token_text(b), "logprob": float(lp), "bytes": list(b), "top_logprobs": []}
+        return {"content": [{"token": b.decode("utf-8", errors="replace"), "logprob": float(lp), "bytes": list(b), "top_logprobs": []}
                             for b, lp in zip(raw, logprobs)], "refusal": None}
 
     def _build_app(self) -> Any:

@@ -31,8 +31,3 @@ def token_bytes(tokenizer: Any, token_id: int, special: bool) -> bytes:
     if not special and isinstance(piece, str) and piece and all(ch in byte_of for ch in piece):
         return bytes(byte_of[ch] for ch in piece)
     return tokenizer.decode([token_id]).encode("utf-8")
-
-
-def token_text(raw: bytes) -> str:
-    """The token's text as OpenAI writes it: its bytes decoded, a piece of a character as U+FFFD."""
-    return raw.decode("utf-8", errors="replace")

@@ -13,7 +13,7 @@ import os
 import time
 from pathlib import Path
 
-from agent_r1.retrieval.base import VECTOR_BACKENDS, backend_names, build_index, check_k, open_index
+from agent_r1.retrieval.base import RETRIEVERS, VECTOR_BACKENDS, build_index, check_k, open_index
 from agent_r1.retrieval.search import DEFAULT_ES_URL
 
 
@@ -36,7 +36,7 @@ def dense_options(args: argparse.Namespace) -> dict[str, object]:
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("index", help="build a retrieval index from a corpus JSONL")
     p.add_argument("--corpus", required=True, type=Path, help="corpus.jsonl with {id?, title, text} rows")
-    p.add_argument("--backend", default="tantivy", choices=backend_names())
+    p.add_argument("--backend", default="tantivy", choices=RETRIEVERS.names())
     p.add_argument("--out", required=True, type=Path, help="index directory (gets retriever.json)")
     p.add_argument("--url", default=os.environ.get("AGENT_R1_ES_URL", DEFAULT_ES_URL),
                    help="Elasticsearch URL (default: $AGENT_R1_ES_URL or %(default)s)")

@@ -30,12 +30,8 @@ class LoraConfig:
     target_modules: tuple[str, ...] = DEFAULT_TARGETS  # names of linear layers (the last part of the path)
 
     def __post_init__(self) -> None:
-        if self.r < 0:
+        if self.r < 0:  # alpha and dropout are checked with the config (schema.LIMITS)
             raise ValueError(f"model.lora.r={self.r} must be >= 0 (0 = full fine-tuning)")
-        if self.alpha <= 0:
-            raise ValueError(f"model.lora.alpha={self.alpha} must be > 0")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"model.lora.dropout={self.dropout} must be in [0, 1)")
         if self.r > 0 and not self.target_modules:
             raise ValueError("model.lora.target_modules is empty; name the linear layers to adapt, "
                              f"e.g. {list(DEFAULT_TARGETS)}")

@@ -100,18 +100,13 @@ def register_retriever(name: str) -> Callable[[R], R]:
     return RETRIEVERS.register(name)
 
 
-def backend_names() -> list[str]:
-    return RETRIEVERS.names()
-
-
 def open_retriever(config: SearchConfig) -> Retriever:
     """Construct the configured backend (does not require the index to exist yet)."""
     RETRIEVERS.check(config.backend)
     return RETRIEVERS[config.backend](config)
 
 
-# What retriever.json records about an index, in this order (the same keys and values as before the one
-# config, so folders built before and after open alike): how it was built and where it lives. Everything
+# What retriever.json records about an index, in this order: how it was built and where it lives. Everything
 # else (timeouts, pool, retries, batch sizes, overwrite, the embedding cache, whom to trust with
 # credentials) is the opener's to say, never a file's.
 ES_FIELDS = ("url", "index_name")
@@ -189,12 +184,6 @@ def open_index(index_dir: str | os.PathLike[str], config: SearchConfig | None = 
             retriever.close()
             raise
     return retriever
-
-
-__all__ = [
-    "Hit", "SearchConfig", "Retriever", "RETRIEVERS", "register_retriever", "open_retriever",
-    "open_index", "read_manifest", "write_manifest", "backend_names", "MANIFEST", "INDEX_FIX",
-]
 
 
 def corpus_sha1(path: str | os.PathLike[str]) -> str:

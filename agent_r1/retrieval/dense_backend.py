@@ -23,10 +23,8 @@ from agent_r1.data.schema import Document
 from agent_r1.retrieval.base import INDEX_FIX, Hit, SearchConfig, check_search, register_retriever
 from agent_r1.retrieval.embeddings import embed_documents
 from agent_r1.retrieval.encoders import Encoder, encoder_from_settings, get_encoder
-from agent_r1.retrieval.search import DENSE_INDEXES
 
 SUBDIR = "dense"
-INDEX_TYPES = DENSE_INDEXES
 HNSW_FIELDS = ("hnsw_m", "hnsw_ef_construction", "hnsw_ef_search")  # recorded in meta.json of an hnsw index
 
 
@@ -51,8 +49,6 @@ class DenseRetriever:
     def __init__(self, config: SearchConfig, encoder: Encoder | None = None) -> None:
         if not config.index_dir:
             raise ValueError("the dense backend needs an index directory (SearchConfig.index_dir)")
-        if config.dense_index not in INDEX_TYPES:
-            raise ValueError(f"dense_index must be one of {INDEX_TYPES}, got {config.dense_index!r}")
         self.config = config
         self.root = Path(config.index_dir)
         self.path = self.root / SUBDIR

@@ -145,8 +145,6 @@ class ElasticsearchRetriever:
     """BM25 over title + text in an Elasticsearch index (see the module docstring)."""
 
     def __init__(self, config: SearchConfig) -> None:
-        if config.retry_attempts < 1:
-            raise ValueError(f"retry_attempts must be >= 1, got {config.retry_attempts}")
         url = config.server_url()
         check_url_credentials(url)  # it would be printed in errors and written to retriever.json
         if config.es_pool_size < 1:

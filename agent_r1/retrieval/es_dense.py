@@ -27,7 +27,6 @@ from agent_r1.retrieval.embeddings import embed_documents
 from agent_r1.retrieval.encoders import Encoder, encoder_from_settings, get_encoder
 from agent_r1.retrieval.es_backend import MAPPING, ElasticsearchRetriever, multi_match
 from agent_r1.retrieval.hybrid_backend import DEPTH_FACTOR, RANK_CONSTANT, rrf_fuse
-from agent_r1.retrieval.search import RRF_MODES
 
 VECTOR_FIELD = "vector"
 SOURCE = ["id", "title", "text"]  # never return the vector: it is large and unused
@@ -84,8 +83,6 @@ class _DenseES(ElasticsearchRetriever):
         super().__init__(config)
         # how this retriever fuses now: "auto" becomes "client" for good once the server refuses
         self.rrf = config.rrf
-        if self.rrf not in RRF_MODES:
-            raise ValueError(f"rrf must be one of {RRF_MODES}, got {self.rrf!r}")
         self._encoder = encoder
         self._vectors: dict[str, np.ndarray] = {}
         self._encoder_checked = False  # the query encoder has been matched against the index's _meta

@@ -1,27 +1,18 @@
 """The one retrieval config: `SearchConfig`, both the `search:` section of params.yaml and what every
-backend is built from.
+backend is built from, so a setting a user writes reaches the backend as it is (schema.LIMITS gives the
+ranges). Params files and every run's config.json name these keys: each keeps its name, meaning and default.
 
-Why one class: there were two (this one, the user's, and `RetrievalConfig`, the backends'), holding the
-same settings under two names (timeout_s / request_timeout_s, es_pool_size / pool_size) with different
-defaults, and a translation layer between them (index_options, open_search_index) in which a setting a
-user wrote could be lost on its way to the backend. Now the user's section reaches the backend as it is.
-
-Why this class, with these names: params files and every run's config.json name these keys, so each
-keeps its name, meaning and default; the backend-tuning settings only the backends' class had join it
-with the defaults they had, so nothing changes unless a user sets one (schema.LIMITS gives their ranges).
-
-Where the two classes' defaults disagreed, each caller keeps its behaviour:
-- `url` "" is DEFAULT_ES_URL: the user's "not set" is resolved by `server_url()`, which every backend and
-  retriever.json use, so an index folder still records the full address.
+- `url` "" is DEFAULT_ES_URL, resolved by `server_url()`, which every backend and retriever.json use, so
+  an index folder records the full address.
 - `timeout_s` (10 s) bounds each Elasticsearch request of a run's searches: the tool runner abandons a
   search at that timeout, and the request under it must end then too, not hold a socket for a minute.
   Work no tool call waits on (an index build's bulk requests, the `agent-r1 index/search` commands,
-  `open_index` without a caller's config) waits COMMAND_TIMEOUT_S, the 60 s it always had.
+  `open_index` without a caller's config) waits COMMAND_TIMEOUT_S.
 - `k` (3) is the run's hits per query; no backend reads it (`search()` is given k).
 
-An index folder's retriever.json keeps what it kept, under the same names: how the index was built and
-where it lives (base.MANIFEST_FIELDS); opening a folder takes those from the file and the rest (timeouts,
-pool, retries, batch sizes) from the opener's config (base.read_manifest).
+An index folder's retriever.json records how the index was built and where it lives
+(base.MANIFEST_FIELDS); opening a folder takes those from the file and the rest (timeouts, pool, retries,
+batch sizes) from the opener's config (base.read_manifest).
 
 Credentials are never part of the config: they come from the AGENT_R1_ES_* environment variables, and go
 only to `trusted_url()` (es_backend.auth_for), so a config can be written to disk and logged safely.
@@ -84,7 +75,7 @@ class SearchConfig:
     dense_index: str = "flat"
     embed_cache_dir: str = ""  # "" = $AGENT_R1_EMBED_CACHE or ~/.cache/agent-r1/embeddings
 
-    # -- backend tuning (the defaults the backends always had) --
+    # -- backend tuning --
     # Elasticsearch: tries per call on connection errors, timeouts and HTTP 429; the first wait between
     # them, doubled each retry (then the run stops, resumable, instead of training on error observations)
     retry_attempts: int = 5
