@@ -56,15 +56,14 @@ def _parallel(value: Any) -> str | None:
     return "parallel_tool_calls=false is not supported: the policy may write several calls in one reply"
 
 
-def _modalities(value: Any) -> str | None:
-    return None if value in (None, ["text"]) else f"modalities={value!r}: this endpoint writes text only"
+def _only(*allowed: Any, why: str) -> Check:
+    """None and the `allowed` values (==) pass; any other is refused with `why` ({value!r}: the value)."""
+    return lambda value: None if value is None or value in allowed else why.format(value=value)
 
 
-def _top_logprobs(value: Any) -> str | None:
-    if value is None or (type(value) is int and value == 0):  # false is no number
-        return None
-    return (f"top_logprobs={value!r} is not supported: the engine returns the sampled token's log-prob "
-            "only; send logprobs=true with top_logprobs 0 or omitted")
+def _zero(why: str) -> Check:
+    """top_logprobs: None or the integer 0 pass (false is no number)."""
+    return lambda value: None if value is None or (type(value) is int and value == 0) else why.format(value=value)
 
 
 def _refused(why: str) -> Check:
@@ -76,10 +75,11 @@ FIELDS: dict[str, Check] = {
                          "stream", "stream_options", "logprobs", *RUN_DECIDES)},  # parse_request checks them
     **{k: _any for k in ("user", "metadata", "store", "service_tier", "prompt_cache_key", "safety_identifier")},
     "tool_choice": _tool_choice,
-    "top_logprobs": _top_logprobs,
+    "top_logprobs": _zero("top_logprobs={value!r} is not supported: the engine returns the sampled token's log-prob "
+                          "only; send logprobs=true with top_logprobs 0 or omitted"),
     "response_format": _response_format,
     "parallel_tool_calls": _parallel,
-    "modalities": _modalities,
+    "modalities": _only(["text"], why="modalities={value!r}: this endpoint writes text only"),
     "functions": _refused("the legacy functions field is not supported: send the same schemas as "
                           "tools=[{'type': 'function', 'function': ...}]"),
     "function_call": _refused("the legacy function_call field is not supported: use tool_choice"),

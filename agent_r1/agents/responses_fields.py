@@ -23,23 +23,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_r1.agents.fields import Check, _any, _parallel, _refused, _tool_choice, first_refusal
+from agent_r1.agents.fields import Check, _any, _only, _parallel, _refused, _tool_choice, _zero, first_refusal
 
 RUN_DECIDES = ("temperature", "top_p")
-
-
-def _include(value: Any) -> str | None:
-    if value in (None, []):
-        return None
-    return (f"include={value!r} is not supported: the endpoint returns no extra output data "
-            "(logprobs, reasoning or tool-call outputs); send include=[] or omit it")
-
-
-def _truncation(value: Any) -> str | None:
-    if value in (None, "disabled"):
-        return None
-    return (f"truncation={value!r} is not supported: the endpoint never drops input items (a prompt longer "
-            "than the run allows is a 400); send 'disabled' or omit it")
 
 
 def _text(value: Any) -> str | None:
@@ -68,25 +54,22 @@ def _stream_options(value: Any) -> str | None:
     return f"stream_options={value!r}: /v1/responses reads include_obfuscation only (and writes no padding)"
 
 
-def _top_logprobs(value: Any) -> str | None:
-    if value is None or (type(value) is int and value == 0):  # false is no number
-        return None
-    return f"top_logprobs={value!r} is not supported on /v1/responses; use chat completions with logprobs=true"
-
-
 FIELDS: dict[str, Check] = {
     **{k: _any for k in ("model", "input", "instructions", "tools", "max_output_tokens", "stream", *RUN_DECIDES)},
     **{k: _any for k in ("user", "metadata", "store", "service_tier", "prompt_cache_key",
                          "prompt_cache_retention", "safety_identifier")},
     "tool_choice": _tool_choice,
     "parallel_tool_calls": _parallel,
-    "include": _include,
-    "truncation": _truncation,
+    "include": _only([], why="include={value!r} is not supported: the endpoint returns no extra output data "
+                             "(logprobs, reasoning or tool-call outputs); send include=[] or omit it"),
+    "truncation": _only("disabled", why="truncation={value!r} is not supported: the endpoint never drops input "
+                                        "items (a prompt longer than the run allows is a 400); send 'disabled' or omit it"),
     "text": _text,
     "reasoning": _reasoning,
     "background": _false("background", "the call is answered when it is done"),
     "stream_options": _stream_options,
-    "top_logprobs": _top_logprobs,
+    "top_logprobs": _zero("top_logprobs={value!r} is not supported on /v1/responses; use chat completions with "
+                          "logprobs=true"),
     "previous_response_id": _refused("previous_response_id is not supported: the endpoint stores no responses; "
                                      "send the whole conversation as input"),
     "conversation": _refused("conversation is not supported: the endpoint stores no conversations; send the "
