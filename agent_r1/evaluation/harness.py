@@ -94,8 +94,8 @@ def parse_question_specs(spec: str) -> dict[str, Path]:
 # ------------------------------------------------------------------------------ evaluation
 
 def evaluate_datasets(engine: Any, codec: Any, cfg: Any, datasets: dict[str, list[dict[str, Any]]],
-                      modes: list[str], retriever: Any = None, greedy: bool = True, seed: int | None = None,
-                      batch_size: int = 64, keep_trajectories: bool = False) -> dict[str, Any]:
+                      modes: list[str], retriever: Any = None, greedy: bool = True, batch_size: int = 64,
+                      keep_trajectories: bool = False) -> dict[str, Any]:
     """{"results": {mode: {dataset: stats}}, "seconds": {mode: {dataset: s}}} (+ trajectories)."""
     from agent_r1.envs.factory import make_env_factory
 
@@ -106,7 +106,7 @@ def evaluate_datasets(engine: Any, codec: Any, cfg: Any, datasets: dict[str, lis
     make_env = make_env_factory(cfg, retriever) if any(EVAL_MODES.traits(m).tools for m in modes) else None
     try:
         ctx = EvalContext(engine=engine, codec=codec, cfg=cfg, retriever=retriever, make_env=make_env,
-                          greedy=greedy, seed=cfg.seed if seed is None else seed, batch_size=batch_size)
+                          greedy=greedy, seed=cfg.seed, batch_size=batch_size)
         report: dict[str, Any] = {"results": {}, "seconds": {}}
         trajectories: dict[str, dict[str, list[Trajectory]]] = {}
         for mode in modes:
@@ -165,10 +165,7 @@ def evaluate_model(model: str | Path, cfg: Any, datasets: dict[str, list[dict[st
         report = evaluate_datasets(engine, ChatCodec(tokenizer), cfg, datasets, modes, retriever=retriever,
                                    greedy=greedy, batch_size=batch_size, keep_trajectories=keep_trajectories)
     finally:
-        if owned:
-            retriever.close()
-        if engine is not None and hasattr(engine, "close"):
-            engine.close()
+        close_all(retriever if owned else None, engine)
     report.update({"model": str(model), "index": str(index_dir or cfg.search.index_dir) if retriever else None,
                    "greedy": greedy, "wall_seconds": round(time.perf_counter() - start, 3)})
     if keep_trajectories:

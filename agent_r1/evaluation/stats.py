@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+N_BOOT, LEVEL = 4000, 0.95  # bootstrap replicates (seeded 0), and the interval's coverage
 
 @dataclass(frozen=True)
 class Interval:
@@ -45,35 +46,27 @@ def _table(scores: Sequence[Sequence[float]], name: str) -> np.ndarray:
     return np.stack(rows)
 
 
-def _replicates(table: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
-    """Means of `n_boot` two-level bootstrap draws of `table` [seeds, questions]."""
-    rng = np.random.default_rng(seed)
+def _interval(table: np.ndarray) -> Interval:
+    """The mean of `table` [seeds, questions] and the percentile interval of N_BOOT two-level bootstrap means."""
+    rng = np.random.default_rng(0)
     n_seeds, n_q = table.shape
-    seed_idx = rng.integers(0, n_seeds, size=(n_boot, n_seeds))
-    q_idx = rng.integers(0, n_q, size=(n_boot, n_seeds, n_q))
-    return table[seed_idx[..., None], q_idx].mean(axis=(1, 2))
-
-
-def _interval(table: np.ndarray, n_boot: int, level: float, seed: int) -> Interval:
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level}")
-    reps = _replicates(table, n_boot, seed)
-    tail = 100 * (1 - level) / 2
+    seed_idx = rng.integers(0, n_seeds, size=(N_BOOT, n_seeds))
+    q_idx = rng.integers(0, n_q, size=(N_BOOT, n_seeds, n_q))
+    reps = table[seed_idx[..., None], q_idx].mean(axis=(1, 2))
+    tail = 100 * (1 - LEVEL) / 2
     low, high = np.percentile(reps, [tail, 100 - tail])
     return Interval(float(table.mean()), float(low), float(high))
 
 
-def mean_ci(scores: Sequence[Sequence[float]], n_boot: int = 4000, level: float = 0.95,
-            seed: int = 0) -> Interval:
+def mean_ci(scores: Sequence[Sequence[float]]) -> Interval:
     """Mean of `scores[seed][question]` with its bootstrap interval (same units as the scores)."""
-    return _interval(_table(scores, "scores"), n_boot, level, seed)
+    return _interval(_table(scores, "scores"))
 
 
-def paired_difference_ci(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], n_boot: int = 4000,
-                         level: float = 0.95, seed: int = 0) -> Interval:
+def paired_difference_ci(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> Interval:
     """Mean of a - b over the same seeds and questions, with its paired bootstrap interval."""
     ta, tb = _table(a, "a"), _table(b, "b")
     if ta.shape != tb.shape:
         raise ValueError(f"paired tables differ in shape: {ta.shape} vs {tb.shape} "
                          "(same seeds and questions, in the same order, are needed)")
-    return _interval(ta - tb, n_boot, level, seed)
+    return _interval(ta - tb)
