@@ -1,7 +1,7 @@
 """Learning benchmark: does RL lift held-out EM above an imperfect SFT warm start?
 
 Synthetic multi-hop world (invented names), tantivy search, a ~1M-parameter Llama built here.
-1. SFT on scripted demos where `--guess-fraction` of demos answer by a guess (imperfect start).
+1. SFT on scripted demos where 60% of the demos answer by a guess (an imperfect start).
 2. Held-out (test split, unseen people) greedy EM, sampled EM and search-first rate.
 3. RL from that same warm start for each variant (GRPO, PPO with a critic, GRPO with the loss
    mask off, GRPO with shuffled rewards as a control), then the same evaluation.
