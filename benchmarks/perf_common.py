@@ -123,7 +123,7 @@ def policy(cfg: Any, device: str = "cpu", sft_steps: int = 60, dtype: str = "flo
     if not warm.exists() or not stamp.exists() or stamp.read_text() != str(sft_steps):
         from dataclasses import replace
 
-        from agent_r1.runs.sft import run_sft
+        from agent_r1.runs.warm_start import run_sft
 
         t0, threads = time.perf_counter(), torch.get_num_threads()
         try:  # run_sft sets train.threads; the benchmark's own thread count is restored after

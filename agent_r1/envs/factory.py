@@ -32,7 +32,7 @@ Rows = Callable[[], list[dict[str, Any]]]  # the training rows, read only when a
 @dataclass(frozen=True)
 class EnvTraits:
     """What an env kind asks of the config, the rows and the warm start (read by config.py, samples.py,
-    `tool_envs` below and runs/sft.py instead of naming kinds)."""
+    `tool_envs` below and runs/warm_start.py instead of naming kinds)."""
     # the kind's env offers env.tools, so a row's own tools may only narrow them; False: the kind's agent
     # brings its own tools and a row may name any
     serves_tools: bool = True

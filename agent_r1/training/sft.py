@@ -1,6 +1,6 @@
 """Supervised warm start on demonstration trajectories, with the rollout's action mask.
 
-`sft_train` is the algorithm; `agent_r1/runs/sft.py` assembles a run of it (data, demos, model)."""
+`sft_train` is the algorithm; `agent_r1/runs/warm_start.py` assembles a run of it (data, demos, model)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""An openai_agent run's SFT demos are its agent's own sessions (training/agent_demos.py, runs/sft.py played_demos):
+"""An openai_agent run's SFT demos are its agent's own sessions (training/agent_demos.py, runs/warm_start.py played_demos):
 the agent runs, unchanged, against the endpoint over a scripted policy that writes the row's plan as calls
 to the agent's own tool and argument, then the answer. Before, the demos were the built-in env's: its
 system prompt, tool schemas and results, which the outside arithmetic agent never sends (issue 46)."""
@@ -79,7 +79,7 @@ def test_guessing_sessions_answer_at_once(brief_codec):
 def test_agent_sft_trains_on_the_agents_own_prompts(tmp_path, monkeypatch):
     """`agent-r1 sft` under openai_agent: the demos it trains on hold the agent's system message."""
     import examples.qa_agent as qa_agent
-    from agent_r1.runs.sft import run_sft
+    from agent_r1.runs.warm_start import run_sft
     from agent_r1.training import sft
 
     seen = []

@@ -125,7 +125,7 @@ def test_which_agents_take_the_tools():
 
 def test_the_warm_starts_demos_call_the_server_too(codec, script):
     """`agent-r1 sft` under openai_agent plays the agent over a scripted policy; with env.mcp_servers its
-    demo sessions call the run's servers, as its RL sessions will (runs/sft.py played_demos)."""
+    demo sessions call the run's servers, as its RL sessions will (runs/warm_start.py played_demos)."""
     from agent_r1.envs.factory import agent_mcp_tools
     from agent_r1.training.agent_demos import agent_demos
 

@@ -67,7 +67,7 @@ def test_agent_warm_start_is_made_once_then_found(tmp_path):
 
 def test_agent_sft_command_trains(tmp_path):
     """`agent-r1 sft` under openai_agent: the agent's own sessions as demos, not a crash."""
-    from agent_r1.runs.sft import run_sft
+    from agent_r1.runs.warm_start import run_sft
 
     cfg = _cfg(tmp_path, **AGENT, **{"sft.out_dir": str(tmp_path / "sft")})
     assert run_sft(cfg) == tmp_path / "sft" / "model"
@@ -78,7 +78,7 @@ def test_agent_warm_start_with_a_template_that_drops_tool_calls_is_refused_namin
     """chat demos need the template to write the calls: named chatml is refused before any SFT step."""
     import pytest
 
-    from agent_r1.runs.sft import run_sft
+    from agent_r1.runs.warm_start import run_sft
 
     cfg = _cfg(tmp_path, **AGENT, **{"model.chat_template": "chatml", "sft.out_dir": str(tmp_path / "sft")})
     with pytest.raises(ValueError, match=r"env\.kind=openai_agent.*model\.chat_template='chatml'"):
