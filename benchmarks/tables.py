@@ -408,6 +408,10 @@ SCALE: list[Figure] = [
            span(2, sep="x-")),
     Figure("scale grid: medians", S, "scale_grid.iteration_s_median.*", span(2)),
     Figure("scale grid: 1x1", S, "scale_grid.iteration_s_median.1w_1l", num(2)),
+    Figure("scale grid: per cell", S, "scale_grid.iteration_s_median.{1w_1l,2w_1l,1w_2l,2w_2l}", seq(2, " / ")),
+    Figure("scale grid: load", S, "min-max of scale_grid.runs.*.*.loadavg_{before,after}[0]", span(1),
+           lambda d: [r[k][0] for rs in d["scale_grid"]["runs"].values() for r in rs
+                      for k in ("loadavg_before", "loadavg_after")]),
 ]
 
 REL = "reliability.json"
