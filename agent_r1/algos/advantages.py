@@ -383,8 +383,6 @@ def estimator_over_sessions(name: str) -> Estimator:
 
 
 # ------------------------------------------------------ GiGPO: step-level advantages (`adv_estimator: gigpo`)
-# Step-level credit for multi-turn agents: the `gigpo` estimator.
-#
 # GRPO gives every token of a trajectory the same advantage, so a good search in a failed trajectory is
 # punished like the bad answer after it. GiGPO (Feng et al. 2025, "Group-in-Group Policy Optimization
 # for LLM Agent Training", arXiv 2505.10978; reference code verl-agent's ``gigpo/core_gigpo.py``) adds a

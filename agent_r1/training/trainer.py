@@ -398,10 +398,8 @@ class RLTrainer:
 
 
 # ---------------------------------------------------------------- the prompt order
-# Deterministic prompt order: a fresh permutation per epoch from (seed, epoch).
-#
-# The position (epoch, offset) is all the state there is, so a resumed run draws exactly the
-# prompts the uninterrupted run would have drawn.
+# A fresh permutation per epoch from (seed, epoch). The position (epoch, offset) is all the state
+# there is, so a resumed run draws exactly the prompts the uninterrupted run would have drawn.
 
 @dataclass
 class PromptSampler:
@@ -517,13 +515,11 @@ def fill_batch(cfg: Any, first: list[Trajectory],
 
 
 # ------------------------------------------------------------- rows whose gradient is 0 skip forward/backward
-# `algo.skip_zero_advantage`: rows whose policy-loss gradient is exactly 0 skip forward/backward.
-#
-# A row whose advantages are 0 on every loss-mask token adds exactly 0 to the clipped (or vanilla)
-# policy loss and to its gradient: each token's term is -A * ratio (or -A * clip(ratio), or -A * c)
-# with A = 0, and the log-ratio is clamped, so the product is 0 in forward and backward. In GRPO
-# every row of a group whose rewards are all equal is such a row, which early in training (or on a
-# hard task) is most of the batch. Skipping them leaves the update as it was:
+# `algo.skip_zero_advantage`. A row whose advantages are 0 on every loss-mask token adds exactly 0 to
+# the clipped (or vanilla) policy loss and to its gradient: each token's term is -A * ratio (or -A *
+# clip(ratio), or -A * c) with A = 0, and the log-ratio is clamped, so the product is 0 in forward and
+# backward. In GRPO every row of a group whose rewards are all equal is such a row, which early in
+# training (or on a hard task) is most of the batch. Skipping them leaves the update as it was:
 #
 # - the normaliser: `loss_denominator` is counted over every row of the mini-batch before the
 #   skipped rows are taken out, so each trained row's share of the loss is what it was (token-mean
@@ -571,7 +567,7 @@ def finish_skipped(record: dict[str, float], params: Iterable[torch.nn.Parameter
 
 
 # ---------------------------------------------------------------- one iteration's metrics
-# One iteration's metrics, from its trajectories, its batch and its update (RLTrainer.learn).
+# From its trajectories, its batch and its update (`RLTrainer.learn`).
 
 def iteration_metrics(trajs: list[Trajectory], batch: dict[str, Any], upd: dict[str, float], rollout_s: float,
                       update_s: float, ppo_epochs: int, skipped_updates: int,
@@ -623,11 +619,9 @@ def iteration_metrics(trajs: list[Trajectory], batch: dict[str, Any], upd: dict[
 
 
 # ---------------------------------------------------------------- the loop over iterations, on any backend
-# The training loop over any backend, and two helpers it and the Ray layer share.
-#
-# `fit_loop` drives a `TrainingBackend` (the in-process `RLTrainer` or the Ray `RayTrainer`):
-# iterations with evaluation, logging and checkpoints on schedule. Kept apart from the trainer so
-# the trainer holds only the iteration's arithmetic.
+# `fit_loop` drives a `TrainingBackend` (the in-process `RLTrainer` above or the Ray `RayTrainer`):
+# iterations with evaluation, logging and checkpoints on schedule. `log_finite` and `rollout_seed`
+# are shared with the Ray layer.
 #
 # A full disk (ENOSPC, or a spent quota) anywhere in an iteration (a checkpoint, a metrics row, the
 # MLflow buffer, the run's card) stops the loop with DiskFullError: which folder, and that the run
