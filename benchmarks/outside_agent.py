@@ -4,17 +4,18 @@ content parts, a two-parameter calculator schema of its own, up to two calls a t
 step) trained on the arithmetic task by docs/agents.md's three lines: params-arithmetic.yaml with
 `env.kind: openai_agent` and `env.agent`, the warm start `train.init_from: sft` makes (`agent-r1 sft`'s: the
 agent's own sessions over a scripted policy, agents/demos.py, so it learns the agent's developer message,
-tool and results), then GRPO.
+tool and results), then GRPO: rollouts at temperature 0.5 with DAPO's dynamic sampling (see DEFAULT).
 
 Recorded per iteration: the training reward, `agent/drift` (calls that could not continue their
 session's trajectory), `agent/sessions`, drift per session, steps per session, the share of sessions
-whose first reply calls the calculator, and the iteration's wall seconds. Before and after: held-out
-greedy EM through the agent (the run's own evaluations at iteration 0 and at the end, on the test
-split). Every drifted call is classified where it happened (`drift`: the same text as other ids, i.e.
+whose first reply calls the calculator, the reward of every session rolled out (`sampled_reward`: with
+dynamic sampling `reward_mean` is the kept groups' only), and the iteration's wall seconds. Held-out
+greedy EM through the agent: the run's own evaluations on the test split at iteration 0, every 20
+iterations and at the end. Every drifted call is classified where it happened (`drift`: the same text as other ids, i.e.
 a tokenisation the endpoint could not write as sampled, or other text, with the first differing
 tokens), so a figure above zero says why.
 
-    python -m benchmarks.outside_agent            # the default size (about 20-30 min on 2 cores)
+    python -m benchmarks.outside_agent            # the default size (RL about 70 min on 2 busy cores)
     python -m benchmarks.outside_agent --quick    # a smoke size, under a minute (the bench smoke test)
 
 Writes benchmarks/results/outside_agent.json (outside_agent_quick.json with --quick).
@@ -41,10 +42,17 @@ THREE_LINES = {"env.kind": "openai_agent", "env.agent": AGENT}
 # greedy warm start guesses (held-out EM 1) and its sampled calls at T=1 almost never earn a reward (0.00-0.02
 # a batch over 17 iterations), so GRPO has nothing to reinforce. RL at lr 5e-5, not the params' 3e-4: from a
 # warm start that already copies (EM 69), 3e-4 cut greedy EM to 50-51 (bf16 or fp32, T=1 or 0.7) in 40
-# iterations, breaking the answer step (teacher-forced, 49 -> 33 of 60 answers copied the tool's result)
-DEFAULT = {"sft.steps": 1000, "sft.guess_fraction": 0.3, "train.iterations": 40, "train.prompts_per_iter": 16,
-           "rollout.n_samples": 8, "train.lr": 5e-5, "train.eval_size": 100, "train.threads": 2,
-           "train.lr_schedule": "cosine"}
+# iterations, breaking the answer step (teacher-forced, 49 -> 33 of 60 answers copied the tool's result).
+# Rollouts at T 0.5, not the params' 1.0: the warm start's greedy failures are all digit copies (a question's
+# number into a call, a result into the next call or the answer; never a missing or malformed call), and at
+# T=1 its sampled reward (0.30) is far below its greedy EM (69), so RL at T=1 spent itself sharpening tokens
+# greedy decoding already picks (69 -> 68 at lr 5e-5). At T=0.5 a group's sessions differ where the policy
+# is really unsure, so most groups are all-correct: dynamic sampling (up to 2 extra rounds) trains on mixed
+# groups only. 80 iterations: held-out greedy EM 69 -> 75 (iteration 20) -> 77; 40 iterations reached 74
+DEFAULT = {"sft.steps": 1000, "sft.guess_fraction": 0.3, "train.iterations": 80, "train.prompts_per_iter": 16,
+           "rollout.n_samples": 8, "rollout.temperature": 0.5, "train.lr": 5e-5,
+           "algo.dynamic_sampling.enabled": True, "algo.dynamic_sampling.max_extra_rounds": 2,
+           "train.eval_size": 100, "train.eval_every": 20, "train.threads": 2, "train.lr_schedule": "cosine"}
 QUICK = {**{k: v for k, v in micro_overrides(Path(".")).items() if k.startswith("model.")},
          "sft.steps": 4, "sft.batch_size": 4, "train.iterations": 2, "train.prompts_per_iter": 2,
          "rollout.n_samples": 2, "train.eval_size": 4, "train.threads": 1, "rollout.max_tokens_per_turn": 16,
@@ -108,8 +116,9 @@ def session_report(sessions: list[Any], decode: Any) -> dict[str, Any]:
     from agent_r1.agents.assemble import extends
     from agent_r1.agents.retries import used_calls
 
-    tool_first, drifts = 0, []
-    for _sample, records, _steps in sessions:
+    tool_first, reward, drifts = 0, 0.0, []
+    for _sample, records, steps in sessions:
+        reward += steps[-1].outcome_reward if steps else 0.0
         calls, _ = used_calls(records)
         tool_first += bool(calls) and bool(calls[0].info.get("tool_calls"))
         context: list[int] = []
@@ -117,7 +126,7 @@ def session_report(sessions: list[Any], decode: Any) -> dict[str, Any]:
             if i and not extends(rec.prompt_ids, context):
                 drifts.append(classify_drift(calls[i - 1], rec, decode))
             context = list(rec.prompt_ids) + list(rec.completion_ids)
-    return {"sessions": len(sessions), "tool_first": tool_first, "drifts": drifts}
+    return {"sessions": len(sessions), "tool_first": tool_first, "reward": reward, "drifts": drifts}
 
 
 @contextlib.contextmanager
@@ -160,10 +169,27 @@ def iteration_row(it: int, m: dict[str, Any], seconds: float, report: dict[str, 
            "drift_per_session": (m.get("agent/drift", 0.0) / sessions) if sessions else None,
            "agent/steps_per_session": m.get("agent/steps_per_session"), "agent/calls": m.get("agent/calls"),
            "agent/errors": m.get("agent/errors"), "agent/length_cut": m.get("agent/length_cut"),
-           "seconds": round(seconds, 2), **{k: round(m[k], 3) for k in ("rollout_s", "update_s") if k in m}}
+           "seconds": round(seconds, 2), **{k: round(m[k], 3) for k in ("rollout_s", "update_s") if k in m},
+           # algo.dynamic_sampling: rollout rounds, and the all-equal groups dropped over them (reward_mean is then
+           # the kept groups', every one of them mixed: not the policy's sampled reward)
+           **{k: m[k] for k in ("dynamic/rounds", "dynamic/groups_dropped") if k in m}}
     if report and report["sessions"]:
         row["tool_first_rate"] = round(100.0 * report["tool_first"] / report["sessions"], 1)
+        if "reward" in report:  # every session rolled out, the groups dynamic sampling dropped too
+            row["sampled_reward"] = round(report["reward"] / report["sessions"], 4)
     return row
+
+
+def iteration_rollouts(reports: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The training rollouts of one iteration as one report: one rollout, or one per round of
+    `algo.dynamic_sampling` (the greedy evaluations among `reports` left out)."""
+    trained = [r for r in reports if not r["greedy"]]
+    if not trained:
+        return None
+    out = {"sessions": sum(r["sessions"] for r in trained), "tool_first": sum(r["tool_first"] for r in trained)}
+    if all("reward" in r for r in trained):
+        out["reward"] = sum(r["reward"] for r in trained)
+    return out
 
 
 def held_out(row: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -190,14 +216,18 @@ def summarise(doc: dict[str, Any]) -> dict[str, Any]:
     # iterations 2..N-1: the first also holds the start-of-run evaluation, the last the end-of-run one
     middle = [r["seconds"] for r in curve[1:-1]] or [r["seconds"] for r in curve]
     k = max(1, min(5, len(curve) // 4))
+    # the reward of every session rolled out where the rows have it (with dynamic sampling, reward_mean is the
+    # kept groups', all of them mixed), else the trained batch's
+    reward = "sampled_reward" if all("sampled_reward" in r for r in curve) else "reward_mean"
     before, after = doc["held_out"]["before"], doc["held_out"]["after"]
     greedy = [r for r in doc["rollouts"] if r["greedy"]]
     return {"em_before": before and before["em"], "em_after": after and after["em"],
             "held_out_n": after and after.get("n"),
             "tool_first_before": before and before.get("tool_first_rate"),
             "tool_first_after": after and after.get("tool_first_rate"),
-            "reward_first_iterations": sum(r["reward_mean"] for r in curve[:k]) / k,
-            "reward_last_iterations": sum(r["reward_mean"] for r in curve[-k:]) / k, "reward_window": k,
+            "reward_first_iterations": sum(r[reward] for r in curve[:k]) / k,
+            "reward_last_iterations": sum(r[reward] for r in curve[-k:]) / k, "reward_window": k,
+            "reward_of": reward,
             "sessions": sessions, "drift": drift, "drift_per_session": drift / sessions if sessions else 0.0,
             "max_drift_per_session": max((r["drift_per_session"] or 0.0) for r in curve),
             "steps_per_session": sum((r["agent/steps_per_session"] or 0) * (r["agent/sessions"] or 0) for r in curve)
@@ -218,10 +248,13 @@ def train(cfg: Any) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str
     clock = [time.perf_counter()]
     start = clock[0]
 
+    seen = [0]  # reports of the iterations already recorded
+
     def on_iteration(it: int, m: dict[str, Any]) -> None:
         now = time.perf_counter()
-        trained = [r for r in reports if not r["greedy"]]  # one training rollout per iteration
-        curve.append(iteration_row(it, m, now - clock[0], trained[it - 1] if len(trained) >= it else None))
+        # this iteration's rollouts: one, or one per dynamic-sampling round (and any greedy evaluation)
+        curve.append(iteration_row(it, m, now - clock[0], iteration_rollouts(reports[seen[0]:])))
+        seen[0] = len(reports)
         clock[0] = now
         r = curve[-1]
         print(f"iteration {it}: reward {r['reward_mean']:.3f} drift {r['agent/drift']:.0f}/{r['agent/sessions']:.0f} "
@@ -241,11 +274,14 @@ def record(doc: dict[str, Any], result: dict[str, Any], curve: list[dict[str, An
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     start_row = next((r for r in rows if r.get("step") == 0), None)
     doc["held_out"] = {"split": "test", "greedy": True, "before": held_out(start_row),
-                       "after": held_out(result["final"])}
+                       "after": held_out(result["final"]),
+                       # every greedy evaluation of the run (train.eval_every), the start's and the end's included
+                       "curve": [{"iteration": r["step"], "em": r["eval/em"]} for r in rows if "eval/em" in r]}
     doc["curve"] = curve
     doc["drift_kinds"] = drift_kinds([d for r in reports if not r["greedy"] for d in r["drifts"]])
     doc["greedy_drift_kinds"] = drift_kinds([d for r in reports if r["greedy"] for d in r["drifts"]])
     doc["rollouts"] = [{"greedy": r["greedy"], "sessions": r["sessions"], "tool_first": r["tool_first"],
+                        **({"reward": r["reward"]} if "reward" in r else {}),
                         "drift": len(r["drifts"])} for r in reports]
     doc["drift_examples"] = [d for r in reports for d in r["drifts"]][:EXAMPLES]
     doc["run"] = {"folder": str(run_dir), "iterations": result["iterations"], "checkpoint": result["checkpoint"]}
