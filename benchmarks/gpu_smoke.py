@@ -121,7 +121,7 @@ def child(run: str, cfg_overrides: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from agent_r1.config import load_config
-    from agent_r1.runs.train import run_train
+    from agent_r1.runs.run import run_train
 
     cfg = load_config(ROOT / "params.yaml", cfg_overrides)
     per_iter: list[dict[str, float]] = []

@@ -36,9 +36,8 @@ from agent_r1.config import load_config, parse_overrides
 from agent_r1.evaluation.harness import em_per_question, evaluate_model
 from agent_r1.evaluation.stats import mean_ci, paired_difference_ci
 from agent_r1.runs.assembly import set_threads
-from agent_r1.runs.run import Run
+from agent_r1.runs.run import Run, run_train
 from agent_r1.runs.warm_start import run_sft
-from agent_r1.runs.train import run_train
 from benchmarks import endpoint_rows, objective_rows
 from benchmarks.common import ROOT, machine, micro_overrides, result_path, work_dir, write_json
 

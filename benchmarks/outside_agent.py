@@ -241,7 +241,7 @@ def summarise(doc: dict[str, Any]) -> dict[str, Any]:
 def train(cfg: Any) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], float]:
     """GRPO from the warm start through the agent: (run_train's result, the per-iteration curve, every agent
     rollout's report, the run's wall seconds)."""
-    from agent_r1.runs.train import run_train
+    from agent_r1.runs.run import run_train
 
     reports: list[dict[str, Any]] = []
     curve: list[dict[str, Any]] = []

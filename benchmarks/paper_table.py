@@ -52,9 +52,8 @@ from agent_r1.evaluation.harness import em_per_question, evaluate_model, format_
 from agent_r1.evaluation.stats import mean_ci, paired_difference_ci
 from agent_r1.retrieval.base import build_index
 from agent_r1.runs.assembly import set_threads
-from agent_r1.runs.run import Run
+from agent_r1.runs.run import Run, run_train
 from agent_r1.runs.warm_start import run_sft
-from agent_r1.runs.train import run_train
 from benchmarks import objective_rows
 from benchmarks.common import ROOT, machine, micro_overrides, results_dir, shown, work_dir, write_json
 

@@ -542,3 +542,15 @@ def metrics_logger(folder: Path, tracker: Any = None, resume_from: Path | None =
         sink.logged_checkpoints.update(p.name for p in (folder / "checkpoints").glob("iter_*")
                                        if p.name < resume_from.name)
     return sink
+
+
+def run_train(cfg: ExperimentConfig, resume: bool = False, sink: Any = None,
+              on_iteration: Any = None, allow_config_change: bool = False) -> dict[str, Any]:
+    """`Run.open(cfg, resume).train(...)` in one call, for tests and benchmarks. Trains from
+    `train.init_from` (a folder, `sft` = the matching warm start, or empty = a fresh model) into the
+    run's own folder (a new one unless `train.out_dir` pins it); with `resume`, continues from the
+    latest complete checkpoint in `train.out_dir`. Returns the result (final metrics, folder,
+    checkpoint and its hash)."""
+    run = Run.open(cfg, resume, allow_config_change=allow_config_change)
+    print(f"run folder: {run.folder}", flush=True)
+    return run.train(sink=sink, on_iteration=on_iteration)

@@ -54,7 +54,7 @@ def micro_run(bench):
     """One micro training run (1 iteration, a checkpoint) with its data and index: what
     kill_resume.py resumes."""
     from agent_r1.config import load_config
-    from agent_r1.runs.train import run_train
+    from agent_r1.runs.run import run_train
 
     over = {**common.micro_overrides(bench / "micro", iterations=1), "train.threads": 1}
     run_train(load_config(None, over))

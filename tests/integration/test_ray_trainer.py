@@ -138,7 +138,7 @@ def test_killed_worker_is_restarted_and_its_shard_rolled_out_again(ray_session, 
 
 
 def test_run_train_dispatches_to_ray(ray_session, world):
-    from agent_r1.runs.train import run_train
+    from agent_r1.runs.run import run_train
     from agent_r1.tracking.metrics import read_metrics
 
     cfg = _cfg(world, "cli", **{"ray.enabled": True, "train.iterations": 1, "train.checkpoint_every": 1})
@@ -204,7 +204,7 @@ def test_ray_config_from_params():
 
 def test_resume_with_nothing_to_resume_fails_in_the_driver_before_ray(tmp_path, monkeypatch):
     """The clean NoCheckpointError, not the same text wrapped in a Ray actor error minutes later."""
-    from agent_r1.runs.train import run_train
+    from agent_r1.runs.run import run_train
     from agent_r1.training import ray_trainer
     from agent_r1.training.checkpoint import NoCheckpointError
 

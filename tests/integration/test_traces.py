@@ -215,7 +215,7 @@ def test_a_tiny_training_run_fills_the_traces_tab(tmp_path):
     from mlflow import MlflowClient
 
     from agent_r1.config import load_config
-    from agent_r1.runs.train import run_train
+    from agent_r1.runs.run import run_train
 
     root = tmp_path / "world"
     cfg = load_config(None, {

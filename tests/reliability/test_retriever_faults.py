@@ -67,7 +67,7 @@ def test_es_stopped_mid_training_fails_clearly_then_resumes(tmp_path: Path, monk
     from agent_r1.models.build import load_model
     from agent_r1.retrieval.es_backend import ElasticsearchRetriever
     from agent_r1.runs.warm_start import run_sft
-    from agent_r1.runs.train import run_train
+    from agent_r1.runs.run import run_train
     from agent_r1.training import checkpoint as ckpt
     from agent_r1.tracking.metrics import read_metrics
 

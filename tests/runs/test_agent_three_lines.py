@@ -13,7 +13,7 @@ from tests.pipeline_helpers import unpinned_micro
 
 
 def test_three_lines_train_an_outside_agent_on_arithmetic(tmp_path):
-    from agent_r1.runs.train import run_train
+    from agent_r1.runs.run import run_train
 
     cfg = load_config(None, unpinned_micro(tmp_path, **{
         "data.source": "arithmetic", "data.dir": str(tmp_path / "data" / "arithmetic"),

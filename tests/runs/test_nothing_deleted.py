@@ -111,7 +111,7 @@ def test_a_pinned_train_out_dir_holding_a_model_is_refused(tmp_path):
 
 
 def test_train_refuses_a_pinned_model_folder_before_any_sft(tmp_path):
-    from agent_r1.runs.train import run_train
+    from agent_r1.runs.run import run_train
 
     model = _users_folder(tmp_path / "my-model", config__json="{}")
     with pytest.raises(ForeignFolderError, match="train.out_dir"):

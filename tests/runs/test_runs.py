@@ -23,7 +23,7 @@ def _overrides(tmp_path: Path, **extra) -> dict:
 
 
 def _train(tmp_path: Path, **extra):
-    from agent_r1.runs.train import run_train
+    from agent_r1.runs.run import run_train
 
     cfg = load_config(None, _overrides(tmp_path, **extra))
     result = run_train(cfg)

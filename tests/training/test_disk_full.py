@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from agent_r1.config import load_config
-from agent_r1.runs.train import run_train
+from agent_r1.runs.run import run_train
 from agent_r1.training import checkpoint as ckpt
 from agent_r1.tracking.metrics import read_metrics
 

@@ -184,7 +184,7 @@ def test_trainer_iteration_draws_an_extra_round_and_trains_on_informative_groups
 def test_resume_with_dynamic_sampling_equals_uninterrupted(tmp_path):
     """2 iterations, stop, resume to 3 == 3 straight: the extra rounds' prompts come from the saved
     sampler position and their seeds from (iteration, round)."""
-    from agent_r1.runs.train import run_train
+    from agent_r1.runs.run import run_train
     from agent_r1.tracking.metrics import read_metrics
     from tests.pipeline_helpers import resume_run_overrides
 

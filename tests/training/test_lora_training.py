@@ -65,7 +65,7 @@ def test_lora_resume_equals_uninterrupted(tmp_path):
     """4 iterations straight == 2, stop, resume to 4: adapters, critic and metrics (real data, index)."""
     from safetensors.torch import load_file
 
-    from agent_r1.runs.train import run_train
+    from agent_r1.runs.run import run_train
     from agent_r1.tracking.metrics import read_metrics
 
     common = {**resume_run_overrides(tmp_path), "model.lora.r": 4, "train.lr": 1e-2,

@@ -42,7 +42,7 @@ def bf16_resume_diff(tmp_path, device="cpu") -> float:
     benchmarks/fsdp_check.sh on a GPU."""
     from safetensors.torch import load_file
 
-    from agent_r1.runs.train import run_train
+    from agent_r1.runs.run import run_train
 
     common = {**resume_run_overrides(tmp_path), "model.dtype": "bfloat16", "train.precision": "bf16",
               "train.lr": 1e-4, "train.checkpoint_every": 1, "algo.entropy_coef": 0.01,

@@ -103,7 +103,7 @@ def test_non_finite_updates_are_skipped_then_stop(tiny_model, tmp_path):
 
 def test_resume_equals_uninterrupted(tmp_path):
     """Same seed: 4 iterations straight == 2 iterations, stop, resume to 4 (real data and index)."""
-    from agent_r1.runs.train import run_train
+    from agent_r1.runs.run import run_train
     from agent_r1.tracking.metrics import read_metrics
 
     common = resume_run_overrides(tmp_path)
