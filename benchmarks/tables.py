@@ -740,15 +740,17 @@ ENDPOINT: list[Figure] = seed_rows("endpoint table", E, tuple(v for _, v in EP_R
     Figure("endpoint: greedy EM through its agent", E, "per_seed.*.grpo_endpoint.greedy_agent.em", seq(0),
            learning_seeds("grpo_endpoint", "greedy_agent.em")),
     Figure("endpoint: overhead per iteration", E, OVERHEAD, ci(2, sign=True)),
-    # the same rows after each session kept its prefix between calls: seed 0 only (benchmarks/learning.py --chat
-    # --seeds 0 --variants grpo_hermes,grpo_endpoint), paired by iteration
-    Figure("endpoint with prefix reuse: overhead per iteration, seed 0", EP, OVERHEAD, ci(2, sign=True)),
-    Figure("endpoint with prefix reuse: built-in seconds per iteration, seed 0", EP,
+    # the same rows after each session kept its prefix between calls (benchmarks/learning.py --chat
+    # --seeds 0 and then --seeds 1, --variants grpo_hermes,grpo_endpoint), paired by seed and iteration
+    Figure("endpoint with prefix reuse: seeds", EP, "seeds", seq(0, sep=" and ")),
+    Figure("endpoint with prefix reuse: overhead per iteration", EP, OVERHEAD, ci(2, sign=True)),
+    Figure("endpoint with prefix reuse: built-in seconds per iteration", EP,
            "summary.grpo_hermes.seconds_per_iteration", ci(2)),
-    Figure("endpoint with prefix reuse: endpoint seconds per iteration, seed 0", EP,
-           f"{END}.seconds_per_iteration", ci(2)),
-    Figure("endpoint with prefix reuse: greedy EM, built-in and endpoint, seed 0", EP,
-           "per_seed.0.runs.{grpo_hermes,grpo_endpoint}.greedy.em", seq(0, sep=" and ")),
+    Figure("endpoint with prefix reuse: endpoint seconds per iteration", EP, f"{END}.seconds_per_iteration", ci(2)),
+    Figure("endpoint with prefix reuse: built-in greedy EM per seed", EP, "per_seed.*.grpo_hermes.greedy.em",
+           seq(0), learning_seeds("grpo_hermes", "greedy.em")),
+    Figure("endpoint with prefix reuse: endpoint greedy EM per seed", EP, "per_seed.*.grpo_endpoint.greedy.em",
+           seq(0), learning_seeds("grpo_endpoint", "greedy.em")),
     Figure("endpoint: drift-free iterations", E, f"{CURVES}.*.agent/drift", str,
            lambda doc: sum(c["agent/drift"] == 0 for c in _iterations(doc))),
     Figure("endpoint: most split sessions", E, f"{CURVES}.*.agent/drift", num(0),
