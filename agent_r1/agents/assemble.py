@@ -97,7 +97,9 @@ def assign_outcome(steps: Sequence[Trajectory], reward: float, answer: str | Non
 def agent_metrics(trajs: Sequence[Trajectory]) -> dict[str, float]:
     """An iteration's agent metrics from the session counts its steps carry (`agent/count/*`, on each
     session's first step; the rollout's dropped sessions on its first trajectory; agents/rollout.py):
-    agent/calls, steps, drift, length_cut, sessions, errors, empty (dropped) and steps_per_session.
+    agent/calls, steps, drift, length_cut, sessions, errors, empty (dropped) and steps_per_session;
+    engine_calls and engine_s (the engine's calls and seconds; the rest of rollout_s is HTTP, rendering
+    and the agents' own work) and calls_per_engine_call (how well concurrent calls were batched).
     Empty without agent sessions (the built-in envs)."""
     counts: dict[str, float] = {}
     for traj in trajs:
@@ -108,4 +110,6 @@ def agent_metrics(trajs: Sequence[Trajectory]) -> dict[str, float]:
         return {}
     out = {f"agent/{k}": v for k, v in counts.items()}
     out["agent/steps_per_session"] = counts.get("steps", 0.0) / max(counts.get("sessions", 0.0), 1.0)
+    if counts.get("engine_calls"):
+        out["agent/calls_per_engine_call"] = counts.get("calls", 0.0) / counts["engine_calls"]
     return out

@@ -1,10 +1,18 @@
 """Concurrent calls of many agents -> one `generate` per batch, so the engine decodes them together.
 
-Each HTTP call submits its prompt and awaits its future; one worker thread takes everything queued (after
-waiting `wait_s` for stragglers once the first call arrives), groups the calls by their stop strings
-(one `SamplingParams` per engine call; the budgets differ per prompt, which the engines take as a
-list) and generates each group as one batch. The engines are not thread-safe: only this thread
-touches the engine.
+Each HTTP call submits its prompt and awaits its future; one worker thread gathers a batch, groups the
+calls by their stop strings (one `SamplingParams` per engine call; the budgets differ per prompt, which
+the engines take as a list) and generates each group as one batch. The engines are not thread-safe: only
+this thread touches the engine.
+
+How long a batch gathers: an engine call costs nearly the same for 20 prompts as for 128 (at the
+scales trained here its time is the decoding steps, not the batch), so a batch waits for every
+session that may still call. When the driver says how many run (`running`: agents/rollout.py), the
+batch closes once that many calls wait, or once no call has arrived for `wait_s` (a session busy
+in a slow tool does not hold the others longer). Without it (the endpoint used directly) the first
+call waits `wait_s` once for stragglers. Taking only what had queued after 5 ms split a rollout of
+128 sessions into ~14 engine calls of ~18, and 97% of its seconds were the engine's
+(agent/engine_s): the sessions came back out of step and stayed so.
 
 An agent re-sends its whole history on every call. With an engine that keeps prefixes
 (`supports_prefix_reuse`: TransformersEngine's per-key KV cache; vLLM reuses by content with its
@@ -18,6 +26,7 @@ import contextlib
 import queue
 import random
 import threading
+import time
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
@@ -41,15 +50,19 @@ class _Forget:
 
 
 class Batcher:
-    def __init__(self, engine: GenerationEngine, params: SamplingParams, wait_s: float = 0.005,
-                 max_batch: int = 64):
+    def __init__(self, engine: GenerationEngine, params: SamplingParams, wait_s: float = 0.05,
+                 max_batch: int = 256):
         self.engine, self.params, self.wait_s, self.max_batch = engine, params, wait_s, max_batch
         self._queue: queue.Queue[_Job | _Forget | None] = queue.Queue()
         self._reuse = bool(getattr(engine, "supports_prefix_reuse", False))
         self.batch_sizes: list[int] = []  # per engine call (metrics, tests)
+        self.engine_seconds: list[float] = []  # per engine call: where an agent rollout's seconds go
         # entered around each engine call: the caller's autocast (thread-local in torch, so the trainer's
         # would not reach this thread); set by whoever drives the endpoint (agents/rollout.py)
         self.context: Callable[[], contextlib.AbstractContextManager] | None = None
+        # how many sessions may still call (each has at most one call waiting, the agents here): a batch
+        # waits for that many; set by the same driver, None when nobody counts
+        self.running: Callable[[], int] | None = None
         self._thread = threading.Thread(target=self._work, name="agent-r1-endpoint-batcher", daemon=True)
         self._thread.start()
 
@@ -78,9 +91,12 @@ class Batcher:
                 return
             jobs, forget = [], []
             (forget if isinstance(first, _Forget) else jobs).append(first)
-            try:  # the calls that arrive together: wait briefly once, then take what is queued
+            try:  # the calls that arrive together (the module's docstring says how long it waits)
                 while len(jobs) < self.max_batch:
-                    job = self._queue.get(timeout=self.wait_s if len(jobs) == 1 else 0)
+                    running = self.running() if self.running is not None else 0
+                    if running and len(jobs) >= running:
+                        break
+                    job = self._queue.get(timeout=self.wait_s if running or len(jobs) == 1 else 0)
                     if job is None:
                         self._queue.put(None)  # close after this batch
                         break
@@ -99,7 +115,7 @@ class Batcher:
         params = replace(self.params, max_new_tokens=[j.budget for j in group], stop_strings=stop)
         if any(j.seed is not None for j in group):  # per call; an unseeded call beside them draws its own
             params = replace(params, seed=[random.getrandbits(63) if j.seed is None else j.seed for j in group])
-        self.batch_sizes.append(len(group))
+        start = time.perf_counter()
         try:
             with self.context() if self.context is not None else contextlib.nullcontext():
                 keys = {"prefix_keys": [j.key for j in group]} if self._reuse else {}
@@ -108,5 +124,8 @@ class Batcher:
             for job in group:
                 job.future.set_exception(exc)
             return
+        finally:  # appended together, so a reader sees the two lists the same length
+            self.engine_seconds.append(time.perf_counter() - start)
+            self.batch_sizes.append(len(group))
         for job, out in zip(group, outs):
             job.future.set_result(out)

@@ -75,8 +75,8 @@ class EndpointConfig:
     max_tokens: int = 256  # per call: the default and the cap of a request's max_tokens
     max_total_tokens: int = 4096  # prompt + completion of one call
     start_timeout_s: float = 30.0
-    batch_wait_s: float = 0.005  # how long the first queued call waits for others to join its batch
-    max_batch: int = 64  # calls per engine call
+    batch_wait_s: float = 0.05  # how long a batch waits for the next call to join it (batcher.py)
+    max_batch: int = 256  # calls per engine call (the built-in rollout batches a whole iteration's)
     # bounds on what a caller may make the endpoint hold (request_body.py)
     max_body_bytes: int = 8 * 2**20  # a larger body is a 413, refused before it is read or tokenised
     body_timeout_s: float = 60.0  # a body not read within it is a 408

@@ -34,7 +34,7 @@ from typing import Any
 
 from agent_r1.agents.assemble import assign_outcome, build_trajectories
 from agent_r1.agents.endpoint import Endpoint, EndpointConfig
-from agent_r1.agents.session_runner import run_sessions
+from agent_r1.agents.session_runner import Running, run_sessions
 from agent_r1.sampling import SESSION_SEED_STRIDE, mix_seed
 from agent_r1.trajectory import Trajectory
 
@@ -115,13 +115,17 @@ class AgentRollout:
         float rounding of the batches its calls share (an agent's own randomness is its own)."""
         start = time.perf_counter()
         ep = self._endpoint(engine, codec, config, greedy)
-        ep.batcher.context = caller_autocast()  # generate at the trainer's precision, as the built-in rollout
+        batcher = ep.batcher
+        batcher.context = caller_autocast()  # generate at the trainer's precision, as the built-in rollout
+        batcher.running = running = Running()  # a batch waits for every running session's call
+        first_call = len(batcher.batch_sizes)
         jobs = [(sample, ep.open_session(seed=None if seed is None else mix_seed(seed, j, SESSION_SEED_STRIDE)))
                 for j, sample in enumerate(s for s in samples for _ in range(config.n_samples))]
         try:
             results = run_sessions(self.agent, ep.base_url, jobs, self.concurrency, self.timeout_s,
-                                   {} if self.tools is None else {"tools": self.tools})
+                                   {} if self.tools is None else {"tools": self.tools}, running)
         finally:
+            batcher.running = None
             records = [ep.close_session(key) for _, key in jobs]
         trajs: list[Trajectory] = []
         self.last_sessions, empty, empty_errors, errors, first_error = [], 0, 0, 0, ""
@@ -152,6 +156,9 @@ class AgentRollout:
             raise RuntimeError(f"none of the {len(jobs)} agent sessions called the endpoint (env.agent); "
                                f"the first failure: {first_error or 'the agent returned without a call'}")
         trajs[0].metrics["agent/count/empty"] = float(empty)
+        # where the rollout's seconds went: the engine's share, the rest is HTTP, rendering and the agents
+        trajs[0].metrics["agent/count/engine_calls"] = float(len(batcher.batch_sizes) - first_call)
+        trajs[0].metrics["agent/count/engine_s"] = float(sum(batcher.engine_seconds[first_call:]))
         trajs[0].metrics["agent/count/errors"] += empty_errors  # the dropped sessions' failures count too
         elapsed = time.perf_counter() - start
         for traj in trajs:

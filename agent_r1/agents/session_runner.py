@@ -54,9 +54,19 @@ def _in_daemon_thread(fn: Callable[[], Any]) -> Future:
     return fut
 
 
-async def _own_loop_session(agent: Callable[..., Any], client_cls: Any, base_url: str, key: str,
+def _client(openai: Any, is_async: bool, base_url: str, key: str, tls: Any) -> Any:
+    """An unmodified openai client of one session. Its HTTP client is openai's default one, handed the
+    rollout's one TLS context: making that context loads the CA bundle (~22 ms), and 128 sessions making
+    their own took ~3 s of an iteration on the runner's one thread, while the first sessions' calls
+    were generated in batches of a few (the endpoint is plain HTTP on loopback: TLS is never used)."""
+    http = (openai.DefaultAsyncHttpxClient if is_async else openai.DefaultHttpxClient)(verify=tls)
+    return (openai.AsyncOpenAI if is_async else openai.OpenAI)(base_url=base_url, api_key=key, max_retries=0,
+                                                               http_client=http)
+
+
+async def _own_loop_session(agent: Callable[..., Any], make_client: Callable[[], Any],
                             row: dict[str, Any], timeout_s: float, kwargs: dict[str, Any]) -> Any:
-    client = client_cls(base_url=base_url, api_key=key, max_retries=0)
+    client = make_client()
     loop = asyncio.get_running_loop()
     start = loop.time()
     try:  # an agent that awaits is cancelled here at its deadline; one that blocks, by the waiting side
@@ -69,14 +79,30 @@ async def _own_loop_session(agent: Callable[..., Any], client_cls: Any, base_url
         await client.close()
 
 
+@dataclass
+class Running:
+    """How many sessions run now (hold a slot and have not ended): the endpoint's batcher waits for
+    that many calls (batcher.py). Changed on the runner's event loop only, read from the batcher's thread."""
+
+    count: int = 0
+
+    def __call__(self) -> int:
+        return self.count
+
+
 def run_sessions(agent: Callable[..., Any], base_url: str, jobs: list[tuple[dict[str, Any], str]],
-                 concurrency: int, timeout_s: float, kwargs: dict[str, Any] | None = None) -> list[SessionResult]:
+                 concurrency: int, timeout_s: float, kwargs: dict[str, Any] | None = None,
+                 running: Running | None = None) -> list[SessionResult]:
     """Runs `agent(client, sample, **kwargs)` for every (sample, session key), at most `concurrency` at once
-    (`kwargs`: `tools`, the run's MCP tools, for an agent that takes them: agent_tools.py)."""
+    (`kwargs`: `tools`, the run's MCP tools, for an agent that takes them: agent_tools.py); `running`
+    counts the sessions running meanwhile (a timed-out one stops counting at its deadline)."""
+    running = running if running is not None else Running()
     kwargs = kwargs or {}
+    import httpx
     import openai
 
     is_async = inspect.iscoroutinefunction(agent)
+    tls = httpx.create_ssl_context()  # the context httpx makes by default, once for every session (_client)
     timed_out = f"timed out after env.agent_timeout_s={timeout_s}s"
     left_running = 0
 
@@ -86,10 +112,11 @@ def run_sessions(agent: Callable[..., Any], base_url: str, jobs: list[tuple[dict
         async def one(sample: dict[str, Any], key: str) -> SessionResult:
             nonlocal left_running
             async with sem:  # a timed-out session's slot is freed: its thread no longer counts
+                running.count += 1
                 row = copy.deepcopy(sample)
-                client = None if is_async else openai.OpenAI(base_url=base_url, api_key=key, max_retries=0)
-                work = ((lambda: asyncio.run(_own_loop_session(agent, openai.AsyncOpenAI, base_url, key, row,
-                                                               timeout_s, kwargs)))
+                client = None if is_async else _client(openai, False, base_url, key, tls)
+                work = ((lambda: asyncio.run(_own_loop_session(
+                            agent, lambda: _client(openai, True, base_url, key, tls), row, timeout_s, kwargs)))
                         if is_async else (lambda: agent(client, row, **kwargs)))
                 fut = _in_daemon_thread(work)
                 waited = asyncio.wrap_future(fut)
@@ -105,6 +132,7 @@ def run_sessions(agent: Callable[..., Any], base_url: str, jobs: list[tuple[dict
                 except Exception as exc:  # noqa: BLE001  (the session's failure, counted; the run continues)
                     return SessionResult(error=f"{type(exc).__name__}: {exc}")
                 finally:
+                    running.count -= 1
                     if client is not None:  # its connections; a stuck sync agent's next call then fails
                         client.close()
 
