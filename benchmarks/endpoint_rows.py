@@ -38,7 +38,7 @@ VARIANTS = {
 }
 PAIRED_WITH = {"grpo_endpoint": "grpo_hermes"}  # the built-in row it is compared with; others: grpo
 CURVE_KEYS = ("rollout_s", "update_s", "response_length", "agent/drift", "agent/steps_per_session", "agent/errors",
-              "agent/empty")
+              "agent/empty", "agent/engine_calls", "agent/engine_s", "agent/calls")  # where the rollout's seconds go
 
 
 def check_recipe(names: list[str], cfg: Any) -> None:

@@ -716,6 +716,7 @@ OBJECTIVES += [  # README's sentence
 
 E = "learning_endpoint.json"
 EP = "learning_endpoint_prefix.json"  # the endpoint rows again, after per-session prefix reuse
+EB = "learning_endpoint_batching.json"  # and after batching every running session's call
 EP_ROWS = (("SFT warm start (chat demos)", "warm_start"), ("GRPO, built-in env (hermes)", "grpo_hermes"),
         ("GRPO through the endpoint (`openai` agent)", "grpo_endpoint"))
 END = "summary.grpo_endpoint"
@@ -724,6 +725,18 @@ CURVES = "per_seed.*.runs.grpo_endpoint.train_curve"
 def _iterations(doc) -> list[dict]:
     """The endpoint row's training curve, every seed's iterations one after the other."""
     return [c for curve in learning_seeds("grpo_endpoint", "train_curve")(doc) for c in curve]
+
+
+def rerun_figures(label: str, file: str) -> list[Figure]:
+    """The endpoint rows measured again after a change: seeds, overhead, both rows' seconds and greedy EM."""
+    return [
+        Figure(f"{label}: seeds", file, "seeds", seq(0, sep=" and ")),
+        Figure(f"{label}: overhead per iteration", file, OVERHEAD, ci(2, sign=True)),
+        Figure(f"{label}: built-in seconds per iteration", file, "summary.grpo_hermes.seconds_per_iteration", ci(2)),
+        Figure(f"{label}: endpoint seconds per iteration", file, f"{END}.seconds_per_iteration", ci(2)),
+        *(Figure(f"{label}: {name} greedy EM per seed", file, f"per_seed.*.{row}.greedy.em", seq(0),
+                 learning_seeds(row, "greedy.em"))
+          for name, row in (("built-in", "grpo_hermes"), ("endpoint", "grpo_endpoint")))]
 
 
 ENDPOINT: list[Figure] = seed_rows("endpoint table", E, tuple(v for _, v in EP_ROWS)) + [
@@ -740,17 +753,18 @@ ENDPOINT: list[Figure] = seed_rows("endpoint table", E, tuple(v for _, v in EP_R
     Figure("endpoint: greedy EM through its agent", E, "per_seed.*.grpo_endpoint.greedy_agent.em", seq(0),
            learning_seeds("grpo_endpoint", "greedy_agent.em")),
     Figure("endpoint: overhead per iteration", E, OVERHEAD, ci(2, sign=True)),
-    # the same rows after each session kept its prefix between calls (benchmarks/learning.py --chat
-    # --seeds 0 and then --seeds 1, --variants grpo_hermes,grpo_endpoint), paired by seed and iteration
-    Figure("endpoint with prefix reuse: seeds", EP, "seeds", seq(0, sep=" and ")),
-    Figure("endpoint with prefix reuse: overhead per iteration", EP, OVERHEAD, ci(2, sign=True)),
-    Figure("endpoint with prefix reuse: built-in seconds per iteration", EP,
-           "summary.grpo_hermes.seconds_per_iteration", ci(2)),
-    Figure("endpoint with prefix reuse: endpoint seconds per iteration", EP, f"{END}.seconds_per_iteration", ci(2)),
-    Figure("endpoint with prefix reuse: built-in greedy EM per seed", EP, "per_seed.*.grpo_hermes.greedy.em",
-           seq(0), learning_seeds("grpo_hermes", "greedy.em")),
-    Figure("endpoint with prefix reuse: endpoint greedy EM per seed", EP, "per_seed.*.grpo_endpoint.greedy.em",
-           seq(0), learning_seeds("grpo_endpoint", "greedy.em")),
+    # the same rows again after each session kept its prefix between calls, then after the endpoint
+    # batched every running session's call (benchmarks/learning.py --chat --variants
+    # grpo_hermes,grpo_endpoint), paired by seed and iteration
+    *rerun_figures("endpoint with prefix reuse", EP),
+    *rerun_figures("endpoint with batching", EB),
+    Figure("endpoint with batching: engine share of the rollout", EB, f"{CURVES}.*.agent/engine_s / rollout_s",
+           num(0, scale=100), lambda doc: sum(c["agent/engine_s"] for c in _iterations(doc))
+           / sum(c["rollout_s"] for c in _iterations(doc))),
+    Figure("endpoint with batching: engine calls per iteration", EB, f"{CURVES}.*.agent/engine_calls (mean)",
+           num(1), lambda doc: statistics.mean(c["agent/engine_calls"] for c in _iterations(doc))),
+    Figure("endpoint with batching: calls per iteration", EB, f"{CURVES}.*.agent/calls (mean)",
+           num(0), lambda doc: statistics.mean(c["agent/calls"] for c in _iterations(doc))),
     Figure("endpoint: drift-free iterations", E, f"{CURVES}.*.agent/drift", str,
            lambda doc: sum(c["agent/drift"] == 0 for c in _iterations(doc))),
     Figure("endpoint: most split sessions", E, f"{CURVES}.*.agent/drift", num(0),
