@@ -3,6 +3,7 @@ NaN handling, and the mask ablations."""
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -30,17 +31,25 @@ def _cfg(tmp_path, **over):
     return load_config(None, base)
 
 
-def _warm_model(tiny_model):
-    """SFT: half the demos answer Telumas (right), half Orvania (wrong): reward ~0.5 to start."""
-    import copy
+_WARM: dict[int, tuple] = {}  # per tiny model: the SFT'd weights and torch's RNG state after the SFT
 
-    model, tok = copy.deepcopy(tiny_model[0]), tiny_model[1]
-    make_env = make_env_factory("tag")
-    codec = ChatCodec(tok)
-    demos = [demo_trajectory(make_env(s), codec, s, [f"<answer>{a}</answer>"], 16)
-             for s in SAMPLES for a in ("Telumas", "Orvania")]
-    sft_train(model, tok, demos, steps=60, batch_size=16, lr=1e-2, seed=0)
-    return model, tok
+
+def _warm_model(tiny_model):
+    """SFT: half the demos answer Telumas (right), half Orvania (wrong): reward ~0.5 to start. The SFT
+    (seeded, so the same every time) runs once per test process and four modules share it; a caller
+    gets its own copy, and torch's RNG as the SFT left it, so its rollouts draw what they drew after it."""
+    key = id(tiny_model[0])
+    if key not in _WARM:
+        model, tok = copy.deepcopy(tiny_model[0]), tiny_model[1]
+        make_env = make_env_factory("tag")
+        codec = ChatCodec(tok)
+        demos = [demo_trajectory(make_env(s), codec, s, [f"<answer>{a}</answer>"], 16)
+                 for s in SAMPLES for a in ("Telumas", "Orvania")]
+        sft_train(model, tok, demos, steps=60, batch_size=16, lr=1e-2, seed=0)
+        _WARM[key] = (model, torch.get_rng_state())
+    model, rng = _WARM[key]
+    torch.set_rng_state(rng)
+    return copy.deepcopy(model), tiny_model[1]
 
 
 def test_grpo_improves_reward_on_trivial_task(tiny_model, tmp_path):
