@@ -112,15 +112,14 @@ def run_sessions(agent: Callable[..., Any], base_url: str, jobs: list[tuple[dict
         async def one(sample: dict[str, Any], key: str) -> SessionResult:
             nonlocal left_running
             async with sem:  # a timed-out session's slot is freed: its thread no longer counts
-                running.count += 1
                 row = copy.deepcopy(sample)
                 client = None if is_async else _client(openai, False, base_url, key, tls)
                 work = ((lambda: asyncio.run(_own_loop_session(
                             agent, lambda: _client(openai, True, base_url, key, tls), row, timeout_s, kwargs)))
                         if is_async else (lambda: agent(client, row, **kwargs)))
-                fut = _in_daemon_thread(work)
-                waited = asyncio.wrap_future(fut)
+                running.count += 1  # counted before its thread starts: its first call finds it counted
                 try:  # the deadline is kept here, on a loop no agent runs on
+                    waited = asyncio.wrap_future(_in_daemon_thread(work))
                     done, _ = await asyncio.wait({waited}, timeout=timeout_s)
                     if not done:
                         waited.cancel()
