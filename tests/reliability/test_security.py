@@ -9,6 +9,7 @@ import builtins
 import json
 import re
 import socket
+from types import SimpleNamespace
 
 import pytest
 
@@ -246,11 +247,16 @@ def test_credentials_never_printed_by_index_and_search(es_server, tmp_path, monk
     # credentials go only to the URL the user names (issue 31, item 2)
     assert cli_main(["search", "--index", str(out), "--url", es_server.url, "river town", "-k", "1"]) == 0
     assert cli_main(["search", "--index", str(out), "--url", es_server.url, "river", "-k", "1", "--json"]) == 0
-    # and the error path: a server that is not there
+    # and the error path: a server that is not there, retried as always, less the 7.5 s its backoff waits
+    from agent_r1.retrieval import es_backend
+
+    waits = []
+    monkeypatch.setattr(es_backend, "time", SimpleNamespace(sleep=waits.append))
     (tmp_path / "dead").mkdir()
     (tmp_path / "dead" / "retriever.json").write_text(json.dumps(
-        {"backend": "elasticsearch", "url": "http://127.0.0.1:1", "index_name": "x", "retry_attempts": 1}))
+        {"backend": "elasticsearch", "url": "http://127.0.0.1:1", "index_name": "x"}))
     assert cli_main(["search", "--index", str(tmp_path / "dead"), "--url", "http://127.0.0.1:1", "x"]) == 2
+    assert waits  # the retries ran (their warnings are among the logs checked below)
     captured = capsys.readouterr()
     assert "Karivo" in captured.out and "127.0.0.1:1" in captured.err
     for where, text in (("stdout", captured.out), ("stderr", captured.err), ("logs", caplog.text),
