@@ -10,9 +10,9 @@ scales trained here its time is the decoding steps, not the batch), so a batch w
 session that may still call. When the driver says how many run (`running`: agents/rollout.py), the
 batch closes once that many calls wait, or once no call has arrived for `wait_s` (a session busy
 in a slow tool does not hold the others longer). Without it (the endpoint used directly) the first
-call waits `wait_s` once for stragglers. Taking only what had queued after 5 ms split a rollout of
-128 sessions into ~14 engine calls of ~18, and 97% of its seconds were the engine's
-(agent/engine_s): the sessions came back out of step and stayed so.
+call waits `wait_s` once for stragglers. Taking only what has queued a few ms after the first call
+would split a rollout into many small engine calls: sessions come back from their tools out of step,
+and a batch that leaves some behind keeps them out of step (`agent/engine_calls` shows it).
 
 An agent re-sends its whole history on every call. With an engine that keeps prefixes
 (`supports_prefix_reuse`: TransformersEngine's per-key KV cache; vLLM reuses by content with its

@@ -56,9 +56,9 @@ def _in_daemon_thread(fn: Callable[[], Any]) -> Future:
 
 def _client(openai: Any, is_async: bool, base_url: str, key: str, tls: Any) -> Any:
     """An unmodified openai client of one session. Its HTTP client is openai's default one, handed the
-    rollout's one TLS context: making that context loads the CA bundle (~22 ms), and 128 sessions making
-    their own took ~3 s of an iteration on the runner's one thread, while the first sessions' calls
-    were generated in batches of a few (the endpoint is plain HTTP on loopback: TLS is never used)."""
+    rollout's one TLS context: making a context loads the CA bundle (~22 ms), so one per session would
+    start a rollout's sessions one after another on the runner's one thread, and their first calls
+    would reach the engine a few at a time (the endpoint is plain HTTP on loopback: TLS is never used)."""
     http = (openai.DefaultAsyncHttpxClient if is_async else openai.DefaultHttpxClient)(verify=tls)
     return (openai.AsyncOpenAI if is_async else openai.OpenAI)(base_url=base_url, api_key=key, max_retries=0,
                                                                http_client=http)
