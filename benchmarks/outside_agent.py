@@ -175,8 +175,8 @@ def iteration_row(it: int, m: dict[str, Any], seconds: float, report: dict[str, 
            **{k: m[k] for k in ("dynamic/rounds", "dynamic/groups_dropped") if k in m}}
     if report and report["sessions"]:
         row["tool_first_rate"] = round(100.0 * report["tool_first"] / report["sessions"], 1)
-        if "reward" in report:  # every session rolled out, the groups dynamic sampling dropped too
-            row["sampled_reward"] = round(report["reward"] / report["sessions"], 4)
+        # every session rolled out, the groups dynamic sampling dropped too
+        row["sampled_reward"] = round(report["reward"] / report["sessions"], 4)
     return row
 
 
@@ -186,10 +186,7 @@ def iteration_rollouts(reports: list[dict[str, Any]]) -> dict[str, Any] | None:
     trained = [r for r in reports if not r["greedy"]]
     if not trained:
         return None
-    out = {"sessions": sum(r["sessions"] for r in trained), "tool_first": sum(r["tool_first"] for r in trained)}
-    if all("reward" in r for r in trained):
-        out["reward"] = sum(r["reward"] for r in trained)
-    return out
+    return {k: sum(r[k] for r in trained) for k in ("sessions", "tool_first", "reward")}
 
 
 def held_out(row: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -281,7 +278,7 @@ def record(doc: dict[str, Any], result: dict[str, Any], curve: list[dict[str, An
     doc["drift_kinds"] = drift_kinds([d for r in reports if not r["greedy"] for d in r["drifts"]])
     doc["greedy_drift_kinds"] = drift_kinds([d for r in reports if r["greedy"] for d in r["drifts"]])
     doc["rollouts"] = [{"greedy": r["greedy"], "sessions": r["sessions"], "tool_first": r["tool_first"],
-                        **({"reward": r["reward"]} if "reward" in r else {}),
+                        "reward": r["reward"],
                         "drift": len(r["drifts"])} for r in reports]
     doc["drift_examples"] = [d for r in reports for d in r["drifts"]][:EXAMPLES]
     doc["run"] = {"folder": str(run_dir), "iterations": result["iterations"], "checkpoint": result["checkpoint"]}
