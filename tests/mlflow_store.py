@@ -1,11 +1,15 @@
 """A migrated MLflow SQLite store in seconds: creating one runs MLflow's migrations (7-11 s on a loaded
 2-core machine), so the first is kept as a template beside the temp folder (keyed by the MLflow
-version and user) and each module gets a copy of it."""
+version and user) and each module gets a copy of it.
+
+MLflow writes the default experiment's artifact folder into the database as an absolute path, from
+the working folder of whoever migrated it; each copy points it at `<folder>/mlruns/0`, beside itself."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import tempfile
 from pathlib import Path
 
@@ -24,4 +28,8 @@ def fresh_store(folder: Path) -> str:
         shutil.rmtree(work, ignore_errors=True)
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copy2(template, folder / "mlflow.db")
+    with sqlite3.connect(folder / "mlflow.db") as db:
+        db.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = 0",
+                   (str(folder / "mlruns" / "0"),))
+    db.close()
     return f"sqlite:///{folder / 'mlflow.db'}"

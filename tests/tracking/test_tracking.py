@@ -132,3 +132,14 @@ def test_unreachable_server_buffers_then_flushes(tmp_path):
         assert not list((buffer / "blobs").iterdir())  # copies are removed once sent
     finally:
         stop(server)
+
+
+def test_a_fresh_test_store_keeps_its_default_experiments_artifacts_in_its_own_folder(tmp_path):
+    """Every copy of the migrated template keeps experiment 0's artifacts beside its own database, not
+    in the folder the template was first made from (the repository, when a worker made it there: an
+    artifact logged to experiment 0 then landed in the repository's mlruns/)."""
+    from mlflow.tracking import MlflowClient
+
+    uri = fresh_store(tmp_path / "store")
+    location = MlflowClient(tracking_uri=uri).get_experiment("0").artifact_location
+    assert location == str(tmp_path / "store" / "mlruns" / "0"), location
