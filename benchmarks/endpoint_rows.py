@@ -1,4 +1,4 @@
-"""The learning benchmark's endpoint rows (issue 34): the same QA task trained through the OpenAI-compatible
+"""The learning benchmark's endpoint rows: the same QA task trained through the OpenAI-compatible
 endpoint by an agent written with the `openai` package (benchmarks/agents/qa_search_agent.py), against the
 built-in env in the same chat format, from one warm start per seed.
 
@@ -7,8 +7,9 @@ built-in env in the same chat format, from one warm start per seed.
   renders back the tokens the policy sampled) but a tools block of names only (`qwen2.5-brief`: behind Qwen's
   whole tools block the 4-layer model had not learnt to copy a name into its search after 1,000 SFT
   steps), SFT demos written as that template writes assistant turns, and 2,000 SFT steps (with 1,000 the
-  brief template's warm start copied a name's first syllable only; docs/results.md, "Issue 34"). One warm
-  start serves both variants: the env and the agent render the same prompts (checked: `compare_episodes`).
+  brief template's warm start copied a name's first syllable only; docs/results.md, "The QA task through the
+  OpenAI endpoint"). One warm start serves both variants: the env and the agent render the same prompts
+  (checked: `compare_episodes`).
 - `grpo_hermes`: GRPO in the built-in env; `grpo_endpoint`: GRPO through the endpoint, the agent's searches
   answered by the run's own search tool (agents/search_service.py). Both are evaluated by the built-in env
   (one evaluator for every row); the endpoint row is also evaluated through its agent (`greedy_agent`).

@@ -13,7 +13,7 @@
 # unsharded learner, as tests/integration/test_ddp_ray.py::test_fsdp_learner_actors_equal_one_through_a_resume does
 # over gloo on CPU. Fewer GPUs: that part says it was skipped.
 # Both are the suite's FSDP tests (test_ddp.py, test_ddp_ray.py), run by pytest with AGENT_R1_TEST_DEVICE=cuda.
-# Then issue 30's checks, the suite's tests on CUDA as well: a bf16 full fine-tune resume equal to the
+# Then the precision checks, the suite's tests on CUDA as well: a bf16 full fine-tune resume equal to the
 # uninterrupted run, the KL reference equal to the policy at step 0, and (2 GPUs) learner ranks with
 # uneven shares (3 vs 2 micro-batches, skipped rows, no loss tokens, a non-finite loss on one rank) over
 # NCCL under a deadline and equal to one learner.
@@ -36,7 +36,7 @@ if [ "$GPUS" -ge 3 ]; then
 else
   echo "fsdp_check ray: skipped, $GPUS GPU(s); it needs 3 (2 learners, 1 rollout worker)"
 fi
-# issue 30: the bf16 resume and the step-0 KL reference (LoRA's reference is not among the GPU checks)
+# precision: the bf16 resume and the step-0 KL reference (LoRA's reference is not among the GPU checks)
 "$PY" -m pytest -q -p no:cacheprovider -rA tests/training/test_precision_state.py \
   -k "test_bf16_full_finetune_resume_equals_uninterrupted or (test_reference_equals_policy_at_step_zero and not lora)" \
   || STATUS=1

@@ -1,4 +1,4 @@
-"""GPU check (issue 16 item 10): real-vocabulary RL on one GPU, through `agent-r1 train`'s own path.
+"""GPU check: real-vocabulary RL on one GPU, through `agent-r1 train`'s own path.
 
 A random Qwen2-shaped model with Qwen2.5-0.5B's layer shapes (hidden 896, 24 layers, 14 heads,
 2 KV heads, MLP 4864; ~0.49B parameters with the real 151,936-row vocabulary, tied), built with

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check of issue 16 item 10, from source, on a typical GPU image (Python 3.12, torch 2.11,
+# The GPU check, from source, on a typical GPU image (Python 3.12, torch 2.11,
 # transformers 5.x, no network): the image's own torch/transformers are kept; only the packages it
 # lacks are installed, from a folder of wheels (--wheelhouse DIR), never from an index.
 #

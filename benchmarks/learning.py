@@ -14,10 +14,10 @@ Writes benchmarks/results/learning.json. Long: run it as a benchmark, not in CI.
     python -m benchmarks.learning --smoke         # micro model and world, 1 iteration (seconds; learning_smoke.json)
     python -m benchmarks.learning --params params.yaml --seeds 0,1,2 \
         --variants grpo,gspo,cispo,dr_grpo,dapo,gigpo --work benchmarks/.work/objectives \
-        --out benchmarks/results/learning_objectives.json   # issue 33's rows, on make run's recipe
+        --out benchmarks/results/learning_objectives.json   # the objectives' rows, on make run's recipe
     python -m benchmarks.learning --params params.yaml --chat --seeds 0,1,2 \
         --variants grpo_hermes,grpo_endpoint --work benchmarks/.work/endpoint_sft2000 \
-        --out benchmarks/results/learning_endpoint.json     # issue 34's rows (benchmarks/endpoint_rows.py)
+        --out benchmarks/results/learning_endpoint.json     # the endpoint rows (benchmarks/endpoint_rows.py)
 """
 
 from __future__ import annotations
@@ -51,12 +51,12 @@ VARIANTS = {
     "grpo_masks_off": {"algo.adv_estimator": "grpo", "algo.loss_mask": False, "algo.advantage_mask": False},
     "grpo_shuffled_rewards": {"algo.adv_estimator": "grpo"},  # control: see shuffle_scores below
     # asynchronous: the next iteration's rollout runs on a Ray worker while the learner updates
-    # (issue 18: held-out EM within 3 points of synchronous GRPO at equal iterations)
+    # (the target: held-out EM within 3 points of synchronous GRPO at equal iterations)
     "grpo_async1": {"algo.adv_estimator": "grpo", "ray.enabled": True, "ray.num_workers": 1,
                     "train.max_staleness": 1},
-    # issue 33: the objectives the field trains with now (benchmarks/objective_rows.py)
+    # the objectives the field trains with now (benchmarks/objective_rows.py)
     **{name: over for name, (_, over) in objective_rows.OBJECTIVES.items()},
-    **endpoint_rows.VARIANTS,  # issue 34: built-in env vs the endpoint's openai agent (needs --chat)
+    **endpoint_rows.VARIANTS,  # built-in env vs the endpoint's openai agent (needs --chat)
 }
 DEFAULT_VARIANTS = ("grpo", "ppo", "grpo_loss_mask_off", "grpo_masks_off", "grpo_shuffled_rewards")
 # per iteration, beside reward and EM: the endpoint's costs, and how many prompts DAPO's dynamic sampling rolled

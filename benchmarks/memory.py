@@ -1,4 +1,4 @@
-"""Memory of one RL update with Qwen2.5's 151,936-token vocabulary (issue 16 item 11).
+"""Memory of one RL update with Qwen2.5's 151,936-token vocabulary.
 
 Each configuration runs in a fresh subprocess (so one configuration's allocator state never
 lifts another's peak) and reports its peak resident set size:
@@ -49,7 +49,7 @@ SEQ_TOKENS, PROMPT_TOKENS, TURNS, GROUP = 1024, 200, 4, 4
 TARGET_GIB = 6.0
 
 
-#: the policies: `head` is the issue's (a body too small to matter: the vocabulary dominates);
+#: the policies: `head` isolates the output head (a body too small to matter: the vocabulary dominates);
 #: `body` has Qwen2.5's proportions (MLP 5.375 x hidden, grouped-query attention) at hidden 512,
 #: so that the activation memory per token and layer can be measured and scaled to real models
 MODELS: dict[str, list[str]] = {
@@ -66,7 +66,6 @@ def _update(rows: int, micro: int, precision: str = "fp32", ckpt: bool = False, 
             "gradient_checkpointing": ckpt, "model": model}
 
 
-#: name -> child spec; the first is the issue's target configuration
 #: name -> child spec. Micro-batch, precision and checkpointing are compared at 8 rows: with
 #: micro-batches the peak does not depend on the rows (the rows sweep checks that), and 8 rows take
 #: minutes where 64 take a quarter of an hour on a shared core.
@@ -78,7 +77,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "update/rows8_micro4_fp32_ckpt": _update(8, 4, ckpt=True),
     "update/rows8_micro4_bf16_ckpt": _update(8, 4, "bf16", ckpt=True),
     "train/e2e": {"kind": "train", "prompts_per_iter": 8, "n_samples": 4, "iterations": 2, "micro_batch_size": 4},
-    "update/rows64_micro4_fp32": _update(64, 4),  # the issue's target: <= 6 GiB
+    "update/rows64_micro4_fp32": _update(64, 4),  # the target: <= 6 GiB
     "update/rows16_micro4_fp32": _update(16, 4),
     "update/rows32_micro4_fp32": _update(32, 4),
     # the update's peak with a Qwen2.5-proportioned body (micro-batch 1 vs 4 of the same 4 rows)

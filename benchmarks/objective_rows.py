@@ -1,8 +1,9 @@
-"""Issue 33's objectives as benchmark rows, shared by the learning benchmark (learning.py `--variants`) and
-the paper table (paper_table.py `--methods`, its rows beyond the paper): name -> (label, overrides over GRPO's
-run). Each keeps its reference's settings over the same budget (iterations, prompts and samples per prompt);
-DAPO's dynamic sampling rolls out more prompts per iteration to fill its batch, so it does more rollout work,
-reported in its rows. The overrides assume rollout.max_total_tokens 768 (both benchmarks' setting).
+"""The objectives beyond GRPO (DAPO, GSPO, Dr. GRPO, CISPO, GiGPO) as benchmark rows, shared by the learning
+benchmark (learning.py `--variants`) and the paper table (paper_table.py `--methods`, its rows beyond the paper):
+name -> (label, overrides over GRPO's run). Each keeps its reference's settings over the same budget (iterations,
+prompts and samples per prompt); DAPO's dynamic sampling rolls out more prompts per iteration to fill its batch,
+so it does more rollout work, reported in its rows. The overrides assume rollout.max_total_tokens 768 (both
+benchmarks' setting).
 """
 
 from __future__ import annotations

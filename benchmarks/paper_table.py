@@ -84,7 +84,7 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "ppo_process_off": ("PPO, process reward off (switch)",
                         {"algo.adv_estimator": "gae", "algo.lam": 0.95, "reward.retrieval_hit_reward": 0.2,
                          "reward.process_reward": False}),
-    # beyond the paper: the objectives the field trains with now (issue 33), over GRPO's budget
+    # beyond the paper: the objectives the field trains with now, over GRPO's budget
     **objective_rows.OBJECTIVES,
 }
 BASELINES = {"direct": "Direct answer (no retrieval)", "rag": "Naive RAG (top-k in prompt, one turn)",
@@ -428,7 +428,7 @@ def comparisons(res: dict[str, Any]) -> list[tuple[tuple[str, str], tuple[str, s
 def header(res: dict[str, Any]) -> list[str]:
     b = res["budget"]
     ds_names = list(res["datasets"])
-    threads = res["machine"].get("torch_threads", res["machine"].get("cpus"))  # "cpus" in files before issue 32
+    threads = res["machine"].get("torch_threads", res["machine"].get("cpus"))  # "cpus" in older result files
     seeds = res["seeds"]
     return [
         "# Paper table at CPU scale (synthetic multi-hop world)",

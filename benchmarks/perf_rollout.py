@@ -158,7 +158,7 @@ def setup(args: argparse.Namespace) -> tuple[Bench, dict[str, Any], Any]:
 def overhead(b: Bench, repeats: int) -> dict[str, Any]:
     """1. rollout against raw generation, A and B back to back (A first in even repeats, B in odd):
     - raw_generate: one `model.generate` call on the same prompts, as many tokens in all (the
-      issue's literal baseline; it encodes no observation, which the rollout must);
+      plainest baseline; it encodes no observation, which the rollout must);
     - raw_replay: per turn, `model.generate` on exactly the contexts the rollout's engine got that
       turn (observations included), as many tokens as the rollout sampled that turn: the same
       model work without the framework (env, parsing, tantivy, masks, our engine loop)."""

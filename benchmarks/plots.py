@@ -5,7 +5,7 @@
 Writes, for each result file present (a missing one is skipped and said so):
 - bench-learning.png   learning.json: training reward per iteration (each variant), held-out greedy EM
                        of the warm start and after RL (measured at the start and the end only).
-- bench-learning-endpoint.png  learning_endpoint.json (issue 34): the same, built-in env against the
+- bench-learning-endpoint.png  learning_endpoint.json: the same, built-in env against the
                        OpenAI endpoint.
 - bench-memory.png     memory.json: peak RSS against batch rows, update memory against micro-batch
                        size, activation memory against rows (with and without gradient checkpointing).
@@ -77,7 +77,7 @@ def plot_learning(results: Path, out: Path) -> Path | None:
 
 
 def plot_learning_endpoint(results: Path, out: Path) -> Path | None:
-    """Issue 34's row: GRPO in the built-in env and through the OpenAI endpoint, one warm start per seed."""
+    """The endpoint rows: GRPO in the built-in env and through the OpenAI endpoint, one warm start per seed."""
     return learning_figure(results, "learning_endpoint", out / "bench-learning-endpoint.png")
 
 

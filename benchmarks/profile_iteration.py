@@ -171,7 +171,7 @@ def run_iterations(trainer: Any, timer: SectionTimer, iterations: int) -> list[d
             print(f"warm-up iteration: {wall:.2f} s", flush=True)
             continue
         leaves = leaf_seconds(measured)
-        # the rollout phase is the issue's: generate, env, retrieval and the token masks (collate,
+        # the rollout phase: generate, env, retrieval and the token masks (collate,
         # which runs at the start of the learner's prepare); the update phase is the rest
         rollout = measured.get("rollout", 0.0) + measured.get("collate", 0.0)
         leaves.update(iteration=wall, rollout=rollout, update=wall - rollout,

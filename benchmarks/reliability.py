@@ -12,11 +12,11 @@ Writes benchmarks/results/reliability.json.
   of every type (huge and non-finite numbers, 3,000-deep brackets), as objects or strings;
 - faults injected: the fault-injection tests of FAULT_TESTS (tool raising/hanging/huge, tantivy index
   missing or corrupt, Elasticsearch stopped mid-call and mid-training then resumed, NaN/inf updates,
-  MLflow unreachable then back, issue 15's crafted/truncated checkpoints, buffer faults, hung
-  tools, index overwrite, hostile numbers, rows and config, and issue 31's: folders not ours, leaked
-  credentials, poison tracking records, lost replies, lone surrogates, loosening rows, huge numbers,
-  escaping tool processes, symlinks, colliding indexes) run here under pytest, each a fault handled as
-  specified when all its cases pass;
+  MLflow unreachable then back, crafted/truncated checkpoints, buffer faults, hung tools, index
+  overwrite, hostile numbers, rows and config, folders not ours, leaked credentials, poison tracking
+  records, lost replies, lone surrogates, loosening rows, huge numbers, escaping tool processes,
+  symlinks, colliding indexes) run here under pytest, each a fault handled as specified when all its
+  cases pass;
 - resumed cleanly: SIGKILL trials from benchmarks/results/kill_resume.json (benchmarks/kill_resume.py);
   a trial killed before its first checkpoint is started over (`--resume` refuses it) and counted as
   restarted, never as resumed;
@@ -53,7 +53,7 @@ FAULT_TESTS = {  # pytest node id -> the fault it injects; an id without [...] s
         "Elasticsearch stopped mid-training, restarted, --resume",
     "tests/training/test_trainer.py::test_non_finite_updates_are_skipped_then_stop": "NaN/inf loss: skipped, then stop",
     "tests/tracking/test_tracking.py::test_unreachable_server_buffers_then_flushes": "MLflow unreachable, then back",
-    # issue 15: checkpoints and resume
+    # checkpoints and resume
     "tests/training/test_checkpoint_safety.py::test_crafted_state_is_refused_naming_the_file_and_never_runs":
         "crafted state.pt (pickle payload, torch.save and raw pickle) refused, payload never runs",
     "tests/training/test_resume.py::test_crafted_checkpoint_is_refused_on_resume":
@@ -64,7 +64,7 @@ FAULT_TESTS = {  # pytest node id -> the fault it injects; an id without [...] s
         "--resume with nothing to resume (missing/empty folder, latest without state.pt): clear error",
     "tests/training/test_resume.py::test_fresh_start_moves_a_previous_run_aside":
         "fresh start over a previous run: its history moved aside, never deleted",
-    # issue 15: the MLflow offline buffer
+    # the MLflow offline buffer
     "tests/tracking/test_tracking_buffer.py::test_truncated_line_is_skipped_reported_and_set_aside":
         "truncated buffer line (kill mid-append): skipped, reported, set aside",
     "tests/tracking/test_tracking_buffer.py::test_concurrent_writer_and_flusher_lose_nothing":
@@ -75,7 +75,7 @@ FAULT_TESTS = {  # pytest node id -> the fault it injects; an id without [...] s
         "poison record MLflow rejects: set aside with the reason, the rest flushed",
     "tests/tracking/test_tracking_redact.py::test_password_never_printed_or_logged":
         "credentials in MLFLOW_TRACKING_URI: never printed or logged",
-    # issue 15: timeouts that stop work
+    # timeouts that stop work
     "tests/tools/test_tool_timeouts.py::test_hung_tool_times_out_and_later_calls_still_succeed":
         "6 hung tool calls: each killed on timeout, later calls still run",
     "tests/tools/test_tool_timeouts.py::test_timed_out_call_is_killed_so_its_side_effect_never_happens":
@@ -84,7 +84,7 @@ FAULT_TESTS = {  # pytest node id -> the fault it injects; an id without [...] s
         "hung Elasticsearch node: the run stops after 3 timeouts in a row",
     "tests/retrieval/test_es_overwrite.py::test_index_not_made_by_agent_r1_is_refused_and_kept":
         "`agent-r1 index` over an Elasticsearch index it did not make: refused, index kept",
-    # issue 15: model output, data and config
+    # model output, data and config
     "tests/envs/test_parse_hardening.py::test_parse_exceptions_become_the_calls_error_observation":
         "tool calls with >4,300-digit numbers or 100,000-deep arguments: the call's error, no crash",
     "tests/envs/test_parse_hardening.py::test_non_finite_numbers_are_refused":
@@ -103,7 +103,7 @@ FAULT_TESTS = {  # pytest node id -> the fault it injects; an id without [...] s
         "chat control tokens inside a question stay text",
     "tests/envs/test_parse_hardening.py::test_control_tokens_in_tool_output_stay_text":
         "chat control tokens inside documents (tool output) stay text",
-    # issue 31: nothing deleted, nothing leaked, nothing stuck (a path without `::` stands for its whole file)
+    # nothing deleted, nothing leaked, nothing stuck (a path without `::` stands for its whole file)
     "tests/runs/test_nothing_deleted.py":
         "folders agent-r1 did not make (data.dir, sft/train out_dir, home, /) refused, never replaced; "
         "keep_checkpoints after a fallback keeps the good checkpoint",

@@ -1,4 +1,4 @@
-"""Retrieval at Wikipedia scale (issue 19 item 4): tantivy over up to 1M generated passages.
+"""Retrieval at Wikipedia scale: tantivy over up to 1M generated passages.
 
 For each corpus size (default 10k, 100k, 1M generated passages of about 100 words, below):
 - index build: the passages streamed from their generator into the project's tantivy backend
@@ -45,7 +45,7 @@ from tests.support.noida import start_noida
 
 RESULT = ROOT / "benchmarks" / "results" / "retrieval_scale.json"  # the figures' file (the plot goes with it)
 PLOT = ROOT / "docs" / "img" / "bench-retrieval-scale.png"
-TARGET_QPS = 2000.0  # issue 19: >= 2,000 queries/s at 1M passages from one process
+TARGET_QPS = 2000.0  # the target: >= 2,000 queries/s at 1M passages from one process
 ES_LABEL = "ES-API-compatible test server (noida-db), not a real Elasticsearch"
 QUERY_FORMS = ("entity", "question")
 

@@ -1,4 +1,4 @@
-"""How long `make test` takes on a fresh clone, and where the time goes: issue 28's "at most 8
+"""How long `make test` takes on a fresh clone, and where the time goes: the target of "at most 8
 minutes of tests on 2 cores", measured.
 
 Runs `make test` itself (the Makefile's target, nothing added but PYTEST_ADDOPTS asking every pytest

@@ -591,7 +591,7 @@ PERF: list[Figure] = [
 ] + [trl_row(c) for c in ("32x64", "32x256", "128x64", "128x256")]
 
 
-# --- issue 33's objectives ---------------------------------------------------------------------------
+# --- the objectives beyond GRPO ----------------------------------------------------------------------
 
 O = "learning_objectives.json"
 OBJ_ROWS = (("SFT warm start", "warm_start"), ("GRPO", "grpo"), ("GSPO", "gspo"), ("CISPO", "cispo"),

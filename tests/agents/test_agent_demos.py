@@ -1,7 +1,7 @@
 """An openai_agent run's SFT demos are its agent's own sessions (training/agent_demos.py, runs/warm_start.py played_demos):
 the agent runs, unchanged, against the endpoint over a scripted policy that writes the row's plan as calls
-to the agent's own tool and argument, then the answer. Before, the demos were the built-in env's: its
-system prompt, tool schemas and results, which the outside arithmetic agent never sends (issue 46)."""
+to the agent's own tool and argument, then the answer. The built-in env's demos would teach its system
+prompt, tool schemas and results, which the outside arithmetic agent never sends."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 `copy_spelling`): a number the calculator returned comes back on a line of its own
 ("<tool_response>\\n1012\\n"), and byte-level BPE gives "1012" and " 1012" other ids. A demo that spaces
 every value teaches the warm start a second spelling of every result instead of copying it, which the
-outside arithmetic agent's warm start never learned (benchmarks/outside_agent.py, issue 46)."""
+outside arithmetic agent's warm start then never learns (benchmarks/outside_agent.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One warm start for the built-in hermes env and the endpoint's openai agent (issue 34's learning rows).
+"""One warm start for the built-in hermes env and the endpoint's openai agent (the learning benchmark's endpoint rows).
 
 Demos in `sft.demo_style: chat` write each action as the chat template writes an assistant turn. A policy
 that writes them (a scripted engine honouring the rollout's stops) gets the same token ids in the built-in

@@ -1,4 +1,4 @@
-"""The `gigpo` estimator (issue 33: step-level credit for multi-turn agents): hand-computed step
+"""The `gigpo` estimator (step-level credit for multi-turn agents): hand-computed step
 advantages on a hand-built batch, the motivating case (a good search in a failed trajectory is not
 punished like its bad answer), singleton groups, omega = 0 == GRPO, masked turns, the anchor modes,
 collate's turn tensors, the config keys, and one trainer iteration."""

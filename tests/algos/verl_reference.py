@@ -1,4 +1,4 @@
-"""Records verl's own outputs for issue 33's objectives on fixed small inputs, so the tests compare
+"""Records verl's own outputs for GSPO, CISPO and Dr. GRPO on fixed small inputs, so the tests compare
 agent-r1's functions against verl without verl installed (tests/algos/test_verl_reference.py).
 
 verl's package imports Ray, hydra and its workers at import time; only `verl.trainer.ppo.core_algos`

@@ -78,7 +78,7 @@ def test_learning_smoke(bench):
 
 
 def test_learning_endpoint_rows_smoke(bench):
-    """Issue 34's rows on the micro world: the chat recipe's warm start, GRPO in the built-in hermes env and
+    """The endpoint rows on the micro world: the chat recipe's warm start, GRPO in the built-in hermes env and
     through the endpoint's openai agent, paired, with seconds per iteration and the endpoint's overhead."""
     from benchmarks import learning
 

@@ -1,5 +1,5 @@
-"""Numbers on the command line have the config's ceilings too (issue 31, item 12): `build-model
---hidden-size 1e12` asked for terabytes; `rollout --samples`, `prepare synthetic --seed` the same way.
+"""Numbers on the command line have the config's ceilings too: `build-model --hidden-size 1e12` would ask
+for terabytes; `rollout --samples`, `prepare synthetic --seed` the same way.
 Each is a usage error naming the range, before anything is built."""
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ def test_a_number_past_its_ceiling_is_a_usage_error(tmp_path, capsys, argv, said
     (["eval", "--model", "{tmp}/m", "--questions", "{tmp}/q.jsonl", "-n", "0"], "-n/--limit"),
 ])
 def test_counts_below_one_are_a_usage_error(tmp_path, capsys, argv, said):
-    """`eval --batch-size 0` evaluated nothing and `-1`, `-n -2` dropped questions, all exiting 0 (issue 45,
-    item 10): each is a usage error naming the option, before a model is loaded."""
+    """`eval --batch-size 0` would evaluate nothing and `-1`, `-n -2` would drop questions, all exiting 0:
+    each is a usage error naming the option, before a model is loaded."""
     with pytest.raises(SystemExit) as info:
         cli_main([a.replace("{tmp}", str(tmp_path)) for a in argv])
     assert info.value.code == 2

@@ -1,4 +1,4 @@
-"""Config hardening (issues 15.8, 14.7): every number range-checked with the key and the allowed range
+"""Config hardening: every number range-checked with the key and the allowed range
 in the message, list and dict elements type-checked, choices validated from the registries at load,
 and YAML aliases refused in params files (a 7-deep alias bomb under env.tool_args made a 335 MB config).
 """
@@ -64,14 +64,14 @@ def test_every_number_of_every_config_dataclass_has_a_range():
     assert not missing, f"numeric config keys without a range in config.LIMITS: {missing}"
     assert len(NUMERIC) >= 50
     unbounded = [key for section, key, name in NUMERIC if not math.isfinite(LIMITS[section][name].hi)]
-    assert not unbounded, f"numeric config keys without a ceiling (issue 31, item 12): {unbounded}"
+    assert not unbounded, f"numeric config keys without a ceiling: {unbounded}"
 
 
 @pytest.mark.parametrize("key, value", [("search.k", 10**12), ("search.k", 1e12), ("rollout.n_samples", 10**9),
                                         ("rollout.max_total_tokens", 10**12), ("train.prompts_per_iter", 10**12),
                                         ("model.hidden_size", 10**7), ("search.es_pool_size", 10**9)])
 def test_numbers_past_what_one_machine_holds_are_refused_at_load(key, value):
-    """`search.k=1e12` was accepted and tantivy aborted the process asking for 16 TB (issue 31, item 12)."""
+    """A `search.k` of 1e12 would make tantivy ask for 16 TB and abort the process."""
     with pytest.raises(ValueError) as err:
         load_config(None, {key: value})
     assert key in str(err.value) and "in [" in str(err.value), str(err.value)
@@ -114,7 +114,7 @@ def test_any_number_is_refused_naming_its_key_or_lands_in_range(field, value):
     assert math.isfinite(got) and LIMITS[section][name].contains(got)
 
 
-def test_late_failures_of_issue_14_fail_at_start_with_the_choices():
+def test_late_failures_fail_at_start_with_the_choices():
     from agent_r1.algos import AGG_MODES, KL_PENALTIES
 
     with pytest.raises(ValueError, match=re.escape("train.checkpoint_every")):

@@ -1,4 +1,4 @@
-"""configs/paper/*.yaml: the Agent-R1 paper's Table 3 recipe as presets (issue 16 item 9).
+"""configs/paper/*.yaml: the Agent-R1 paper's Table 3 recipe as presets.
 
 Every preset loads through `load_config` and holds the paper's values (written out here, not read
 from configs/make.py, so a wrong value in the generator fails); each is params.yaml plus a

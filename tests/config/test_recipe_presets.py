@@ -1,4 +1,4 @@
-"""configs/recipes/*.yaml: issue 33's objectives (DAPO, GSPO, Dr. GRPO, CISPO, GiGPO) as presets on the
+"""configs/recipes/*.yaml: the objectives beyond GRPO (DAPO, GSPO, Dr. GRPO, CISPO, GiGPO) as presets on the
 paper's setup. Each loads through `load_config` and holds its reference's values, written out here (not
 read from configs/make.py, so a wrong value in the generator fails)."""
 

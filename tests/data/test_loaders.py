@@ -216,7 +216,7 @@ def test_prepare_questions_only_cli(tmp_path: Path):
     assert not (tmp_path / "corpus.jsonl").exists()
 
 
-# ------------------------------------------------------------------ hardening (issue 15.4)
+# ------------------------------------------------------------------ hardening
 
 def test_question_length_is_capped_at_load(tmp_path: Path):
     from agent_r1.data.loaders import MAX_QUESTION_CHARS

@@ -1,4 +1,4 @@
-"""`agent-r1 prepare <dataset> --out DIR` writes only into a folder it made for that dataset (issue 31):
+"""`agent-r1 prepare <dataset> --out DIR` writes only into a folder it made for that dataset:
 never over a user's own questions.jsonl, never into a folder another command made (a run folder, a
 synthetic world, another dataset's), and a re-prepare leaves no stale file of its previous output."""
 

@@ -1,7 +1,6 @@
 """A lone surrogate (`"\\udcff"`, which Python's JSON reader accepts) in any text of a data row or a
-corpus document is refused at load, naming the file, the line and the field (issue 31, item 7). It used
-to load, then crash the tokenizer (TypeError) at the first rollout that drew the row, and again on every
-resume."""
+corpus document is refused at load, naming the file, the line and the field. Loaded, it would crash the
+tokenizer (TypeError) at the first rollout that drew the row, and again on every resume."""
 
 from __future__ import annotations
 
@@ -57,7 +56,7 @@ def test_official_formats_and_the_corpus_refuse_it_too(tmp_path):
 
 
 def test_the_tokenizer_is_what_crashed():
-    """Why the load must refuse it: the chat codec cannot encode such text (the crash of the issue)."""
+    """Why the load must refuse it: the chat codec cannot encode such text (it crashed the encoder)."""
     from agent_r1.models.tokenizer import train_tokenizer
     from agent_r1.rollout.chat import ChatCodec
 

@@ -1,4 +1,4 @@
-"""Model output and tool output that used to escape the parser or the codec (issues 15.2, 15.11, 14.4).
+"""Model output and tool output that could escape the parser or the codec.
 
 A rollout never raises on what a model writes: every exception from parsing one call becomes that
 call's error observation. Control tokens inside tool output or a question stay text. Observation
@@ -182,7 +182,7 @@ def test_control_tokens_in_tool_output_stay_text(tok, fmt):
 
 @pytest.mark.parametrize("budget", [5, 12, 30, 60])
 def test_truncation_cuts_each_results_content_never_the_wrapper(tok, budget):
-    """Issue 14.4: the budget used to cut the wrapped string: '<information>Karivo ' and nothing after."""
+    """Cutting the wrapped string to the budget would leave '<information>Karivo ' and nothing after."""
     from agent_r1.rollout.chat import ChatCodec
 
     codec = ChatCodec(tok)

@@ -1,4 +1,4 @@
-"""Per-sample `env` values (issue 15.3): typed and range-checked when the data is loaded, with the same
+"""Per-sample `env` values: typed and range-checked when the data is loaded, with the same
 schema as the run's config (config.py's coercion and LIMITS); the error names file:line, the key and
 the allowed range. A sample may tighten the run's limits, never loosen them.
 

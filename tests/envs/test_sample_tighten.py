@@ -1,5 +1,5 @@
 """Every setting a data row may give its own episode is held to the run's with the run's schema, and may
-only tighten it (issue 31, item 8): a row may not turn process rewards back on in an ablation run, raise
+only tighten it: a row may not turn process rewards back on in an ablation run, raise
 a reward, soften the format penalty or switch to a more lenient answer metric; its text has a ceiling."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Asynchronous training with bounded staleness (issue 18, item 1): the decoupled-PPO weight against
+"""Asynchronous training with bounded staleness: the decoupled-PPO weight against
 hand values, the in-process trainer applying it, and a Ray run with `train.max_staleness: 1` whose
 rollouts overlap the updates, every batch at most one version stale, every prompt once.
 

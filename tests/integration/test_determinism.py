@@ -1,7 +1,7 @@
 """Same command, same result: two runs of one recipe on this machine give the same metrics and the
 same weights, bit for bit, whether the cores are idle or busy with another job.
 
-`make run` is this property at full size (issue 28: a rerun from the same warm start gave identical
+`make run` is this property at full size (a rerun from the same warm start gives identical
 metrics, idle or loaded); here the micro experiment runs end to end (world, index, SFT warm start,
 RL) twice in fresh processes with 2 threads, as `make run` uses, the second beside a process that
 keeps a core busy. Only timings may differ.

@@ -56,7 +56,7 @@ def test_flow_end_to_end_micro(harness, mlflow_store, tmp_path, monkeypatch):
     from agent_r1.tracking import RunTracker
     from flows.train_agent import train_agent
 
-    # what the flow prints and returns is the redacted form (issue 15 item 9), never the URI itself
+    # what the flow prints and returns is the redacted form, never the URI itself
     monkeypatch.setattr(RunTracker, "display_uri", property(lambda self: "http://***@mlflow.example:5000"))
     params = write_micro_params(tmp_path / "params.yaml", tmp_path)
     old_metrics = _old_run(tmp_path / "runs/default")

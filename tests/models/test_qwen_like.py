@@ -90,7 +90,7 @@ def test_template_renders_tools_calls_and_responses_as_qwen25(loaded):
 
 
 def test_brief_template_is_qwen25_but_for_a_tools_block_of_names(loaded):
-    """`model.chat_template: qwen2.5-brief` (issue 34's learning rows): every turn, call and tool response
+    """`model.chat_template: qwen2.5-brief` (the learning benchmark's endpoint rows): every turn, call and tool response
     as Qwen2.5 writes it, and in the system turn only the tools' names: no default system message either."""
     from agent_r1.models.chat_template import CHAT_TEMPLATES
 

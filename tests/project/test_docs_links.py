@@ -1,5 +1,5 @@
 """README.md and docs/*.md: every relative link and image resolves, every docs page is reachable
-from README, and README stays short (issue 32: at most 300 lines, the rest in docs/).
+from README, and README stays short (at most 300 lines, the rest in docs/).
 
 A link is `[text](target)` or `![alt](target)` outside code (fenced blocks and `inline code` are
 skipped); http(s) and mailto targets are not fetched. A target is a path relative to the page that

@@ -93,7 +93,7 @@ def test_no_command_module_left_in_a_library_package():
 
 
 def test_evaluation_never_reaches_into_training():
-    # implied by the layers; kept as its own test because the issue named it (a regression names it)
+    # implied by the layers; its own test so that a regression names this crossing
     crossing = [f"{src}:{line} imports {dst}" for src, dst, line in imports()
                 if unit(src) == "evaluation" and unit(dst) == "training"]
     assert not crossing, "\n".join(crossing)

@@ -1,4 +1,4 @@
-"""Hypothesis fuzz of one call's parse (issue 15.2): every exception type a parser can meet, and JSON
+"""Hypothesis fuzz of one call's parse: every exception type a parser can meet, and JSON
 values of every type in every position, become that call's error observation; nothing escapes the env.
 
 The shapes that used to escape: numbers over Python's 4,300-digit int-str limit (a plain ValueError),

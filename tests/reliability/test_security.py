@@ -244,7 +244,7 @@ def test_credentials_never_printed_by_index_and_search(es_server, tmp_path, monk
     out = tmp_path / "idx"
     assert cli_main(["index", "--corpus", str(tmp_path / "corpus.jsonl"), "--backend", "elasticsearch",
                      "--out", str(out), "--url", es_server.url, "--index-name", f"sec-{int(api_key)}"]) == 0
-    # credentials go only to the URL the user names (issue 31, item 2)
+    # credentials go only to the URL the user names
     assert cli_main(["search", "--index", str(out), "--url", es_server.url, "river town", "-k", "1"]) == 0
     assert cli_main(["search", "--index", str(out), "--url", es_server.url, "river", "-k", "1", "--json"]) == 0
     # and the error path: a server that is not there, retried as always, less the 7.5 s its backoff waits

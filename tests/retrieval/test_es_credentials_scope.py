@@ -1,5 +1,5 @@
 """Elasticsearch credentials go only to the URL the run's own config (or the command line) names,
-never to whatever URL an index folder's retriever.json says (issue 31, item 2). The index folder is a
+never to whatever URL an index folder's retriever.json says. The index folder is a
 DVC output: whoever can write the DVC remote could otherwise redirect the password to their host."""
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""Two projects on one Elasticsearch never replace each other's corpus (issue 31, item 9). Both made their
-index with agent-r1 and the default name, so the overwrite guard (the `_meta` marker) let the second
-through, and the first project's searches then returned the second corpus. An index now records which
-index folder made it: another folder's rebuild is refused, and a project whose index was replaced
-anyway (--overwrite) is told so when it opens it, instead of searching someone else's documents."""
+"""Two projects on one Elasticsearch never replace each other's corpus. When both make their index with
+agent-r1 and the default name, the overwrite guard's `_meta` marker alone would let the second through, and
+the first project's searches would return the second corpus. So an index records which index folder made
+it: another folder's rebuild is refused, and a project whose index was replaced anyway (--overwrite) is told
+so when it opens it, instead of searching someone else's documents."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One retrieval config (issue 32): the `search:` section of a params file is what the backends are built
+"""One retrieval config: the `search:` section of a params file is what the backends are built
 from, unchanged, and index folders written before it still open.
 
 There were two classes, SearchConfig (the user's) and RetrievalConfig (the backends'), with the same

@@ -1,4 +1,4 @@
-"""The RL objective, exactly (issue 14): the trainer's log-probs are the sampling distribution's,
+"""The RL objective, exactly: the trainer's log-probs are the sampling distribution's,
 KL in the reward reaches group estimators, process rewards are capped and granted only when shown,
 stop conditions, truncated mid-call turns are never trained on."""
 

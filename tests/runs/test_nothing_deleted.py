@@ -1,4 +1,4 @@
-"""agent-r1 never deletes or overwrites a folder it did not create (issue 31, items 1 and 14).
+"""agent-r1 never deletes or overwrites a folder it did not create.
 
 A folder the project makes carries a marker file (`.agent-r1-made`); one without it that is not
 empty is refused with its path and the fix, never replaced. Dangerous targets (/, the home folder,
@@ -34,7 +34,7 @@ def _snapshot(folder: Path) -> dict[str, str]:
     return {str(p.relative_to(folder)): p.read_text() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-# --- data.dir (item 1) ---------------------------------------------------------------------------
+# --- data.dir ------------------------------------------------------------------------------------
 
 def test_a_data_dir_of_the_users_own_files_is_refused_not_replaced(tmp_path):
     """docs/extending.md's setup with the default data.source: the user's files stay, the error says
@@ -86,7 +86,7 @@ def test_replace_dir_marks_what_it_puts_in_place_and_replaces_it_again(tmp_path)
     assert (dest / "f.txt").read_text() == "2" and (dest / MARKER).is_file()
 
 
-# --- sft.out_dir (item 1) ------------------------------------------------------------------------
+# --- sft.out_dir ---------------------------------------------------------------------------------
 
 def test_an_sft_out_dir_with_the_users_files_is_refused_before_training(tmp_path):
     from agent_r1.runs.warm_start import ensure_warm_start
@@ -99,7 +99,7 @@ def test_an_sft_out_dir_with_the_users_files_is_refused_before_training(tmp_path
     assert "sft.out_dir" in str(err.value) and not any("training" in line for line in logged)
 
 
-# --- train.out_dir (item 1) ----------------------------------------------------------------------
+# --- train.out_dir -------------------------------------------------------------------------------
 
 def test_a_pinned_train_out_dir_holding_a_model_is_refused(tmp_path):
     from agent_r1.runs.folders import open_run
@@ -128,7 +128,7 @@ def test_a_pinned_run_folder_from_an_older_version_is_still_accepted(tmp_path):
     assert (old / MARKER).is_file()
 
 
-# --- dangerous targets (item 1) ------------------------------------------------------------------
+# --- dangerous targets ---------------------------------------------------------------------------
 
 @pytest.fixture
 def fake_home(tmp_path, monkeypatch):
@@ -164,7 +164,7 @@ def test_an_sft_out_dir_above_home_is_refused(tmp_path, fake_home):
     assert (fake_home / ".bashrc").is_file()
 
 
-# --- keep_checkpoints after a fallback (item 14) ---------------------------------------------------
+# --- keep_checkpoints after a fallback -------------------------------------------------------------
 
 class _Saveable:
     def save_pretrained(self, path):

@@ -1,4 +1,4 @@
-"""Tool workers are contained (issue 31, item 11): a worker dies with the trainer (even one stuck in a
+"""Tool workers are contained: a worker dies with the trainer (even one stuck in a
 hung call when the trainer is SIGKILLed), what a tool started in a session of its own (`setsid`) is
 killed with its worker on a timeout and on close(), and a tool's metadata is clipped like its text."""
 

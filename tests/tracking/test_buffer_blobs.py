@@ -1,8 +1,8 @@
 """The offline MLflow buffer uploads and deletes only its own copies (`<buffer>/blobs/<rid>`).
 
 A pending `artifacts` record is read from a file anyone can edit (or that a crafted run folder
-brings along); its `local_path` is data, not a permission. Issue 31, item 5: a record naming a home
-folder with `"blob": true` had that folder uploaded, then deleted, even when it was rejected.
+brings along); its `local_path` is data, not a permission. Taken as a permission, a record naming a home
+folder with `"blob": true` would have that folder uploaded, then deleted, even when it is rejected.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The MLflow offline buffer against a real SQLite store: a line cut by a kill, a writer and a flusher
-in two processes, a flush killed half-way and replayed, and records MLflow refuses (issue 15, item 6)."""
+in two processes, a flush killed half-way and replayed, and records MLflow refuses."""
 
 from __future__ import annotations
 

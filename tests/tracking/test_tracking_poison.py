@@ -1,6 +1,6 @@
 """A record the tracking store refuses for any reason that is not the network is set aside with its
-reason and never blocks the queue (issue 31, item 3); a record is journalled before it is attempted, so
-the replay of one whose reply was lost is idempotent (item 4). Against a real SQLite store."""
+reason and never blocks the queue; a record is journalled before it is attempted, so
+the replay of one whose reply was lost is idempotent. Against a real SQLite store."""
 
 from __future__ import annotations
 
@@ -132,7 +132,7 @@ def test_a_run_map_of_the_wrong_shape_is_refused_naming_the_file(tmp_path, conte
 
 
 def test_a_trace_of_a_call_with_a_lone_surrogate_is_still_sendable():
-    """A model writing "\\udcff" inside a hermes call's JSON (the issue's case): the parsed arguments hold a
+    """A model writing "\\udcff" inside a hermes call's JSON: the parsed arguments hold a
     lone surrogate. The trace record replaces it, so the trace is delivered rather than set aside."""
     from types import SimpleNamespace
 

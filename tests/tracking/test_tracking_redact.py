@@ -1,4 +1,4 @@
-"""Credentials in MLFLOW_TRACKING_URI are never printed or logged (issue 15, item 9)."""
+"""Credentials in MLFLOW_TRACKING_URI are never printed or logged."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def test_plain_uris_are_shown_as_they_are(uri):
 def test_passwords_sqlalchemy_accepts_are_hidden_whole(password):
     """SQLAlchemy reads a password up to the first `@` (`/ # ?` and spaces included); urllib reads the
     user info up to the last `@` before the first `/ ? #`. Whichever reader a library uses, the text
-    shown hides every character either of them could take for the password (issue 31, item 10)."""
+    shown hides every character either of them could take for the password."""
     from sqlalchemy.engine import make_url
 
     from agent_r1.redaction import redact_uri

@@ -1,4 +1,4 @@
-"""Nothing outside a run's own folders is uploaded (issue 31, item 6): a symlink in a checkpoint folder (to
+"""Nothing outside a run's own folders is uploaded: a symlink in a checkpoint folder (to
 a file or a folder) is never followed, whether the checkpoint goes to MLflow at once or through the
 offline buffer's copy; and a resumed run does not upload again the checkpoints its earlier run did."""
 

@@ -53,8 +53,8 @@ def _damage_in_place(file, offset, data=b"\x00" * 16):
 
 
 def test_damage_that_keeps_the_size_falls_back_to_the_intact_checkpoint(tmp_path, tiny_model, caplog):
-    """Issue 31, item 13: overwritten safetensors header bytes (or tensor bytes of state.pt) keep
-    every size the manifest recorded; integrity is checked by content, so resume falls back."""
+    """Overwritten safetensors header bytes (or tensor bytes of state.pt) keep every size the
+    manifest recorded; integrity is checked by content, so resume falls back."""
     import logging
 
     model, tok = tiny_model

@@ -1,4 +1,4 @@
-"""Learner ranks that would run different numbers of forward/backward passes (issue 30, item 1).
+"""Learner ranks that would run different numbers of forward/backward passes.
 
 With FSDP2 every micro-batch's forward all-gathers and every backward reduce-scatters, so a rank
 with one micro-batch more than another waits in a collective the other never enters: a hang (on

@@ -74,7 +74,7 @@ def test_deferred_with_skipped_rows(tiny_model, tmp_path):
                          ids=["lora_dropout", "model_dropout"])
 def test_not_deferred_where_dropout_makes_the_two_forwards_differ(tiny_model, tmp_path, over):
     """The training forward runs with dropout, the old-log-prob pass (and the engine) without: a
-    deferred pass would take the old log-probs from a dropped-out forward (issue 30, item 5)."""
+    deferred pass would take the old log-probs from a dropped-out forward."""
     if "model.dropout" in over:  # a dropout inside the model itself (its config), not an adapter's
         model = copy.deepcopy(tiny_model[0])
         model.config.attention_dropout = over["model.dropout"]

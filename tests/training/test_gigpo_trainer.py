@@ -1,4 +1,4 @@
-"""`algo.adv_estimator: gigpo` through the in-process trainer (issue 33): `prepare` hands the
+"""`algo.adv_estimator: gigpo` through the in-process trainer: `prepare` hands the
 estimator collate's turn tensors, and an iteration (rollout, update) runs."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 33's objectives in the trainer: one iteration each of GSPO, CISPO and Dr. GRPO on the tiny
+"""The objectives beyond GRPO in the trainer: one iteration each of GSPO, CISPO and Dr. GRPO on the tiny
 model (the maths is checked in tests/algos/test_gspo_cispo.py and test_dr_grpo.py)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`train.precision: auto` follows what the device computes natively, and bf16 forced where it is
-emulated warns naming the key (issue 30, item 6): on AVX2-only cores bf16 is a trap (an iteration
+emulated warns naming the key: on AVX2-only cores bf16 is a trap (an iteration
 that took 328 s in fp32 did not finish in 900 s in bf16)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from agent_r1.config import load_config
 from agent_r1 import precision
 from agent_r1.training.compute import Compute
 
-AVX2_EPYC = "processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma bmi2\n"  # the issue's cores
+AVX2_EPYC = "processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma bmi2\n"  # AVX2-only cores, where bf16 is emulated
 ZEN4 = "processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512bw avx512_bf16 avx512_vnni\n"
 SAPPHIRE_RAPIDS = "flags\t\t: avx2 avx512f amx_tile amx_bf16 amx_int8\n"
 GRAVITON3 = "processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\n"
@@ -57,7 +57,7 @@ def test_autocast_follows_the_resolved_precision(monkeypatch):
 
 @pytest.mark.parametrize("native", [False, True])
 def test_a_config_that_names_no_precision_follows_the_device(monkeypatch, native):
-    """The default is `auto` (issue 30 item 6): bf16 only where the device computes it natively."""
+    """The default is `auto`: bf16 only where the device computes it natively."""
     monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: native)
     cfg = load_config(None, {"train.device": "cpu"})
     assert cfg.train.precision == "auto"

@@ -1,4 +1,4 @@
-"""Precision through every piece of state (issue 30, items 2 and 4):
+"""Precision through every piece of state:
 
 - a bf16 full fine-tune resumed from a checkpoint continues from the float32 master weights it
   saved, not a bf16 rounding of them: resumed == uninterrupted;

@@ -1,4 +1,4 @@
-"""Ray rollout workers sample in the learner's precision (issue 30, item 3): a worker rolls out
+"""Ray rollout workers sample in the learner's precision: a worker rolls out
 shard 0 of an iteration exactly as the in-process trainer does (same seed, same tokens, same
 log-probs), in fp32 and under the learner's bf16 autocast. Without the autocast a bf16 learner's
 worker sampled from another distribution than the learner trains (max |delta log-prob| 0.014).
