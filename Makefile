@@ -62,11 +62,13 @@ rollout: $(STAMP)
 TEST_WORKERS ?= 2
 # The vLLM tests (tests_vllm/, in .venv-vllm: one engine for the module) run beside the main suite,
 # not after it: the main suite leaves the cores partly idle (servers starting, processes waiting on
-# each other), so both finished in 7.6 min where one after the other took about 10 (benchmarks/
-# suite_time.py). Their output follows the main suite's; either failing fails the target.
+# each other). They run on one torch thread (OMP_NUM_THREADS), as each of the two workers does
+# (tests/isolation.py): with torch's default of one thread per core, three processes' threads
+# contended for two cores, and the main suite took about 50 s longer. Their output follows the main
+# suite's; either failing fails the target.
 VLLM_LOG := $(VLLM_VENV)/last-test.log
 test: $(STAMP) $(VLLM_STAMP)
-	@$(VLLM_PY) -m pytest -p no:cacheprovider tests_vllm > $(VLLM_LOG) 2>&1 & vllm=$$!; \
+	@OMP_NUM_THREADS=1 $(VLLM_PY) -m pytest -p no:cacheprovider tests_vllm > $(VLLM_LOG) 2>&1 & vllm=$$!; \
 	trap 'kill $$vllm 2>/dev/null' INT TERM; \
 	$(PY) -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile; main=$$?; \
 	wait $$vllm; rc=$$?; echo "---- tests_vllm (.venv-vllm) ----"; cat $(VLLM_LOG); \
