@@ -16,11 +16,20 @@ the calls went through the API it meant to use.
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter
 
 from examples.qa_agent import _documents, search
 
 CALLS: Counter = Counter()
+# each async session runs on a loop and thread of its own, and `CALLS[k] += 1` is a read then a write:
+# two sessions counting at once could lose one
+_CALLS_LOCK = threading.Lock()
+
+
+def _count(kind: str) -> None:
+    with _CALLS_LOCK:
+        CALLS[kind] += 1
 INSTRUCTIONS = "Answer the question. Call the search tool to look facts up."
 CHECK = "Final answer, one word?"
 MAX_CALLS = 4
@@ -60,7 +69,7 @@ async def responses_agent(client, sample: dict, stream: bool = False) -> str:
         resp = await _response(client, items, stream)
         if resp is None or resp.object != "response" or resp.usage is None:
             raise RuntimeError(f"not a response: {resp!r:.200}")
-        CALLS["responses_streamed" if stream else "responses"] += 1
+        _count("responses_streamed" if stream else "responses")
         items += [o.model_dump(exclude_unset=True) for o in resp.output]
         calls = [o for o in resp.output if o.type == "function_call"]
         answer = resp.output_text
@@ -96,7 +105,7 @@ def _streamed(client, messages: list) -> tuple[str | None, list[dict]]:
             slot["function"]["arguments"] += (tc.function.arguments or "") if tc.function else ""
     if usage is None:
         raise RuntimeError("the stream carried no usage chunk")
-    CALLS["streamed"] += 1
+    _count("streamed")
     return content, [calls[i] for i in sorted(calls)]
 
 
