@@ -65,8 +65,14 @@ def build_model(config: ModelConfig, tokenizer: Any, seed: int = 0):
 def load_model(name_or_path: str | Path, dtype: str = "float32"):
     """Loads (model, tokenizer) from a local folder or hub id; a missing folder is a clear error.
     A LoRA adapter folder (models/lora.py) loads its base, then the adapters on top, trainable."""
+    if is_adapter_folder(Path(name_or_path)):
+        return load_adapter_model(name_or_path, dtype=dtype)
+    return _load_base(name_or_path, dtype), _load_tokenizer(name_or_path)
+
+
+def _load_base(name_or_path: str | Path, dtype: str):
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     path = Path(name_or_path)
     if not path.exists() and (str(name_or_path).startswith((".", "/")) or path.suffix):
@@ -74,19 +80,22 @@ def load_model(name_or_path: str | Path, dtype: str = "float32"):
             f"model folder {str(name_or_path)!r} does not exist; build one with `agent-r1 build-model "
             "--like qwen2.5 --out DIR` or set model.name_or_path to a hub id"
         )
-    if is_adapter_folder(path):
-        return load_adapter_model(path, dtype=dtype)
+    return AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=getattr(torch, dtype))
+
+
+def _load_tokenizer(name_or_path: str | Path):
+    from transformers import AutoTokenizer
+
     tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
-    model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=getattr(torch, dtype))
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    return model, tokenizer
+    return tokenizer
 
 
 def load_adapter_model(path: str | Path, base: str | Path | None = None, dtype: str = "float32",
                        trainable: bool = True) -> tuple[Any, Any]:
     """(peft model, tokenizer) from an adapter folder (models/lora.py) over `base` (default: the one
-    it records), loaded through `load_model`."""
+    it records)."""
     from peft import PeftModel
 
     path = Path(path)
@@ -97,13 +106,10 @@ def load_adapter_model(path: str | Path, base: str | Path | None = None, dtype: 
     if Path(base).is_absolute() and not Path(base).exists():
         raise FileNotFoundError(f"adapter folder {str(path)!r} was trained on {base!r}, which does not exist "
                                 "here; pass the base model folder (e.g. `agent-r1 export --base DIR`)")
-    model, tokenizer = load_model(base, dtype)
-    if (path / "tokenizer_config.json").exists():  # the run's tokenizer, if it was saved with the adapter
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(str(path))
-        if tokenizer.pad_token_id is None:
-            tokenizer.pad_token = tokenizer.eos_token
+    model = _load_base(base, dtype)
+    # the run's tokenizer where it was saved with the adapters, else the base's: one load either way
+    # (a 151,936-token vocabulary takes seconds to load)
+    tokenizer = _load_tokenizer(path if (path / "tokenizer_config.json").exists() else base)
     peft_model = PeftModel.from_pretrained(model, str(path), is_trainable=trainable)
     set_adapter_base(peft_model, base)
     return peft_model, tokenizer

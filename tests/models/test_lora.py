@@ -114,3 +114,29 @@ def test_adapter_checkpoint_reloads_and_merged_export_matches(tiny_model, tmp_pa
     merged = AutoModelForCausalLM.from_pretrained(out).eval()
     with torch.no_grad():
         torch.testing.assert_close(merged(input_ids=ids).logits, adapted, rtol=0, atol=1e-5)
+
+
+def test_an_adapter_folder_with_its_own_tokenizer_loads_one_tokenizer(tiny_model, tmp_path, monkeypatch):
+    """The run's tokenizer saved beside the adapters is the one used, and the base's is not loaded
+    too: with Qwen2.5's 151,936-token vocabulary each load takes seconds."""
+    from transformers import AutoTokenizer
+
+    from agent_r1.models.build import load_model, save_model
+    from agent_r1.models.lora import save_adapter, set_adapter_base
+
+    base, model = _adapted(tiny_model)
+    tokenizer = tiny_model[1]
+    save_model(base, tokenizer, tmp_path / "base")
+    set_adapter_base(model, tmp_path / "base")
+    save_adapter(model, tokenizer, tmp_path / "adapter")
+    loaded_from = []
+    real = AutoTokenizer.from_pretrained.__func__
+
+    def counted(cls, path, *args, **kwargs):
+        loaded_from.append(str(path))
+        return real(cls, path, *args, **kwargs)
+
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", classmethod(counted))
+    _, loaded = load_model(tmp_path / "adapter")
+    assert loaded_from == [str(tmp_path / "adapter")]
+    assert loaded.get_vocab() == tokenizer.get_vocab()
