@@ -22,14 +22,6 @@ from collections import Counter
 from examples.qa_agent import _documents, search
 
 CALLS: Counter = Counter()
-# each async session runs on a loop and thread of its own, and `CALLS[k] += 1` is a read then a write:
-# two sessions counting at once could lose one
-_CALLS_LOCK = threading.Lock()
-
-
-def _count(kind: str) -> None:
-    with _CALLS_LOCK:
-        CALLS[kind] += 1
 INSTRUCTIONS = "Answer the question. Call the search tool to look facts up."
 CHECK = "Final answer, one word?"
 MAX_CALLS = 4
@@ -39,6 +31,14 @@ RESPONSES_TOOLS = [{"type": "function", "name": "search", "description": "Search
                     "parameters": PARAMETERS, "strict": True}]
 CHAT_TOOLS = [{"type": "function", "function": {"name": "search", "description": "Search the documents.",
                                                 "parameters": PARAMETERS}}]
+# each async session runs on a loop and thread of its own, and `CALLS[k] += 1` is a read then a write:
+# two sessions counting at once could lose one
+_CALLS_LOCK = threading.Lock()
+
+
+def _count(kind: str) -> None:
+    with _CALLS_LOCK:
+        CALLS[kind] += 1
 
 
 def _run_search(arguments: str, sample: dict) -> str:
