@@ -16,8 +16,6 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
-
 
 class ObservationIds(list):
     """An observation's token ids that know how many of their leading tokens close the action's turn
@@ -182,6 +180,8 @@ def collate(trajectories: list[Trajectory], pad_token_id: int) -> dict[str, Any]
     context the turn acts on: the prompt's ids for turn 0, turn k-1's observation ids for turn k, less
     the leading tokens that close turn k-1's action: ObservationIds).
     """
+    import torch  # here, not at the top: the CLI's commands that never collate stay free of torch
+
     if not trajectories:
         raise ValueError("collate() got no trajectories")
     seqs = [t.token_ids for t in trajectories]

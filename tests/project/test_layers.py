@@ -87,6 +87,14 @@ def test_the_config_checks_engine_names_without_importing_an_engine(tmp_path):
     subprocess.run([sys.executable, "-c", code], check=True, cwd=tmp_path)  # a fresh process, any folder
 
 
+def test_the_command_line_is_built_without_torch(tmp_path):
+    # `agent-r1 --help` and a mistyped command answer in well under a second: torch (2-3 s to import)
+    # loads only when a command that needs it runs
+    code = ("import sys; from agent_r1.cli import build_parser; build_parser(); "
+            "assert 'torch' not in sys.modules, 'building the parser imported torch'")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=tmp_path)
+
+
 def test_no_command_module_left_in_a_library_package():
     stray = sorted(str(p.relative_to(ROOT)) for p in ROOT.rglob("commands.py"))
     assert not stray, f"CLI commands belong in agent_r1/cli/: {stray}"
