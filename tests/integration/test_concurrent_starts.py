@@ -6,8 +6,9 @@ and two opening one fresh SQLite store failed 5 in 5 ("table already exists").""
 from __future__ import annotations
 
 import hashlib
-import multiprocessing as mp
 from pathlib import Path
+
+from tests import forked
 
 
 def _data_and_index(root: str, barrier, queue) -> None:
@@ -42,7 +43,7 @@ def _open_store(uri: str, barrier, queue) -> None:
 
 
 def _race(target, arg: str, trials: int = 2) -> list[list[tuple]]:
-    ctx = mp.get_context("spawn")
+    ctx = forked.context()  # two fresh processes, forked from a server that has their imports
     outcomes = []
     for trial in range(trials):
         barrier, queue = ctx.Barrier(2), ctx.Queue()

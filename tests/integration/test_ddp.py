@@ -24,6 +24,7 @@ from agent_r1.precision import CPU_BF16_ENV
 from agent_r1.training.distributed import free_address, join, leave
 from agent_r1.training.fsdp import check_fsdp
 from agent_r1.training.trainer import RLTrainer
+from tests import forked
 from tests.precision_modes import FP32
 from tests.rollout_helpers import make_env_factory
 from tests.training.test_trainer import SAMPLES, _warm_model
@@ -88,10 +89,10 @@ def _serve(rank, jobs, done):
 
 @pytest.fixture(scope="module")
 def cpu_ranks():
-    """Two CPU learner ranks started once for the module instead of two spawned per test: each spawn
-    imports torch, transformers and the trainer (about 4 s of CPU on 2 cores). Every job still joins
-    a fresh gloo group and builds its trainer from the job's arguments."""
-    ctx = torch.multiprocessing.get_context("spawn")
+    """Two CPU learner ranks started once for the module instead of two per test, forked from a server
+    that has the trainer's imports (tests/forked.py). Every job still joins a fresh gloo group and
+    builds its trainer from the job's arguments, the CPU mode included."""
+    ctx = forked.context()
     jobs, done = [ctx.Queue() for _ in range(2)], ctx.Queue()
     procs = [ctx.Process(target=_serve, args=(r, jobs[r], done), daemon=True) for r in range(2)]
     for proc in procs:

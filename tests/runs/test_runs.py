@@ -4,7 +4,6 @@ lineage hashes of content, `agent-r1 runs` and `agent-r1 train --resume NAME`.""
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import shutil
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 from agent_r1.config import load_config
 from agent_r1.runs.folders import create_run_dir, list_runs, read_record, update_record
 from agent_r1.runs.lineage import checkpoint_hash, data_hash, hash_json
+from tests import forked
 from tests.mlflow_store import fresh_store
 from tests.pipeline_helpers import unpinned_micro
 
@@ -103,7 +103,7 @@ def _make(args: tuple[str, str]) -> str:
 
 
 def test_run_folders_are_exclusive_across_processes(tmp_path):
-    with mp.get_context("spawn").Pool(4) as pool:
+    with forked.context().Pool(4) as pool:
         made = pool.map(_make, [(str(tmp_path), "same")] * 8)
     assert len(set(made)) == 8
     assert sorted(Path(p).name for p in made) == sorted(["same"] + [f"same-{n}" for n in range(2, 9)])

@@ -13,7 +13,7 @@ one learner on the same batch (within 1e-5):
   step, and where that stops the run (`train.max_bad_updates: 1`) every rank raises;
 - the 3-vs-2 case on plain replicas (no FSDP).
 
-All cases run in one pair of spawned ranks (one process group), so the check costs one start-up.
+All cases run in one pair of ranks (one process group, forked: tests/forked.py), so the check costs one start-up.
 The ranks are killed at the deadline: a hang fails the test, naming the cases that finished.
 """
 
@@ -27,8 +27,10 @@ import pytest
 import torch
 
 from agent_r1.config import load_config
+from agent_r1.precision import CPU_BF16_ENV
 from agent_r1.training.distributed import free_address, join, leave
 from agent_r1.training.trainer import NonFiniteLossError, RLTrainer
+from tests import forked
 from tests.precision_modes import FP32, both_cpu_modes
 from tests.rollout_helpers import make_env_factory
 from tests.training.test_trainer import SAMPLES
@@ -95,9 +97,18 @@ def _rank(rank, ranks, address, tmp_path, model, tok, base, device):
     leave()
 
 
+def _rank_in_mode(rank, mode, *args):
+    """`_rank` under the CPU mode the test set: a forked child has the environment of its server's
+    start, not the test's (tests/forked.py)."""
+    os.environ[CPU_BF16_ENV] = mode
+    _rank(rank, *args)
+
+
 def _spawn_with_deadline(args, deadline_s):
     """Both ranks, killed at the deadline; returns whether they finished in time."""
-    ctx = torch.multiprocessing.spawn(_rank, args=args, nprocs=2, join=False)
+    forked.context()  # the server's imports, set before it starts
+    ctx = torch.multiprocessing.start_processes(_rank_in_mode, args=(os.environ.get(CPU_BF16_ENV, ""), *args),
+                                                nprocs=2, join=False, start_method=forked.START_METHOD)
     end = time.monotonic() + deadline_s
     try:
         while not ctx.join(timeout=max(end - time.monotonic(), 0.1)):

@@ -1,0 +1,30 @@
+"""Child processes for the tests that start their own (learner ranks over gloo, runs racing for one
+folder): forked from a server that has already imported torch, transformers, the trainer and MLflow.
+
+A spawned child imports all of that again, 4-8 s of CPU on 2 cores each, and the suite started about
+twenty of them. multiprocessing's "forkserver" starts one server per test process, on first use,
+imports PRELOAD there once, and forks every child from it: the children are still fresh processes
+(their own interpreter state, their own gloo group or SQLite connection), only their imports are
+shared.
+
+What a child does not share with the test: the environment. It is the server's, as it was when the
+server started, so a setting a test changes (monkeypatch.setenv) must travel as an argument.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from multiprocessing.context import BaseContext
+
+# what the children import anyway; one the server cannot import is skipped (multiprocessing's rule)
+PRELOAD = ["torch", "transformers.modeling_utils", "transformers.models.llama.modeling_llama",
+           "agent_r1.training.trainer", "agent_r1.runs.run", "agent_r1.tracking", "mlflow"]
+START_METHOD = "forkserver"
+
+
+def context() -> BaseContext:
+    """The forkserver context, its server set to preload PRELOAD (used when the server starts: the
+    first child this process asks for)."""
+    ctx = mp.get_context(START_METHOD)
+    ctx.set_forkserver_preload(PRELOAD)
+    return ctx
