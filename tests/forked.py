@@ -1,7 +1,7 @@
 """Child processes for the tests that start their own (learner ranks over gloo, runs racing for one
-folder): forked from a server that has already imported torch, transformers, the trainer and MLflow.
+folder): forked from a server that has already imported torch, transformers and the trainer.
 
-A spawned child imports all of that again, 4-8 s of CPU on 2 cores each, and the suite started about
+A spawned child imports all of that again, 3-8 s of CPU on 2 cores each, and the suite started about
 twenty of them. multiprocessing's "forkserver" starts one server per test process, on first use,
 imports PRELOAD there once, and forks every child from it: the children are still fresh processes
 (their own interpreter state, their own gloo group or SQLite connection), only their imports are
@@ -16,9 +16,11 @@ from __future__ import annotations
 import multiprocessing as mp
 from multiprocessing.context import BaseContext
 
-# what the children import anyway; one the server cannot import is skipped (multiprocessing's rule)
+# what the children import anyway; one the server cannot import is skipped (multiprocessing's rule).
+# Not MLflow: its import starts pyarrow's jemalloc background thread, and the server must have one
+# thread when it forks (a lock another thread held would stay locked in the child).
 PRELOAD = ["torch", "transformers.modeling_utils", "transformers.models.llama.modeling_llama",
-           "agent_r1.training.trainer", "agent_r1.runs.run", "agent_r1.tracking", "mlflow"]
+           "agent_r1.training.trainer", "agent_r1.runs.run", "agent_r1.tracking"]
 START_METHOD = "forkserver"
 
 
