@@ -7,14 +7,20 @@ imports PRELOAD there once, and forks every child from it: the children are stil
 (their own interpreter state, their own gloo group or SQLite connection), only their imports are
 shared.
 
-What a child does not share with the test: the environment. It is the server's, as it was when the
-server started, so a setting a test changes (monkeypatch.setenv) must travel as an argument.
+What a child does not inherit from the test is the environment: it has the server's, as it was when
+the server started. `with_environment(fn)` hands the test's environment of that moment to the child,
+as a spawned child would inherit it (a long-lived child that runs several jobs, such as test_ddp's
+ranks, still needs what changes between jobs as an argument).
 """
 
 from __future__ import annotations
 
+import functools
 import multiprocessing as mp
+import os
+from collections.abc import Callable
 from multiprocessing.context import BaseContext
+from typing import Any
 
 # what the children import anyway; one the server cannot import is skipped (multiprocessing's rule).
 # Not MLflow: its import starts pyarrow's jemalloc background thread, and the server must have one
@@ -30,3 +36,14 @@ def context() -> BaseContext:
     ctx = mp.get_context(START_METHOD)
     ctx.set_forkserver_preload(PRELOAD)
     return ctx
+
+
+def with_environment(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn`, to run in a child under the environment this process has now (picklable: a child target)."""
+    return functools.partial(_in_environment, dict(os.environ), fn)
+
+
+def _in_environment(environment: dict[str, str], fn: Callable[..., Any], *args: Any) -> Any:
+    os.environ.clear()
+    os.environ.update(environment)
+    return fn(*args)

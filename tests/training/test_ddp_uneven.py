@@ -27,7 +27,6 @@ import pytest
 import torch
 
 from agent_r1.config import load_config
-from agent_r1.precision import CPU_BF16_ENV
 from agent_r1.training.distributed import free_address, join, leave
 from agent_r1.training.trainer import NonFiniteLossError, RLTrainer
 from tests import forked
@@ -97,18 +96,12 @@ def _rank(rank, ranks, address, tmp_path, model, tok, base, device):
     leave()
 
 
-def _rank_in_mode(rank, mode, *args):
-    """`_rank` under the CPU mode the test set: a forked child has the environment of its server's
-    start, not the test's (tests/forked.py)."""
-    os.environ[CPU_BF16_ENV] = mode
-    _rank(rank, *args)
-
-
 def _spawn_with_deadline(args, deadline_s):
     """Both ranks, killed at the deadline; returns whether they finished in time."""
     forked.context()  # the server's imports, set before it starts
-    ctx = torch.multiprocessing.start_processes(_rank_in_mode, args=(os.environ.get(CPU_BF16_ENV, ""), *args),
-                                                nprocs=2, join=False, start_method=forked.START_METHOD)
+    # the ranks run under the test's environment (its CPU mode), not the fork server's
+    ctx = torch.multiprocessing.start_processes(forked.with_environment(_rank), args=args, nprocs=2, join=False,
+                                                start_method=forked.START_METHOD)
     end = time.monotonic() + deadline_s
     try:
         while not ctx.join(timeout=max(end - time.monotonic(), 0.1)):
